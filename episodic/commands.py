@@ -1,0 +1,213 @@
+"""Commands a learner sends, in their in-process form (what the shared-memory bridge carries).
+
+Every command has an episode id, an index (0 starts the episode, 1..max_commands are
+segments) and max_commands. ``validate`` checks a command against the robot and the
+configured size limits and raises :class:`CommandError` with a message saying what to fix.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from episodic.robot import Robot
+
+
+class CommandError(ValueError):
+    """A command is malformed; the message says what to change."""
+
+
+class Kind(enum.IntEnum):
+    """Payload kind, as stored in logs and on the wire."""
+
+    START = 0
+    TRAJECTORY = 1
+    GAINS = 2
+    RESET = 3
+
+
+class Feedforward(enum.IntEnum):
+    """u_ff of SL's law: none (PD), gravity compensation, inverse dynamics of the
+    desired state (feedforward), or inverse dynamics at the measured state."""
+
+    NONE = 0
+    GRAVITY_COMPENSATION = 1
+    FEEDFORWARD = 2
+    INVERSE_DYNAMICS = 3
+
+    @classmethod
+    def parse(cls, value: "str | int | Feedforward") -> "Feedforward":
+        if isinstance(value, str):
+            try:
+                return cls[value.upper()]
+            except KeyError:
+                names = ", ".join(m.name.lower() for m in cls)
+                raise CommandError(f"unknown feedforward mode '{value}'; use one of {names}") from None
+        try:
+            return cls(int(value))
+        except ValueError:
+            raise CommandError(f"unknown feedforward mode {value}; use 0..{len(cls) - 1}") from None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size limits a runner accepts (the bridge sizes its buffers from these).
+
+    max_segment_steps: samples in one trajectory; max_context: entries of a context vector;
+    max_commands: largest max_commands; max_wait_time s.
+    """
+
+    max_segment_steps: int = 20_000
+    max_context: int = 64
+    max_commands: int = 1_000
+    max_wait_time: float = 60.0
+
+
+@dataclass(frozen=True)
+class Header:
+    episode_id: int
+    index: int
+    max_commands: int
+
+
+@dataclass(frozen=True)
+class StartCommand:
+    """Index 0: go to ``posture`` (n_dofs,) rad, or the task's default start when None,
+    then reset the task from ``context`` (n_context,)."""
+
+    episode_id: int
+    max_commands: int
+    posture: np.ndarray | None = None
+    context: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    index: int = 0
+    kind = Kind.START
+
+
+@dataclass(frozen=True)
+class TrajectoryCommand:
+    """A segment: desired q (n_samples, n_dofs) rad at ``rate`` Hz, optional qd rad/s and
+    qdd rad/s^2 of the same shape; after the last sample the final posture is held for
+    ``wait_time`` s. ``rate`` None means the robot's control rate."""
+
+    episode_id: int
+    index: int
+    max_commands: int
+    q: np.ndarray
+    qd: np.ndarray | None = None
+    qdd: np.ndarray | None = None
+    rate: float | None = None
+    wait_time: float = 0.0
+    kind = Kind.TRAJECTORY
+
+
+@dataclass(frozen=True)
+class GainsCommand:
+    """A gain set for the following segments: kp N m/rad, kd N m s/rad, ki N m/(rad s),
+    each (n_dofs,), and the feedforward mode. The posture is held for ``wait_time`` s."""
+
+    episode_id: int
+    index: int
+    max_commands: int
+    kp: np.ndarray
+    kd: np.ndarray
+    ki: np.ndarray | None = None
+    feedforward: Feedforward = Feedforward.GRAVITY_COMPENSATION
+    wait_time: float = 0.0
+    kind = Kind.GAINS
+
+
+@dataclass(frozen=True)
+class ResetCommand:
+    """The learner aborts the current episode."""
+
+    episode_id: int
+    index: int = 0
+    max_commands: int = 0
+    kind = Kind.RESET
+
+
+Command = StartCommand | TrajectoryCommand | GainsCommand | ResetCommand
+
+
+def _array(name: str, value, shape: tuple[int, ...] | None, ndim: int) -> np.ndarray:
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise CommandError(f"{name} must be numeric: {exc}") from None
+    if arr.ndim != ndim:
+        raise CommandError(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
+    if shape is not None and arr.shape != shape:
+        raise CommandError(f"{name} must have shape {shape}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise CommandError(f"{name} contains NaN or inf; send finite values")
+    return arr
+
+
+def _wait(value: float, limits: Limits) -> float:
+    wait = float(value)
+    if not np.isfinite(wait) or wait < 0 or wait > limits.max_wait_time:
+        raise CommandError(f"wait_time must be in [0, {limits.max_wait_time}] s, got {value}")
+    return wait
+
+
+def _header(cmd, limits: Limits) -> None:
+    for name in ("episode_id", "index", "max_commands"):
+        value = getattr(cmd, name)
+        if not isinstance(value, (int, np.integer)) or value < 0:
+            raise CommandError(f"{name} must be a non-negative integer, got {value!r}")
+    if cmd.kind != Kind.RESET and not 1 <= cmd.max_commands <= limits.max_commands:
+        raise CommandError(f"max_commands must be in 1..{limits.max_commands}, got {cmd.max_commands}")
+
+
+def validate(cmd, robot: Robot, limits: Limits) -> Command:
+    """Return ``cmd`` with arrays as float64 and defaults filled in; raise CommandError."""
+    if not isinstance(cmd, (StartCommand, TrajectoryCommand, GainsCommand, ResetCommand)):
+        raise CommandError(f"unknown command kind {type(cmd).__name__}; send start, trajectory, gains or reset")
+    _header(cmd, limits)
+    n = robot.n_dofs
+    if isinstance(cmd, StartCommand):
+        if cmd.index != 0:
+            raise CommandError("a start command has index 0")
+        posture = None if cmd.posture is None else _array("posture", cmd.posture, (n,), 1)
+        if posture is not None and (np.any(posture < robot.range_lower) or np.any(posture > robot.range_upper)):
+            raise CommandError(
+                f"posture {np.round(posture, 4).tolist()} lies outside the joint range "
+                f"[{robot.range_lower.tolist()}, {robot.range_upper.tolist()}] rad"
+            )
+        context = _array("context", cmd.context, None, 1)
+        if context.size > limits.max_context:
+            raise CommandError(f"context has {context.size} entries; at most {limits.max_context}")
+        return StartCommand(cmd.episode_id, cmd.max_commands, posture, context)
+    if isinstance(cmd, ResetCommand):
+        return cmd
+    if cmd.index < 1:
+        raise CommandError(f"a {cmd.kind.name.lower()} command needs index >= 1; index 0 is the start")
+    wait = _wait(cmd.wait_time, limits)
+    if isinstance(cmd, GainsCommand):
+        kp = _array("kp", cmd.kp, (n,), 1)
+        kd = _array("kd", cmd.kd, (n,), 1)
+        ki = np.zeros(n) if cmd.ki is None else _array("ki", cmd.ki, (n,), 1)
+        for name, gain in (("kp", kp), ("kd", kd), ("ki", ki)):
+            if np.any(gain < 0):
+                raise CommandError(f"{name} must be non-negative, got {gain.tolist()}")
+        mode = Feedforward.parse(cmd.feedforward)
+        return GainsCommand(cmd.episode_id, cmd.index, cmd.max_commands, kp, kd, ki, mode, wait)
+    q = _array("q", cmd.q, None, 2)
+    if q.shape[1] != n:
+        raise CommandError(f"q must be (n_samples, {n}) for this robot, got {q.shape}")
+    if not 1 <= q.shape[0] <= limits.max_segment_steps:
+        raise CommandError(f"q has {q.shape[0]} samples; send 1..{limits.max_segment_steps}")
+    qd = None if cmd.qd is None else _array("qd", cmd.qd, q.shape, 2)
+    qdd = None if cmd.qdd is None else _array("qdd", cmd.qdd, q.shape, 2)
+    if qdd is not None and qd is None:
+        raise CommandError("qdd given without qd; send qd too")
+    rate = robot.control_rate if cmd.rate is None else float(cmd.rate)
+    if not np.isfinite(rate) or rate <= 0:
+        raise CommandError(f"rate must be a positive number of samples per second, got {cmd.rate}")
+    if q.shape[0] / rate * robot.control_rate > limits.max_segment_steps:
+        raise CommandError(
+            f"the segment lasts {q.shape[0] / rate:.3f} s, over the limit of "
+            f"{limits.max_segment_steps / robot.control_rate:.3f} s"
+        )
+    return TrajectoryCommand(cmd.episode_id, cmd.index, cmd.max_commands, q, qd, qdd, rate, wait)

@@ -1,0 +1,305 @@
+"""The episode state machine: RESTART -> GOTO_START -> WAIT_FOR_START -> DO_MOTION ->
+WAIT_FOR_COMMAND -> DO_MOTION ... -> RESTART (design.md section 3).
+
+``handle`` takes one command and returns its Reply; it never raises on input. Index 0
+starts an episode; 1..max_commands are segments in order; after max_commands the episode
+ends. An out-of-order index, a stale episode id, an invalid payload or a velocity over
+its limit aborts the episode with its own flag. What happens while the learner is
+silent is the caller's choice: in blocking mode nothing (time stops); a non-blocking
+loop calls ``idle`` once per tick, which holds the robot and logs the steps.
+"""
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import mujoco
+import numpy as np
+
+from episodic.commands import (CommandError, Feedforward, GainsCommand, Limits, ResetCommand,
+                               StartCommand, TrajectoryCommand, validate)
+from episodic.log import EpisodeBuffer
+from episodic.scene import ROLLOUT_SPEC, Scene
+from episodic.simulation import Gains, Simulation, StepRecord
+from episodic.trajectory import Desired, min_jerk, min_jerk_duration, resample
+from tasks.base import StepView, Task, TaskError
+
+SETTLE_CHUNK = 0.05  # s of holding between "close and slow" checks in GOTO_START
+
+
+class MachineState(enum.IntEnum):
+    RESTART = 0
+    GOTO_START = 1
+    WAIT_FOR_START = 2
+    DO_MOTION = 3
+    WAIT_FOR_COMMAND = 4
+
+
+class Flag(enum.IntEnum):
+    """Outcome of a command, in every reply and in the log."""
+
+    OK = 0
+    OUT_OF_ORDER = 1
+    STALE_EPISODE = 2
+    INVALID_PAYLOAD = 3
+    SAFETY_ABORT = 4
+    TIMEOUT = 5
+    ABORTED_BY_LEARNER = 6
+    INTERRUPTED = 7
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Answer to one command: reward of the segment, the task state after it
+    (n_state,) in the task's column order, and the flag. ``message`` explains a flag."""
+
+    episode_id: int
+    index: int
+    flag: Flag
+    reward: float
+    state: np.ndarray
+    n_steps: int
+    episode_done: bool
+    message: str = ""
+
+
+class EpisodeMachine:
+    """Runs episodes of ``task`` on ``sim``; hands each finished episode to ``on_episode``."""
+
+    def __init__(self, scene: Scene, sim: Simulation, task: Task, seed: int = 0,
+                 limits: Limits = Limits(), on_episode: Callable[[EpisodeBuffer], None] | None = None,
+                 on_reject: Callable[[object, Flag], None] | None = None):
+        self.scene, self.sim, self.task, self.seed, self.limits = scene, sim, task, seed, limits
+        self.robot = scene.robot
+        self.on_episode = on_episode or (lambda ep: None)
+        self.on_reject = on_reject or (lambda cmd, flag: None)
+        self.state = MachineState.RESTART
+        self.episode: EpisodeBuffer | None = None
+        self.episodes_started = 0
+        self._max_commands = 0
+        self._next_index = 0
+        self._gains = self.default_gains()
+        self._hold_q = self.robot.home.copy()
+        self._started_at = 0.0
+        sim.reset(self.robot.home)
+        self._hold_q = sim.q
+
+    def default_gains(self) -> Gains:
+        r = self.robot
+        return Gains(r.kp.copy(), r.kd.copy(), r.ki.copy(), Feedforward.parse(r.feedforward))
+
+    # -- commands ------------------------------------------------------------
+    def handle(self, raw) -> Reply:
+        """Process one command (possibly malformed) and return its reply."""
+        try:
+            cmd = validate(raw, self.robot, self.limits)
+        except CommandError as exc:
+            return self._refuse(raw, Flag.INVALID_PAYLOAD, str(exc))
+        if isinstance(cmd, StartCommand):
+            if self.episode is not None:
+                self.abort(Flag.ABORTED_BY_LEARNER, "a new index 0 arrived before the episode ended")
+            return self._start(raw, cmd)
+        if isinstance(cmd, ResetCommand):
+            if self.episode is None:
+                return self._reply(cmd, Flag.OK, message="no episode was running")
+            self.episode.commands.append(raw)
+            self.abort(Flag.ABORTED_BY_LEARNER, "the learner reset the episode")
+            return self._reply(cmd, Flag.ABORTED_BY_LEARNER, done=True, message="episode aborted")
+        if self.episode is None:
+            return self._refuse(raw, Flag.OUT_OF_ORDER,
+                                f"no episode is running; send index 0 to start one (got index {cmd.index})")
+        if cmd.episode_id != self.episode.episode_id:
+            return self._refuse(raw, Flag.STALE_EPISODE,
+                                f"episode id {cmd.episode_id} is not the running episode {self.episode.episode_id}")
+        if cmd.index != self._next_index or cmd.max_commands != self._max_commands:
+            return self._refuse(raw, Flag.OUT_OF_ORDER,
+                                f"expected index {self._next_index} of {self._max_commands}, "
+                                f"got index {cmd.index} of {cmd.max_commands}")
+        self.episode.commands.append(raw)
+        if isinstance(cmd, GainsCommand):
+            self._gains = Gains(cmd.kp, cmd.kd, cmd.ki, cmd.feedforward)
+            desired = Desired.hold(self._hold_q, self._steps(cmd.wait_time))
+        else:
+            desired = resample(cmd.q, cmd.qd, cmd.qdd, cmd.rate, self.robot.control_rate)
+            desired = desired.then_hold(self._steps(cmd.wait_time))
+        return self._segment(cmd, desired)
+
+    def _steps(self, seconds: float) -> int:
+        return int(round(seconds * self.robot.control_rate))
+
+    def _refuse(self, raw, flag: Flag, message: str) -> Reply:
+        episode_id = getattr(raw, "episode_id", -1)
+        index = getattr(raw, "index", -1)
+        if self.episode is None:
+            self.on_reject(raw, flag)
+            return Reply(_int(episode_id), _int(index), flag, 0.0, self._no_state(), 0, True, message)
+        self.episode.commands.append(raw)
+        self.abort(flag, message)
+        return Reply(_int(episode_id), _int(index), flag, 0.0, self._no_state(), 0, True, message)
+
+    def _no_state(self) -> np.ndarray:
+        return np.full(len(self.task.columns), np.nan)
+
+    def _reply(self, cmd, flag: Flag, reward: float = 0.0, n_steps: int = 0, done: bool = False,
+               message: str = "") -> Reply:
+        return Reply(cmd.episode_id, cmd.index, flag, reward, self.current_task_state(), n_steps, done, message)
+
+    # -- episode life --------------------------------------------------------
+    def _start(self, raw, cmd: StartCommand) -> Reply:
+        number = self.episodes_started
+        self.episodes_started += 1
+        rng_seed = (int(self.seed), number)
+        self.episode = EpisodeBuffer(number, cmd.episode_id, self.sim.get_state(), rng_seed, self.task.columns)
+        self.episode.commands.append(raw)
+        self._started_at = time.perf_counter()
+        self._max_commands, self._next_index = cmd.max_commands, 1
+        self._gains = self.default_gains()
+        self.sim.reset_integral()
+        target = self.task.start_posture(self.robot) if cmd.posture is None else cmd.posture
+        self.state = MachineState.GOTO_START
+        self._goto(target)
+        try:
+            self.task.reset(self.sim.model, self.sim.data, cmd.context, np.random.default_rng(rng_seed))
+        except TaskError as exc:
+            self.abort(Flag.INVALID_PAYLOAD, str(exc))
+            return self._reply(cmd, Flag.INVALID_PAYLOAD, done=True, message=str(exc))
+        mujoco.mj_forward(self.sim.model, self.sim.data)
+        self.state = MachineState.WAIT_FOR_START
+        return self._reply(cmd, Flag.OK, n_steps=self.episode.n_steps)
+
+    def _goto(self, target: np.ndarray) -> None:
+        """Minimum-jerk move to ``target`` within the goto limits, then hold until close and slow."""
+        goto = self.robot.goto
+        q0 = self.sim.q
+        duration = min_jerk_duration(q0, target, goto.max_velocity, goto.max_acceleration)
+        if duration > 0:
+            self._record(self.sim.run(min_jerk(q0, target, duration, self.robot.control_dt), self._gains), index=0)
+        self._hold_q = target.copy()
+        chunk = max(self._steps(SETTLE_CHUNK), 1)
+        for _ in range(int(np.ceil(goto.settle_time / SETTLE_CHUNK))):
+            if (np.max(np.abs(self.sim.q - target)) < goto.tolerance_q
+                    and np.max(np.abs(self.sim.qd)) < goto.tolerance_qd):
+                break
+            self._record(self.sim.run(Desired.hold(target, chunk), self._gains), index=0)
+
+    def _segment(self, cmd, desired: Desired) -> Reply:
+        self.state = MachineState.DO_MOTION
+        record = self.sim.run(desired, self._gains)
+        view = self._view(record)
+        task_state = self.task.state(view)
+        rewards = self.task.step_reward(view, task_state)
+        n = len(record)
+        end = self.task.segment_end(view, task_state)
+        if end is not None:
+            n = min(n, max(int(end), 1))
+        qd_after = self.scene.qvel(record.state[1 : n + 1])[:, self.scene.dof_adr]
+        over = np.flatnonzero(np.any(~(np.abs(qd_after) <= self.robot.velocity_limit), axis=1))
+        flag, message = Flag.OK, ""
+        if over.size:
+            n = int(over[0]) + 1
+            flag = Flag.SAFETY_ABORT
+            joints = np.flatnonzero(~(np.abs(qd_after[n - 1]) <= self.robot.velocity_limit))
+            message = (f"joint velocity over its limit at step {n} (joints "
+                       f"{[self.robot.joint_names[j] for j in joints]}); segment aborted, robot holds")
+        if n < len(record):
+            record = record.truncate(n)
+            self.sim.set_state(record.state[-1], ROLLOUT_SPEC)
+            view, task_state, rewards = self._trim(view, n), task_state[:n], rewards[:n]
+        self._record(record, cmd.index, task_state, rewards, view)
+        self._hold_q = self.robot.clamp(record.desired.q[-1]) if n else self._hold_q
+        reward = float(np.sum(rewards))
+        self.episode.segments.append(dict(index=cmd.index, kind=int(cmd.kind), flag=int(flag),
+                                          reward=reward, n_steps=n, state=self.current_task_state()))
+        if flag != Flag.OK:
+            if flag == Flag.SAFETY_ABORT:
+                self._hold_q = self.sim.q
+            self.abort(flag, message)
+            return self._reply(cmd, flag, reward, n, True, message)
+        self._next_index += 1
+        done = cmd.index == self._max_commands
+        if done:
+            self._finish(Flag.OK, "")
+        else:
+            self.state = MachineState.WAIT_FOR_COMMAND
+        return self._reply(cmd, Flag.OK, reward, n, done)
+
+    def idle(self, n_steps: int = 1) -> None:
+        """Hold the last desired posture for n_steps control steps (the non-blocking seam);
+        logged in the running episode, if any."""
+        record = self.sim.run(Desired.hold(self._hold_q, n_steps), self._gains)
+        if self.episode is not None:
+            self._record(record, self._next_index - 1)
+
+    def abort(self, flag: Flag, message: str) -> None:
+        """End the running episode with ``flag`` (timeouts and learner aborts come here)."""
+        if self.episode is not None:
+            self._finish(flag, message)
+
+    def _finish(self, flag: Flag, message: str) -> None:
+        ep = self.episode
+        ep.flag, ep.flag_name = int(flag), flag.name
+        ep.message = message
+        ep.success = flag == Flag.OK and self.task.success(self.current_task_state())
+        ep.wall_time = time.perf_counter() - self._started_at
+        self.episode = None
+        self.state = MachineState.RESTART
+        self.on_episode(ep)
+
+    # -- logging -------------------------------------------------------------
+    def _view(self, record: StepRecord) -> StepView:
+        s = self.scene
+        pre = record.state[:-1]
+        return StepView(qpos=s.qpos(pre), qvel=s.qvel(pre), sensordata=record.sensordata,
+                        u=s.applied_torque(record.sensordata),
+                        ee_pos=s.sensor(record.sensordata, "ee_pos"), dt=self.robot.control_dt,
+                        sensors=s.sensors)
+
+    @staticmethod
+    def _trim(view: StepView, n: int) -> StepView:
+        return StepView(view.qpos[:n], view.qvel[:n], view.sensordata[:n], view.u[:n],
+                        view.ee_pos[:n], view.dt, view.sensors)
+
+    def current_task_state(self) -> np.ndarray:
+        """Task state (n_state,) at the simulator's present state."""
+        m, d = self.sim.model, self.sim.data
+        mujoco.mj_forward(m, d)
+        view = StepView(d.qpos[None].copy(), d.qvel[None].copy(), d.sensordata[None].copy(),
+                        self.scene.applied_torque(d.sensordata[None]),
+                        self.scene.sensor(d.sensordata[None], "ee_pos"), self.robot.control_dt,
+                        self.scene.sensors)
+        return self.task.state(view)[0]
+
+    def _record(self, record: StepRecord, index: int, task_state=None, rewards=None, view=None) -> None:
+        """Append a record's steps to the episode's per-step columns."""
+        if self.episode is None or len(record) == 0:
+            return
+        s, n = self.scene, len(record)
+        view = view or self._view(record)
+        if task_state is None:
+            task_state = self.task.state(view)
+        qa, va = s.qpos_adr, s.dof_adr
+        qd_all = s.qvel(record.state)[:, va]
+        block = {
+            "time": record.state[:-1, 0],
+            "machine_state": np.full(n, int(self.state)),
+            "index": np.full(n, index),
+            "step": np.arange(n),
+            "q": view.qpos[:, qa], "qd": qd_all[:-1],
+            "qdd": np.diff(qd_all, axis=0) / self.robot.control_dt,
+            "q_d": self.robot.clamp(record.desired.q), "qd_d": record.desired.qd,
+            "qdd_d": record.desired.qdd,
+            "u": view.u, "u_ff": record.u_ff,
+            "ee_pos": view.ee_pos, "ee_quat": s.sensor(record.sensordata, "ee_quat"),
+            "task_state": task_state,
+            "reward": np.zeros(n) if rewards is None else rewards,
+        }
+        self.episode.blocks.append(block)
+
+
+def _int(value) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return -1

@@ -1,0 +1,97 @@
+"""Replay: re-run a log's recorded commands and compare the new episodes with the stored
+ones bit for bit (blocking mode depends only on the commands, task, seed and versions)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from episodic.commands import Limits
+from episodic.log import (STEP_COLUMNS, EpisodeBuffer, StoredEpisode, command_from_record,
+                          read_episodes, read_metadata, software_versions)
+from episodic.machine import Flag
+from episodic.runner import Runner
+
+
+@dataclass
+class Difference:
+    episode: str
+    what: str
+    detail: str
+
+
+@dataclass
+class ReplayReport:
+    episodes: list[str] = field(default_factory=list)
+    differences: list[Difference] = field(default_factory=list)
+    version_changes: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    @property
+    def identical(self) -> bool:
+        return not self.differences
+
+
+def _compare_array(name: str, old: np.ndarray, new: np.ndarray) -> str | None:
+    if old.shape != new.shape:
+        return f"shape {old.shape} in the log, {new.shape} on replay"
+    if old.tobytes() == new.tobytes():
+        return None
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(old.astype(float) - new.astype(float))
+    bad = np.flatnonzero(~(old == new).reshape(old.shape[0], -1).all(axis=1)) if old.ndim else [0]
+    first = int(bad[0]) if len(bad) else 0
+    return (f"{len(bad)} of {old.shape[0] if old.ndim else 1} rows differ, first at row {first}; "
+            f"max |difference| {np.nanmax(diff):.3g}")
+
+
+def compare(stored: StoredEpisode, new: EpisodeBuffer) -> list[Difference]:
+    """Differences between a stored episode and a re-run one (empty when bit-identical)."""
+    out = []
+    steps = {k: v.astype(STEP_COLUMNS[k], copy=False) for k, v in new.steps().items()}
+    for name in sorted(set(stored.steps) | set(steps)):
+        if name not in stored.steps or name not in steps:
+            out.append(Difference(stored.name, f"steps/{name}", "present on one side only"))
+            continue
+        detail = _compare_array(name, stored.steps[name], steps[name])
+        if detail:
+            out.append(Difference(stored.name, f"steps/{name}", detail))
+    table = new.segment_table()
+    for name, old in stored.segments.items():
+        detail = _compare_array(name, old, table[name])
+        if detail:
+            out.append(Difference(stored.name, f"segments/{name}", detail))
+    old_flag, old_return = stored.attrs["flag"], stored.attrs["return"]
+    if old_flag != new.flag:
+        out.append(Difference(stored.name, "flag", f"{Flag(old_flag).name} in the log, {Flag(new.flag).name} on replay"))
+    if np.float64(old_return).tobytes() != np.float64(new.episode_return).tobytes():
+        out.append(Difference(stored.name, "return", f"{old_return!r} in the log, {new.episode_return!r} on replay"))
+    return out
+
+
+def replay(path: str | Path, episodes: list[int] | None = None) -> ReplayReport:
+    """Re-execute the commands of ``episodes`` (sequence numbers; all when None) of the log
+    at ``path`` from each episode's recorded initial state, and compare."""
+    meta = read_metadata(path)
+    stored = read_episodes(path, episodes)
+    runner = Runner(meta["task"], meta["robot"], params=meta.get("task_params") or {},
+                    seed=meta["seed"], limits=Limits(**meta.get("limits", {})), keep_episodes=True)
+    report = ReplayReport()
+    now = software_versions()
+    report.version_changes = {k: (v, now.get(k, "missing")) for k, v in meta.get("versions", {}).items()
+                              if now.get(k) != v and k != "episodic"}
+    for ep in stored:
+        runner.episodes.clear()
+        runner.sim.set_state(ep.initial_state)
+        runner.machine.episodes_started = int(ep.name)
+        for attrs, arrays in ep.commands:
+            runner.handle(command_from_record(attrs, arrays))
+        runner.machine.abort(Flag(ep.attrs["flag"]), "replayed abort")
+        report.episodes.append(ep.name)
+        if len(runner.episodes) != 1:
+            report.differences.append(Difference(ep.name, "episodes",
+                                                 f"replay produced {len(runner.episodes)} episodes, expected 1"))
+            continue
+        report.differences += compare(ep, runner.episodes[0])
+    runner.close()
+    return report

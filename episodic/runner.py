@@ -1,0 +1,84 @@
+"""The in-process runner: a task on a robot in MuJoCo, the episode state machine and the
+HDF5 run log, behind one ``handle(command) -> Reply`` call (what the bridge serves).
+
+    with Runner("reach", log="runs/reach.h5", seed=0) as runner:
+        runner.handle(StartCommand(episode_id=1, max_commands=1))
+        reply = runner.handle(TrajectoryCommand(1, 1, 1, q))
+"""
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+from episodic.commands import Limits
+from episodic.log import EpisodeBuffer, RunLog, software_versions
+from episodic.machine import EpisodeMachine, Flag, Reply
+from episodic.robot import load_robot
+from episodic.scene import build_scene
+from episodic.simulation import Simulation
+from tasks import make_task
+
+
+class Runner:
+    """Episodes of task ``task`` (name) with parameters ``params`` on robot ``robot`` (name).
+
+    ``log``: HDF5 file for the run (None keeps episodes in memory only, in ``episodes``).
+    ``seed``: the run's seed; episode k's random generator is seeded with (seed, k).
+    """
+
+    def __init__(self, task: str = "reach", robot: str = "wam", params: dict | None = None,
+                 log: str | Path | None = None, seed: int = 0, limits: Limits = Limits(),
+                 keep_episodes: bool | None = None):
+        self.robot = load_robot(robot)
+        self.task = make_task(task, params)
+        self.scene = build_scene(self.robot, self.task)
+        self.sim = Simulation(self.scene)
+        self.seed = int(seed)
+        self.limits = limits
+        self.keep_episodes = log is None if keep_episodes is None else keep_episodes
+        self.episodes: list[EpisodeBuffer] = []
+        self.log = RunLog(log, self.metadata()) if log is not None else None
+        self.machine = EpisodeMachine(self.scene, self.sim, self.task, self.seed, limits,
+                                      on_episode=self._episode_done, on_reject=self._rejected)
+
+    def metadata(self) -> dict:
+        """What a log records about the run (enough to rebuild this runner for replay)."""
+        return {
+            "task": self.task.name, "task_params": self.task.params(), "robot": self.robot.name,
+            "robot_settings": self.robot.settings_dict(), "mode": "blocking", "seed": self.seed,
+            "control_rate": self.robot.control_rate, "timestep": self.scene.model.opt.timestep,
+            "substeps": self.robot.substeps, "state_columns": list(self.task.columns),
+            "limits": dict(self.limits.__dict__), "versions": software_versions(),
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "model_xml": self.scene.xml,
+        }
+
+    def handle(self, command) -> Reply:
+        """Run one command; never raises on bad input (the reply's flag says what went wrong)."""
+        return self.machine.handle(command)
+
+    def abort(self, flag: Flag, message: str) -> None:
+        """Abort the running episode (e.g. a silent learner: Flag.TIMEOUT)."""
+        self.machine.abort(flag, message)
+
+    def _episode_done(self, ep: EpisodeBuffer) -> None:
+        if self.keep_episodes:
+            self.episodes.append(ep)
+        if self.log is not None:
+            self.log.write_episode(ep)
+
+    def _rejected(self, command, flag: Flag) -> None:
+        if self.log is not None:
+            self.log.reject(getattr(command, "episode_id", -1), getattr(command, "index", -1), int(flag))
+
+    def close(self) -> None:
+        """End a running episode with Flag.INTERRUPTED (so its steps are kept) and close the log."""
+        self.machine.abort(Flag.INTERRUPTED, "the runner stopped during the episode")
+        if self.log is not None:
+            self.log.close()
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,136 @@
+"""The simulated scene: the robot's MJCF with the controller's actuators and sensors added
+from its settings, plus the task's tool and objects, compiled into one MuJoCo model.
+
+The control law of design.md section 4 runs inside MuJoCo: each joint gets a
+general actuator with force ``ctrl - kp q - kd qd`` (gain 1, affine bias), so
+``ctrl = kp q_d + kd qd_d + ki I + u_ff``; gravity compensation is MuJoCo's body
+gravcomp routed through the actuators (``actuatorgravcomp``), and the total joint torque
+saturates at the robot's torque limit (``actuatorfrcrange``). A whole segment then runs
+in C (``mujoco.rollout``) whenever u_ff does not depend on the measured state.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from episodic.robot import Robot
+
+STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
+ROLLOUT_SPEC = mujoco.mjtState.mjSTATE_FULLPHYSICS
+
+
+@dataclass
+class Scene:
+    """A compiled scene and where the robot lives in it.
+
+    qpos_adr, dof_adr: (n_dofs,) addresses of the robot joints; actuator: (n_dofs,) ids;
+    arm_bodies: ids of the bodies whose gravity the controller may compensate (the robot's
+    and any tool the task marks with gravcomp);
+    sensors: name -> slice of sensordata; dynamics: model of the robot and its tool alone,
+    for inverse dynamics.
+    """
+
+    robot: Robot
+    model: mujoco.MjModel
+    dynamics: mujoco.MjModel
+    qpos_adr: np.ndarray
+    dof_adr: np.ndarray
+    actuator: np.ndarray
+    arm_bodies: np.ndarray
+    sensors: dict[str, slice]
+    xml: str
+
+    @property
+    def substeps(self) -> int:
+        return self.robot.substeps
+
+    def sensor(self, sensordata: np.ndarray, name: str) -> np.ndarray:
+        """Columns of sensor ``name`` from sensordata (..., nsensordata)."""
+        return sensordata[..., self.sensors[name]]
+
+    def applied_torque(self, sensordata: np.ndarray) -> np.ndarray:
+        """Joint torques u (..., n_dofs) N m after saturation, gravity compensation included."""
+        cols = [self.sensors[f"u/{name}"].start for name in self.robot.joint_names]
+        return sensordata[..., cols]
+
+    def qpos(self, states: np.ndarray) -> np.ndarray:
+        """All qpos (..., nq) from mjSTATE_FULLPHYSICS rows (time, qpos, qvel, ...)."""
+        return states[..., 1 : 1 + self.model.nq]
+
+    def qvel(self, states: np.ndarray) -> np.ndarray:
+        """All qvel (..., nv) from mjSTATE_FULLPHYSICS rows."""
+        nq = self.model.nq
+        return states[..., 1 + nq : 1 + nq + self.model.nv]
+
+
+def _robot_spec(robot: Robot) -> mujoco.MjSpec:
+    spec = mujoco.MjSpec.from_file(str(robot.mjcf))
+    spec.option.timestep = robot.control_dt / robot.substeps
+    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    for i, name in enumerate(robot.joint_names):
+        joint = spec.joint(name)
+        if joint is None:
+            raise ValueError(f"{robot.mjcf} has no joint '{name}' named in the robot's settings")
+        joint.range = [robot.range_lower[i], robot.range_upper[i]]
+        joint.limited = mujoco.mjtLimited.mjLIMITED_TRUE
+        joint.actfrcrange = [-robot.torque_limit[i], robot.torque_limit[i]]
+        joint.actfrclimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        joint.actgravcomp = True
+    for body in spec.bodies:
+        if body.name != "world":
+            body.gravcomp = 1.0
+    return spec
+
+
+def _add_controller(spec: mujoco.MjSpec, robot: Robot) -> None:
+    for i, name in enumerate(robot.joint_names):
+        act = spec.add_actuator(name=f"ctrl/{name}", target=name,
+                                trntype=mujoco.mjtTrn.mjTRN_JOINT)
+        act.gaintype = mujoco.mjtGain.mjGAIN_FIXED
+        act.biastype = mujoco.mjtBias.mjBIAS_AFFINE
+        act.gainprm[0] = 1.0
+        act.biasprm[:3] = [0.0, -robot.kp[i], -robot.kd[i]]
+        act.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
+        spec.add_sensor(name=f"u/{name}", type=mujoco.mjtSensor.mjSENS_JOINTACTFRC,
+                        objtype=mujoco.mjtObj.mjOBJ_JOINT, objname=name)
+    for suffix, kind in (("pos", mujoco.mjtSensor.mjSENS_FRAMEPOS),
+                         ("quat", mujoco.mjtSensor.mjSENS_FRAMEQUAT)):
+        spec.add_sensor(name=f"ee_{suffix}", type=kind, objtype=mujoco.mjtObj.mjOBJ_SITE,
+                        objname=robot.end_effector_site)
+
+
+def build_scene(robot: Robot, task) -> Scene:
+    """Compile robot + controller + task into a Scene. ``task`` follows tasks.base.Task."""
+    dyn_spec = _robot_spec(robot)
+    task.add_tool(dyn_spec, robot)
+    dynamics = dyn_spec.compile()
+    dynamics.body_gravcomp[:] = 0.0
+    if dynamics.nq != robot.n_dofs:
+        raise ValueError(f"{robot.mjcf} with the task's tool must have exactly the "
+                         f"{robot.n_dofs} robot joints; found nq={dynamics.nq}")
+
+    spec = _robot_spec(robot)
+    task.add_tool(spec, robot)
+    _add_controller(spec, robot)
+    task.add_scene(spec, robot)
+    model = spec.compile()
+    xml = spec.to_xml()
+
+    joints = [model.joint(name) for name in robot.joint_names]
+    sensors = {}
+    for i in range(model.nsensor):
+        s = model.sensor(i)
+        sensors[s.name] = slice(int(s.adr[0]), int(s.adr[0] + s.dim[0]))
+    return Scene(
+        robot=robot,
+        model=model,
+        dynamics=dynamics,
+        qpos_adr=np.array([int(j.qposadr[0]) for j in joints]),
+        dof_adr=np.array([int(j.dofadr[0]) for j in joints]),
+        actuator=np.array([model.actuator(f"ctrl/{n}").id for n in robot.joint_names]),
+        arm_bodies=np.flatnonzero(model.body_gravcomp > 0),
+        sensors=sensors,
+        xml=xml,
+    )

@@ -1,0 +1,98 @@
+"""What a task is: its scene on the robot, how command 0's context resets it, its
+rewards, when a segment is over, and the named state columns it logs."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+import mujoco
+import numpy as np
+
+from episodic.robot import Robot
+
+
+class TaskError(ValueError):
+    """A task parameter or context is invalid; the message says what to change."""
+
+
+@dataclass
+class StepView:
+    """What a task reads of n control steps.
+
+    qpos (n, nq), qvel (n, nv): full simulator state before each step; sensordata
+    (n, nsensordata); u (n, n_dofs) N m applied joint torques; ee_pos (n, 3) m; dt s;
+    sensor(name) -> that sensor's columns.
+    """
+
+    qpos: np.ndarray
+    qvel: np.ndarray
+    sensordata: np.ndarray
+    u: np.ndarray
+    ee_pos: np.ndarray
+    dt: float
+    sensors: dict[str, slice]
+
+    def sensor(self, name: str) -> np.ndarray:
+        return self.sensordata[:, self.sensors[name]]
+
+
+@dataclass
+class Task:
+    """Base class. Subclasses are dataclasses whose fields are the difficulty parameters
+    (settable by name, recorded in every log) and override the hooks below."""
+
+    name: ClassVar[str] = ""
+    columns: ClassVar[tuple[str, ...]] = ()
+    context_help: ClassVar[str] = "no context"
+
+    @classmethod
+    def with_params(cls, params: dict[str, str | float]) -> "Task":
+        """Build from name=value strings (the CLI's --param), checking names and types."""
+        known = {f.name: f for f in fields(cls)}
+        values = {}
+        for key, raw in params.items():
+            if key not in known:
+                raise TaskError(f"task '{cls.name}' has no parameter '{key}'; known: {', '.join(known) or 'none'}")
+            default = getattr(cls, key, None)
+            try:
+                values[key] = type(default)(raw) if default is not None else float(raw)
+            except (TypeError, ValueError):
+                raise TaskError(f"parameter '{key}' of task '{cls.name}' needs a {type(default).__name__}, got {raw!r}") from None
+        return cls(**values)
+
+    def params(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    # -- scene ---------------------------------------------------------------
+    def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
+        """Add bodies rigidly attached to the end effector (part of the arm's dynamics)."""
+
+    def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
+        """Add the task's objects and sensors to the world."""
+
+    def start_posture(self, robot: Robot) -> np.ndarray:
+        """Default start posture (n_dofs,) rad when command 0 gives none."""
+        return robot.home.copy()
+
+    def reset(self, model: mujoco.MjModel, data: mujoco.MjData, context: np.ndarray,
+              rng: np.random.Generator) -> None:
+        """Put the task's objects in their start state for this context; raise TaskError on a bad context."""
+        if context.size:
+            raise TaskError(f"task '{self.name}' takes {self.context_help}; got {context.size} values")
+
+    # -- per step ------------------------------------------------------------
+    def state(self, steps: StepView) -> np.ndarray:
+        """Extra state (n, len(columns))."""
+        return np.zeros((len(steps.qpos), 0))
+
+    def step_reward(self, steps: StepView, state: np.ndarray) -> np.ndarray:
+        """Reward of each step (n,)."""
+        return np.zeros(len(steps.qpos))
+
+    def segment_end(self, steps: StepView, state: np.ndarray) -> int | None:
+        """Number of steps after which the segment is over early, or None to run it whole."""
+        return None
+
+    def success(self, state: np.ndarray) -> bool:
+        """Whether an episode ending in ``state`` (len(columns),) counts as solved."""
+        return False
