@@ -118,15 +118,27 @@ def load_robot(name: str = "wam") -> Robot:
         raise RobotError(
             f"unknown robot '{name}'; available: {', '.join(available_robots()) or 'none'}"
         )
-    with path.open("rb") as f:
-        cfg = tomllib.load(f)
+    where = str(path)
+    try:
+        with path.open("rb") as f:
+            cfg = tomllib.load(f)
+        robot = _from_settings(name, path, cfg)
+    except tomllib.TOMLDecodeError as exc:
+        raise RobotError(f"{where}: not valid TOML: {exc}") from None
+    except KeyError as exc:
+        raise RobotError(f"{where}: missing setting {exc}") from None
+    _check(robot, where)
+    return robot
+
+
+def _from_settings(name: str, path: Path, cfg: dict) -> Robot:
     where = str(path)
     joints = tuple(cfg["joints"]["names"])
     n = len(joints)
     lim = cfg["limits"]
     gains = cfg["gains"]
     goto = cfg["goto"]
-    robot = Robot(
+    return Robot(
         name=name,
         description=cfg.get("description", ""),
         mjcf=path.parent / cfg["mjcf"],
@@ -151,6 +163,22 @@ def load_robot(name: str = "wam") -> Robot:
             settle_time=float(goto["settle_time"]),
         ),
     )
+
+
+def _check(robot: Robot, where: str) -> None:
+    from episodic.commands import CommandError, Feedforward
+
+    try:
+        Feedforward.parse(robot.feedforward)
+    except CommandError as exc:
+        raise RobotError(f"{where}: {exc}") from None
+    if len(set(robot.joint_names)) != robot.n_dofs:
+        raise RobotError(f"{where}: joint names must be unique")
+    if min(robot.kp.min(), robot.kd.min(), robot.ki.min()) < 0:
+        raise RobotError(f"{where}: gains must be non-negative")
+    g = robot.goto
+    if min(g.max_velocity.min(), g.max_acceleration.min(), g.tolerance_q, g.tolerance_qd) <= 0:
+        raise RobotError(f"{where}: goto bounds and tolerances must be positive")
     if not robot.mjcf.is_file():
         raise RobotError(f"{where}: model file {robot.mjcf} not found")
     if np.any(robot.range_lower >= robot.range_upper):
@@ -161,4 +189,3 @@ def load_robot(name: str = "wam") -> Robot:
         raise RobotError(f"{where}: velocity and torque limits must be positive")
     if robot.control_rate <= 0 or robot.substeps < 1:
         raise RobotError(f"{where}: control rate must be positive and substeps at least 1")
-    return robot

@@ -1,0 +1,173 @@
+"""The episode state machine against real MuJoCo: order, flags, goto-start, gains, safety."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from episodic.commands import (Feedforward, GainsCommand, ResetCommand, StartCommand,
+                               TrajectoryCommand)
+from episodic.machine import Flag, MachineState
+from tests.conftest import wave
+
+
+def run_episode(runner, episode_id, n_segments=3, context=(0.5, 0.2, 1.5)):
+    home = runner.robot.home
+    replies = [runner.handle(StartCommand(episode_id, n_segments, context=np.array(context)))]
+    for k in range(1, n_segments + 1):
+        replies.append(runner.handle(TrajectoryCommand(episode_id, k, n_segments, wave(home))))
+    return replies
+
+
+def test_three_segment_episode_runs_in_order(runner):
+    replies = run_episode(runner, 1)
+    assert [r.flag for r in replies] == [Flag.OK] * 4
+    assert [r.episode_done for r in replies] == [False, False, False, True]
+    assert all(r.n_steps == 500 for r in replies[1:])
+    assert all(r.reward < 0 for r in replies[1:])
+    (ep,) = runner.episodes
+    assert ep.flag == Flag.OK
+    assert ep.episode_return == pytest.approx(sum(r.reward for r in replies[1:]))
+    steps = ep.steps()
+    motion = steps["machine_state"] == MachineState.DO_MOTION
+    assert motion.sum() == 1500
+    assert list(np.unique(steps["index"][motion])) == [1, 2, 3]
+    np.testing.assert_allclose(replies[-1].state[:3], [0.5, 0.2, 1.5])
+    assert runner.machine.state == MachineState.RESTART
+
+
+def test_bad_command_between_two_good_episodes(runner):
+    first = run_episode(runner, 1)
+    bad = runner.handle(TrajectoryCommand(1, 1, 3, wave(runner.robot.home)))
+    nan_q = wave(runner.robot.home)
+    nan_q[3, 2] = np.nan
+    garbage = runner.handle(TrajectoryCommand(2, 1, 3, nan_q))
+    second = run_episode(runner, 2)
+    assert all(r.flag == Flag.OK for r in first + second)
+    assert bad.flag == Flag.OUT_OF_ORDER and "send index 0" in bad.message
+    assert garbage.flag == Flag.INVALID_PAYLOAD and "NaN" in garbage.message
+    assert [ep.flag for ep in runner.episodes] == [Flag.OK, Flag.OK]
+
+
+@pytest.mark.parametrize("make, flag", [
+    (lambda h: TrajectoryCommand(1, 2, 3, wave(h)), Flag.OUT_OF_ORDER),
+    (lambda h: TrajectoryCommand(1, 1, 4, wave(h)), Flag.OUT_OF_ORDER),
+    (lambda h: TrajectoryCommand(99, 1, 3, wave(h)), Flag.STALE_EPISODE),
+    (lambda h: TrajectoryCommand(1, 1, 3, wave(h)[:, :6]), Flag.INVALID_PAYLOAD),
+    (lambda h: "not a command", Flag.INVALID_PAYLOAD),
+    (lambda h: ResetCommand(1), Flag.ABORTED_BY_LEARNER),
+])
+def test_errors_abort_the_episode_and_the_next_one_works(runner, make, flag):
+    assert runner.handle(StartCommand(1, 3)).flag == Flag.OK
+    reply = runner.handle(make(runner.robot.home))
+    assert reply.flag == flag and reply.episode_done and reply.message
+    assert runner.machine.state == MachineState.RESTART
+    assert [r.flag for r in run_episode(runner, 2)] == [Flag.OK] * 4
+    assert [ep.flag for ep in runner.episodes] == [flag, Flag.OK]
+    assert len(runner.episodes[0].commands) == 2  # the bad command is kept for replay
+
+
+def test_new_start_aborts_the_running_episode(runner):
+    runner.handle(StartCommand(1, 3))
+    runner.handle(TrajectoryCommand(1, 1, 3, wave(runner.robot.home)))
+    assert runner.handle(StartCommand(2, 1)).flag == Flag.OK
+    assert runner.episodes[0].flag == Flag.ABORTED_BY_LEARNER
+    assert runner.episodes[0].n_steps == 500
+
+
+def test_index_after_the_last_is_refused(runner):
+    run_episode(runner, 1, n_segments=1)
+    reply = runner.handle(TrajectoryCommand(1, 2, 1, wave(runner.robot.home)))
+    assert reply.flag == Flag.OUT_OF_ORDER
+    assert len(runner.episodes) == 1
+
+
+def test_goto_start_is_smooth_and_reaches_the_posture(runner):
+    robot = runner.robot
+    target = robot.home + np.array([0.4, -0.3, 0.5, -0.4, 0.6, 0.3, -0.5])
+    reply = runner.handle(StartCommand(1, 1, posture=target))
+    assert reply.flag == Flag.OK and reply.n_steps > 0
+    np.testing.assert_allclose(runner.sim.q, target, atol=robot.goto.tolerance_q)
+    assert np.max(np.abs(runner.sim.qd)) < robot.goto.tolerance_qd
+    runner.handle(ResetCommand(1))
+    steps = runner.episodes[0].steps()
+    goto = steps["machine_state"] == MachineState.GOTO_START
+    assert goto.all()
+    # the plan respects the goto bounds; the measured motion stays close to it
+    assert np.all(np.abs(steps["qd_d"]) <= robot.goto.max_velocity * 1.001)
+    assert np.all(np.abs(steps["qdd_d"]) <= robot.goto.max_acceleration * 1.01)
+    assert np.all(np.abs(steps["qd"]) <= robot.goto.max_velocity * 1.2 + 0.05)
+
+
+def test_start_posture_outside_range_and_bad_context_are_invalid(runner):
+    posture = runner.robot.home.copy()
+    posture[0] = 10.0
+    reply = runner.handle(StartCommand(1, 1, posture=posture))
+    assert reply.flag == Flag.INVALID_PAYLOAD and "range" in reply.message
+    reply = runner.handle(StartCommand(2, 1, context=np.ones(5)))
+    assert reply.flag == Flag.INVALID_PAYLOAD and "target" in reply.message
+    assert runner.episodes[-1].flag == Flag.INVALID_PAYLOAD
+
+
+def test_gain_set_applies_to_following_segments(runner):
+    home = runner.robot.home
+    errors = []
+    for episode_id, scale in ((1, 1.0), (2, 0.2)):
+        runner.handle(StartCommand(episode_id, 2))
+        kp, kd = runner.robot.kp * scale, runner.robot.kd * scale
+        gains = runner.handle(GainsCommand(episode_id, 1, 2, kp, kd, feedforward=Feedforward.GRAVITY_COMPENSATION,
+                                           wait_time=0.1))
+        assert gains.flag == Flag.OK and gains.n_steps == 50
+        runner.handle(TrajectoryCommand(episode_id, 2, 2, wave(home, amplitude=0.4)))
+        steps = runner.episodes[-1].steps()
+        seg = steps["index"] == 2
+        errors.append(np.abs(steps["q"][seg] - steps["q_d"][seg]).max())
+    assert errors[1] > 2 * errors[0]
+
+
+def test_trajectory_at_another_rate_is_resampled(runner):
+    runner.handle(StartCommand(1, 1))
+    q = wave(runner.robot.home, n=101)
+    reply = runner.handle(TrajectoryCommand(1, 1, 1, q, rate=100.0, wait_time=0.2))
+    assert reply.flag == Flag.OK
+    assert reply.n_steps == 501 + 100
+    steps = runner.episodes[0].steps()
+    seg = steps["index"] == 1
+    np.testing.assert_allclose(steps["q_d"][seg][::5][:101], q, atol=1e-12)
+
+
+def test_velocity_over_the_limit_aborts_with_the_safety_flag(runner):
+    home = runner.robot.home
+    runner.handle(StartCommand(1, 2))
+    jump = np.repeat(home[None], 400, axis=0)
+    jump[:, 0] += 1.5  # a step of 1.5 rad on joint 1: the PD drives it past its velocity limit
+    reply = runner.handle(TrajectoryCommand(1, 1, 2, jump))
+    assert reply.flag == Flag.SAFETY_ABORT and "j1" in reply.message
+    assert 0 < reply.n_steps < 400 and reply.episode_done
+    ep = runner.episodes[0]
+    assert ep.flag == Flag.SAFETY_ABORT
+    qd = ep.steps()["qd"]
+    assert np.all(np.abs(qd) <= runner.robot.velocity_limit)  # every logged step was within limits
+    assert np.abs(runner.sim.qd[0]) > runner.robot.velocity_limit[0]  # the step that tripped it
+    assert [r.flag for r in run_episode(runner, 2)] == [Flag.OK] * 4
+
+
+def test_same_commands_give_bit_identical_episodes():
+    from episodic.runner import Runner
+
+    results = []
+    for _ in range(2):
+        with Runner("reach") as r:
+            run_episode(r, 1)
+            results.append(r.episodes[0].steps())
+    for name in results[0]:
+        assert results[0][name].tobytes() == results[1][name].tobytes(), name
+
+
+def test_idle_holds_the_posture_and_logs_the_steps(runner):
+    runner.handle(StartCommand(1, 1))
+    q0 = runner.sim.q
+    runner.machine.idle(500)
+    np.testing.assert_allclose(runner.sim.q, q0, atol=1e-3)
+    runner.handle(ResetCommand(1))
+    steps = runner.episodes[0].steps()
+    assert (steps["machine_state"] == MachineState.WAIT_FOR_START).sum() == 500
