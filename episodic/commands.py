@@ -25,6 +25,7 @@ class Kind(enum.IntEnum):
     TRAJECTORY = 1
     GAINS = 2
     RESET = 3
+    MALFORMED = -1
 
 
 class Feedforward(enum.IntEnum):
@@ -127,14 +128,29 @@ class ResetCommand:
     kind = Kind.RESET
 
 
+@dataclass(frozen=True)
+class MalformedCommand:
+    """What arrived could not be read as a command (e.g. an unknown kind on the wire);
+    ``reason`` says why. Always refused with the invalid-payload flag."""
+
+    episode_id: int
+    index: int
+    max_commands: int
+    reason: str
+    kind = Kind.MALFORMED
+
+
 Command = StartCommand | TrajectoryCommand | GainsCommand | ResetCommand
 
 
 def _array(name: str, value, shape: tuple[int, ...] | None, ndim: int) -> np.ndarray:
     try:
-        arr = np.asarray(value, dtype=float)
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"got {arr.dtype} values")
+        arr = arr.astype(float)
     except (TypeError, ValueError) as exc:
-        raise CommandError(f"{name} must be numeric: {exc}") from None
+        raise CommandError(f"{name} must be real numbers: {exc}") from None
     if arr.ndim != ndim:
         raise CommandError(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
     if shape is not None and arr.shape != shape:
@@ -152,16 +168,18 @@ def _wait(value: float, limits: Limits) -> float:
 
 
 def _header(cmd, limits: Limits) -> None:
-    for name in ("episode_id", "index", "max_commands"):
+    for name, top in (("episode_id", 2**63), ("index", 2**31), ("max_commands", 2**31)):
         value = getattr(cmd, name)
-        if not isinstance(value, (int, np.integer)) or value < 0:
-            raise CommandError(f"{name} must be a non-negative integer, got {value!r}")
+        if not isinstance(value, (int, np.integer)) or not 0 <= value < top:
+            raise CommandError(f"{name} must be an integer in [0, {top}), got {value!r}")
     if cmd.kind != Kind.RESET and not 1 <= cmd.max_commands <= limits.max_commands:
         raise CommandError(f"max_commands must be in 1..{limits.max_commands}, got {cmd.max_commands}")
 
 
 def validate(cmd, robot: Robot, limits: Limits) -> Command:
     """Return ``cmd`` with arrays as float64 and defaults filled in; raise CommandError."""
+    if isinstance(cmd, MalformedCommand):
+        raise CommandError(cmd.reason)
     if not isinstance(cmd, (StartCommand, TrajectoryCommand, GainsCommand, ResetCommand)):
         raise CommandError(f"unknown command kind {type(cmd).__name__}; send start, trajectory, gains or reset")
     _header(cmd, limits)

@@ -1,0 +1,247 @@
+"""The ``episodic`` command line: run a demo, serve a learner, replay and inspect run logs, list robots and tasks."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+
+import click
+
+import episodic
+
+MAX_DIFFERENCE_LINES = 10
+
+
+def _open_log(path: str):
+    """Check that ``path`` is an episodic log; return it as a Path (ClickException otherwise)."""
+    import h5py
+
+    from episodic.log import FORMAT
+
+    p = Path(path)
+    if not p.exists():
+        raise click.ClickException(f"{path}: no such file")
+    if not p.is_file():
+        raise click.ClickException(f"{path}: not a file")
+    try:
+        with h5py.File(p, "r") as f:
+            fmt = f.attrs.get("format")
+            has_episodes = "episodes" in f
+    except OSError:
+        raise click.ClickException(f"{path} is not an episodic log (not an HDF5 file)") from None
+    if isinstance(fmt, bytes):
+        fmt = fmt.decode()
+    if fmt is None or not has_episodes:
+        raise click.ClickException(f"{path} is not an episodic log (an HDF5 file, but without the "
+                                   f"'format' attribute and /episodes group of a run log)")
+    if str(fmt).split("/")[0] != FORMAT.split("/")[0]:
+        raise click.ClickException(f"{path} is not an episodic log (format '{fmt}')")
+    if str(fmt) != FORMAT:
+        click.echo(f"warning: log format '{fmt}', this version reads '{FORMAT}'", err=True)
+    return p
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(episodic.__version__, prog_name="episodic")
+def main() -> None:
+    """Run robot-arm episodes for a learner (demo, serve); inspect and replay their HDF5 logs."""
+
+
+@main.command(short_help="Re-run LOG's commands; check the result is bit-identical.")
+@click.argument("log", type=click.Path(dir_okay=False))
+@click.option("--episode", "-e", "episodes", type=click.IntRange(min=0), multiple=True,
+              help="Episode number (sequence number in the log) to replay; repeatable. Default: all.")
+def replay(log: str, episodes: tuple[int, ...]) -> None:
+    """Re-execute LOG's recorded commands and check the result is bit-identical to the log."""
+    from episodic.replay import replay as run_replay
+
+    path = _open_log(log)
+    try:
+        report = run_replay(path, sorted(set(episodes)) or None)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    if report.version_changes:
+        changes = ", ".join(f"{k} {old} -> {new}" for k, (old, new) in sorted(report.version_changes.items()))
+        click.echo(f"warning: software versions differ from the log's ({changes}); "
+                   "results may differ for that reason", err=True)
+    n = len(report.episodes)
+    if report.identical:
+        click.echo(f"{n} episode{'s' if n != 1 else ''} replayed bit-identically")
+        return
+    diffs = report.differences
+    bad = sorted({d.episode for d in diffs})
+    names = ", ".join(bad[:MAX_DIFFERENCE_LINES]) + (", ..." if len(bad) > MAX_DIFFERENCE_LINES else "")
+    click.echo(f"replay differs from the log: {len(diffs)} difference{'s' if len(diffs) != 1 else ''} "
+               f"in {len(bad)} of {n} episodes ({names})")
+    for d in diffs[:MAX_DIFFERENCE_LINES]:
+        click.echo(f"  episode {d.episode}  {d.what}: {d.detail}")
+    if len(diffs) > MAX_DIFFERENCE_LINES:
+        click.echo(f"  ... and {len(diffs) - MAX_DIFFERENCE_LINES} more")
+    sys.exit(1)
+
+
+def _format_value(value) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+@main.command()
+@click.argument("log", type=click.Path(dir_okay=False))
+def info(log: str) -> None:
+    """Show LOG's run metadata and one line per episode."""
+    import h5py
+
+    from episodic.log import read_metadata
+
+    path = _open_log(log)
+    meta = read_metadata(path)
+    rate = meta.get("control_rate")
+    fields = [
+        ("file", str(path)),
+        ("format", meta.get("format")),
+        ("created", meta.get("created", "?")),
+        ("task", meta.get("task", "?")),
+        ("params", _format_value(meta.get("task_params", {}))),
+        ("state columns", ", ".join(meta.get("state_columns", [])) or "-"),
+        ("robot", meta.get("robot", "?")),
+        ("mode", meta.get("mode", "?")),
+        ("seed", meta.get("seed", "?")),
+        ("control rate", f"{rate:g} Hz" if isinstance(rate, (int, float)) else "?"),
+        ("versions", _format_value(meta.get("versions", {}))),
+        ("episodes", meta.get("n_episodes", 0)),
+    ]
+    width = max(len(k) for k, _ in fields)
+    for key, value in fields:
+        click.echo(f"{key + ':':<{width + 1}} {value}")
+
+    with h5py.File(path, "r") as f:
+        names = sorted(f["episodes"])
+        rows = []
+        for name in names:
+            a = f["episodes"][name].attrs
+            rows.append((name, a.get("episode_id", -1), a.get("return", float("nan")),
+                         a.get("flag_name", "?"), a.get("success", False), a.get("n_steps", 0),
+                         a.get("wall_time", float("nan"))))
+        rejected = f["rejected"].shape[0] if "rejected" in f else None
+    if rows:
+        click.echo()
+        head = f"{'episode':>7} {'id':>8} {'return':>12} {'flag':<18} {'success':>7} {'steps':>7} {'wall ms':>9}"
+        click.echo(head)
+        click.echo("-" * len(head))
+        for name, eid, ret, flag, success, steps, wall in rows:
+            flag = flag.decode() if isinstance(flag, bytes) else flag
+            click.echo(f"{int(name):>7} {int(eid):>8} {float(ret):>12.5g} {flag:<18} "
+                       f"{'yes' if success else 'no':>7} {int(steps):>7} {float(wall) * 1e3:>9.1f}")
+        n_success = sum(bool(r[4]) for r in rows)
+        click.echo(f"{n_success} of {len(rows)} episodes successful")
+    if rejected is not None:
+        click.echo(f"rejected commands (outside any episode): {rejected}")
+
+
+@main.command()
+def robots() -> None:
+    """List the robots (folders under robots/)."""
+    from episodic.robot import RobotError, available_robots, load_robot
+
+    for name in available_robots():
+        try:
+            r = load_robot(name)
+        except RobotError as exc:
+            click.echo(f"{name}: cannot be loaded: {exc}")
+            continue
+        click.echo(f"{name}: {r.n_dofs} DoF, {r.control_rate:g} Hz control, joints {', '.join(r.joint_names)}")
+        if r.description:
+            click.echo(f"    {r.description}")
+
+
+def _summary(cls) -> str:
+    """First line of a task module's docstring, without a leading "name:"."""
+    doc = (sys.modules[cls.__module__].__doc__ or "").strip()
+    line = doc.splitlines()[0] if doc else ""
+    return line.split(":", 1)[1].strip() if line.startswith(f"{cls.name}:") else line
+
+
+@main.command()
+def tasks() -> None:
+    """List the tasks, their state columns, context and parameters."""
+    from tasks import TASKS
+
+    for name in sorted(TASKS):
+        cls = TASKS[name]
+        click.echo(f"{name}: {_summary(cls)}" if _summary(cls) else name)
+        click.echo(f"    state columns: {', '.join(cls.columns) or '-'}")
+        click.echo(f"    context: {cls.context_help}")
+        params = [f"{f.name}={f.default}" for f in dataclasses.fields(cls)
+                  if f.default is not dataclasses.MISSING]
+        click.echo(f"    parameters: {', '.join(params) or '-'}")
+
+
+def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
+    params = {}
+    for item in values:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"'{item}': use NAME=VALUE", param_hint="--param")
+        params[name.strip()] = value.strip()
+    return params
+
+
+@main.command()
+@click.option("--task", default="reach", show_default=True, help="Task name (see `episodic tasks`).")
+@click.option("--robot", default="wam", show_default=True, help="Robot name (see `episodic robots`).")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Task parameter; repeatable.")
+@click.option("--channel", default="default", show_default=True, help="Shared-memory channel name.")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None,
+              help="HDF5 log of the run (default: no log file).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run.")
+@click.option("--learner-timeout", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds of learner silence after which a running episode is aborted.")
+@click.option("--max-log-steps", default=60_000, show_default=True, type=click.IntRange(min=1),
+              help="Largest episode log (steps) a client can fetch over the channel.")
+def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path: str | None, seed: int,
+          learner_timeout: float, max_log_steps: int) -> None:
+    """Serve episodes to a learner over a shared-memory channel until Ctrl-C / SIGTERM."""
+    from episodic.robot import RobotError
+    from episodic.serve import serve as run_serve
+    from tasks import TaskError
+
+    def ready(endpoint) -> None:
+        click.echo(f"serving task {task} on robot {robot}, channel '{channel}' (pid {os.getpid()})"
+                   f"{f', log {log_path}' if log_path else ''}; stop with Ctrl-C")
+
+    try:
+        run_serve(task, robot, params=_parse_params(params), channel=channel, log_path=log_path, seed=seed,
+                  learner_timeout=learner_timeout, max_log_steps=max_log_steps, ready=ready)
+    except (TaskError, RobotError, ValueError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@main.command()
+@click.option("--out", default="runs/demo.h5", show_default=True, type=click.Path(dir_okay=False),
+              help="HDF5 log to write.")
+@click.option("--episodes", "n_episodes", default=5, show_default=True, type=click.IntRange(1, 1000),
+              help="Number of reach targets (one episode each).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run and of the targets.")
+def demo(out: str, n_episodes: int, seed: int) -> None:
+    """Run a short in-process reach session and write its log."""
+    from episodic.demo import demo_targets, format_rows, run_reach_demo
+    from episodic.runner import Runner
+
+    t0 = time.perf_counter()
+    with Runner("reach", log=out, seed=seed) as runner:
+        targets = demo_targets(runner, n_episodes, seed)
+        click.echo(f"reach on {runner.robot.name}: {n_episodes} targets within 0.2 m of the home "
+                   f"end-effector position, each episode = start + 3 trajectory segments")
+        rows = run_reach_demo(runner, targets)
+        tolerance = runner.task.tolerance
+    click.echo(format_rows(rows, tolerance))
+    click.echo(f"log written to {out} ({time.perf_counter() - t0:.1f} s)")
+    click.echo(f"  inspect it:  episodic info {out}")
+    click.echo(f"  replay it:   episodic replay {out}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

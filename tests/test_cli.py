@@ -1,0 +1,251 @@
+"""The ``episodic`` command line, run for real: click's CliRunner in-process, and the
+installed console script in a subprocess. Real MuJoCo and HDF5 files, no mocks."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import episodic
+from episodic.cli import main
+from episodic.commands import TrajectoryCommand
+from episodic.demo import demo_targets, home_position, run_reach_demo
+from episodic.log import read_episodes, read_metadata
+from episodic.runner import Runner
+
+N_EPISODES = 5
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def demo_log(tmp_path_factory) -> tuple[Path, str]:
+    path = tmp_path_factory.mktemp("demo") / "demo.h5"
+    result = invoke("demo", "--out", str(path), "--episodes", str(N_EPISODES), "--seed", "0")
+    assert result.exit_code == 0, result.output
+    return path, result.output
+
+
+@pytest.fixture
+def log_copy(demo_log, tmp_path) -> Path:
+    path = tmp_path / "copy.h5"
+    shutil.copy(demo_log[0], path)
+    return path
+
+
+# -- demo -----------------------------------------------------------------------
+def test_demo_writes_a_log_whose_episodes_reach_their_targets(demo_log):
+    path, output = demo_log
+    meta = read_metadata(path)
+    assert meta["task"] == "reach" and meta["robot"] == "wam" and meta["seed"] == 0
+    assert meta["n_episodes"] == N_EPISODES
+    tolerance = meta["task_params"]["tolerance"]
+    episodes = read_episodes(path)
+    centre = None
+    for ep in episodes:
+        assert ep.attrs["flag_name"] == "OK"
+        assert len(ep.commands) == 4  # start + 3 segments
+        assert [a["index"] for a, _ in ep.commands] == [0, 1, 2, 3]
+        target = ep.commands[0][1]["context"]
+        distance_col = ep.state_columns.index("distance")
+        final_distance = ep.segments["state"][-1, distance_col]
+        np.testing.assert_array_equal(ep.steps["task_state"][-1, :3], target)
+        if centre is None:
+            with Runner("reach", seed=0) as runner:
+                centre = home_position(runner)
+        assert np.linalg.norm(target - centre) <= 0.2 + 1e-9
+        assert ep.attrs["success"] == (final_distance < tolerance)
+    assert sum(bool(ep.attrs["success"]) for ep in episodes) >= N_EPISODES - 1
+    assert "log written to" in output and str(path) in output
+    assert f"episodic info {path}" in output and f"episodic replay {path}" in output
+    assert f"of {N_EPISODES} targets reached" in output
+
+
+def test_reach_learner_solves_most_targets():
+    with Runner("reach", seed=3) as runner:
+        rows = run_reach_demo(runner, demo_targets(runner, 12, seed=3))
+    assert all(r.flag == "OK" for r in rows)
+    assert sum(r.success for r in rows) >= 11
+    assert np.median([r.distance for r in rows]) < 0.005
+
+
+# -- info -----------------------------------------------------------------------
+def test_info_prints_metadata_and_episode_table(demo_log):
+    path, _ = demo_log
+    result = invoke("info", str(path))
+    assert result.exit_code == 0, result.output
+    out = result.output
+    for text in ("task:", "reach", "robot:", "wam", "seed:", "mode:", "blocking", "control rate:",
+                 "500 Hz", "versions:", "mujoco=", "tolerance=0.02"):
+        assert text in out, text
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["episode", "id"])
+    for word in ("return", "flag", "success", "steps", "wall"):
+        assert word in lines[header]
+    rows = [line.split() for line in lines[header + 2 : header + 2 + N_EPISODES]]
+    episodes = read_episodes(path)
+    for row, ep in zip(rows, episodes):
+        assert int(row[0]) == int(ep.name)
+        assert int(row[1]) == ep.attrs["episode_id"]
+        assert float(row[2]) == pytest.approx(ep.attrs["return"], rel=1e-4)
+        assert row[3] == "OK"
+        assert row[4] == ("yes" if ep.attrs["success"] else "no")
+        assert int(row[5]) == ep.attrs["n_steps"]
+    assert "rejected" not in out
+
+
+def test_info_counts_rejected_commands(tmp_path):
+    path = tmp_path / "rejected.h5"
+    with Runner("reach", log=path, seed=0) as runner:
+        q = np.tile(runner.robot.home, (10, 1))
+        reply = runner.handle(TrajectoryCommand(5, 1, 1, q))  # no episode running
+        assert reply.flag.name == "OUT_OF_ORDER"
+    result = invoke("info", str(path))
+    assert result.exit_code == 0, result.output
+    assert "rejected commands (outside any episode): 1" in result.output
+
+
+def test_info_on_a_text_file_fails_clearly(tmp_path):
+    path = tmp_path / "notes.h5"
+    path.write_text("not HDF5\n")
+    result = invoke("info", str(path))
+    assert result.exit_code != 0
+    assert "is not an episodic log" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_info_on_foreign_hdf5_fails_clearly(tmp_path):
+    path = tmp_path / "other.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=np.arange(3))
+    for command in ("info", "replay"):
+        result = invoke(command, str(path))
+        assert result.exit_code != 0
+        assert "is not an episodic log" in result.output
+
+
+def test_info_on_missing_file_fails_clearly(tmp_path):
+    result = invoke("info", str(tmp_path / "nothing.h5"))
+    assert result.exit_code != 0
+    assert "no such file" in result.output
+
+
+# -- replay ---------------------------------------------------------------------
+def test_replay_of_the_demo_log_is_bit_identical(demo_log):
+    path, _ = demo_log
+    result = invoke("replay", str(path))
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"{N_EPISODES} episodes replayed bit-identically"
+
+
+def test_replay_selected_episodes(demo_log):
+    path, _ = demo_log
+    result = invoke("replay", str(path), "--episode", "1", "--episode", "3")
+    assert result.exit_code == 0, result.output
+    assert "2 episodes replayed bit-identically" in result.output
+    result = invoke("replay", str(path), "--episode", str(N_EPISODES + 10))
+    assert result.exit_code != 0
+    assert "no episode" in result.output
+
+
+def test_replay_reports_a_changed_command_value(log_copy):
+    with h5py.File(log_copy, "r+") as f:
+        q = f["episodes/000000/commands/001/q"]
+        q[5, 2] = q[5, 2] + 1e-6
+    result = invoke("replay", str(log_copy))
+    assert result.exit_code == 1, result.output
+    out = result.output
+    assert "replay differs from the log" in out
+    assert "episode 000000" in out
+    assert "steps/q_d" in out and "first at row 5" in out
+    assert "episode 000001" not in out  # the other episodes still replay identically
+    detail_lines = [line for line in out.splitlines() if line.startswith("  ")]
+    assert len(detail_lines) <= 11
+
+
+def test_replay_warns_about_changed_versions(log_copy):
+    with h5py.File(log_copy, "r+") as f:
+        f.attrs["versions"] = '{"mujoco": "0.0.1", "episodic": "0.0.0"}'
+    result = invoke("replay", str(log_copy))
+    assert result.exit_code == 0, result.output
+    assert "warning: software versions differ" in result.output
+    assert "mujoco 0.0.1 ->" in result.output
+
+
+# -- listings -------------------------------------------------------------------
+def test_robots_lists_the_wam():
+    result = invoke("robots")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("wam: 7 DoF, 500 Hz")
+    assert "Barrett" in result.output
+
+
+def test_tasks_lists_reach():
+    result = invoke("tasks")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.startswith("reach")
+    assert "target_x, target_y, target_z, distance" in out
+    assert "tolerance=0.02" in out and "effort=0.0001" in out
+    assert "context:" in out
+
+
+def test_version():
+    result = invoke("--version")
+    assert result.exit_code == 0
+    assert episodic.__version__ in result.output
+
+
+# -- the installed console script ---------------------------------------------------
+def _console_script() -> str:
+    local = Path(sys.executable).parent / "episodic"
+    found = str(local) if local.exists() else shutil.which("episodic")
+    if found is None:
+        pytest.fail("the 'episodic' console script is not installed; run pip install -e .")
+    return found
+
+
+def test_installed_console_script_runs_demo_info_and_replay(tmp_path):
+    exe = _console_script()
+
+    def run(*args):
+        # outside the repository, so the installed packages (not the working tree) are used
+        return subprocess.run([exe, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+    demo = run("demo", "--episodes", "3", "--seed", "2")
+    assert demo.returncode == 0, demo.stderr
+    assert (tmp_path / "runs" / "demo.h5").is_file()
+    assert "3 of 3 targets reached" in demo.stdout
+    info = run("info", "runs/demo.h5")
+    assert info.returncode == 0, info.stderr
+    assert "3 of 3 episodes successful" in info.stdout
+    replay = run("replay", "runs/demo.h5")
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert "3 episodes replayed bit-identically" in replay.stdout
+    bad = run("info", "missing.h5")
+    assert bad.returncode != 0
+    assert "Error: missing.h5: no such file" in bad.stderr
+    version = run("--version")
+    assert version.returncode == 0 and episodic.__version__ in version.stdout
+
+
+def test_serve_refuses_an_unknown_task_without_a_traceback(tmp_path):
+    result = subprocess.run([_console_script(), "serve", "--task", "nosuch", "--channel", f"cli{tmp_path.name[-8:]}"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "unknown task 'nosuch'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_serve_rejects_a_malformed_param():
+    result = CliRunner().invoke(main, ["serve", "--param", "tolerance"])
+    assert result.exit_code == 2
+    assert "NAME=VALUE" in result.output
