@@ -35,7 +35,7 @@ STEP_COLUMNS = {
 }
 SEGMENT_FIELDS = {"index": np.int32, "kind": np.int8, "flag": np.int8, "reward": np.float64,
                   "n_steps": np.int32}
-COMMAND_ATTRS = ("episode_id", "index", "max_commands", "rate", "wait_time", "feedforward")
+COMMAND_ATTRS = ("episode_id", "index", "max_commands", "rate", "wait_time", "feedforward", "reason")
 COMMAND_ARRAYS = ("posture", "context", "q", "qd", "qdd", "kp", "kd", "ki")
 
 
@@ -105,6 +105,8 @@ def _command_record(cmd) -> tuple[dict, dict]:
 
 
 def _scalar(value):
+    if isinstance(value, str):
+        return value[:1000]
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -243,8 +245,11 @@ def command_from_record(attrs: dict, arrays: dict):
     """Rebuild a command from its stored form (inverse of what write_episode stores)."""
     from episodic import commands as c
 
-    kind = Kind(attrs["kind"])
-    head = dict(episode_id=attrs["episode_id"], max_commands=attrs.get("max_commands", 0))
+    kind = Kind(attrs["kind"]) if attrs["kind"] in Kind._value2member_map_ else Kind.MALFORMED
+    head = dict(episode_id=attrs.get("episode_id", -1), max_commands=attrs.get("max_commands", 0))
+    if kind == Kind.MALFORMED:
+        return c.MalformedCommand(**head, index=attrs.get("index", -1),
+                                  reason=attrs.get("reason", "stored as malformed"))
     if kind == Kind.START:
         return c.StartCommand(**head, posture=arrays.get("posture"),
                               context=arrays.get("context", np.zeros(0)))

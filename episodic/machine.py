@@ -10,9 +10,7 @@ loop calls ``idle`` once per tick, which holds the robot and logs the steps.
 """
 from __future__ import annotations
 
-import enum
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 import mujoco
@@ -21,48 +19,13 @@ import numpy as np
 from episodic.commands import (CommandError, Feedforward, GainsCommand, Limits, ResetCommand,
                                StartCommand, TrajectoryCommand, validate)
 from episodic.log import EpisodeBuffer
+from episodic.protocol import Flag, MachineState, Reply
 from episodic.scene import ROLLOUT_SPEC, Scene
 from episodic.simulation import Gains, Simulation, StepRecord
 from episodic.trajectory import Desired, min_jerk, min_jerk_duration, resample
 from tasks.base import StepView, Task, TaskError
 
 SETTLE_CHUNK = 0.05  # s of holding between "close and slow" checks in GOTO_START
-
-
-class MachineState(enum.IntEnum):
-    RESTART = 0
-    GOTO_START = 1
-    WAIT_FOR_START = 2
-    DO_MOTION = 3
-    WAIT_FOR_COMMAND = 4
-
-
-class Flag(enum.IntEnum):
-    """Outcome of a command, in every reply and in the log."""
-
-    OK = 0
-    OUT_OF_ORDER = 1
-    STALE_EPISODE = 2
-    INVALID_PAYLOAD = 3
-    SAFETY_ABORT = 4
-    TIMEOUT = 5
-    ABORTED_BY_LEARNER = 6
-    INTERRUPTED = 7
-
-
-@dataclass(frozen=True)
-class Reply:
-    """Answer to one command: reward of the segment, the task state after it
-    (n_state,) in the task's column order, and the flag. ``message`` explains a flag."""
-
-    episode_id: int
-    index: int
-    flag: Flag
-    reward: float
-    state: np.ndarray
-    n_steps: int
-    episode_done: bool
-    message: str = ""
 
 
 class EpisodeMachine:
@@ -77,6 +40,7 @@ class EpisodeMachine:
         self.on_reject = on_reject or (lambda cmd, flag: None)
         self.state = MachineState.RESTART
         self.episode: EpisodeBuffer | None = None
+        self.last_episode: EpisodeBuffer | None = None  # the running one, else the one that ended last
         self.episodes_started = 0
         self._max_commands = 0
         self._next_index = 0
@@ -134,17 +98,18 @@ class EpisodeMachine:
         index = getattr(raw, "index", -1)
         if self.episode is None:
             self.on_reject(raw, flag)
-            return Reply(_int(episode_id), _int(index), flag, 0.0, self._no_state(), 0, True, message)
-        self.episode.commands.append(raw)
-        self.abort(flag, message)
-        return Reply(_int(episode_id), _int(index), flag, 0.0, self._no_state(), 0, True, message)
+        else:
+            self.episode.commands.append(raw)
+            self.abort(flag, message)
+        return Reply(_int(episode_id), _int(index), flag, 0.0, self._no_state(), 0, True, message, self.state)
 
     def _no_state(self) -> np.ndarray:
         return np.full(len(self.task.columns), np.nan)
 
     def _reply(self, cmd, flag: Flag, reward: float = 0.0, n_steps: int = 0, done: bool = False,
                message: str = "") -> Reply:
-        return Reply(cmd.episode_id, cmd.index, flag, reward, self.current_task_state(), n_steps, done, message)
+        return Reply(cmd.episode_id, cmd.index, flag, reward, self.current_task_state(), n_steps, done, message,
+                     self.state)
 
     # -- episode life --------------------------------------------------------
     def _start(self, raw, cmd: StartCommand) -> Reply:
@@ -152,6 +117,7 @@ class EpisodeMachine:
         self.episodes_started += 1
         rng_seed = (int(self.seed), number)
         self.episode = EpisodeBuffer(number, cmd.episode_id, self.sim.get_state(), rng_seed, self.task.columns)
+        self.last_episode = self.episode
         self.episode.commands.append(raw)
         self._started_at = time.perf_counter()
         self._max_commands, self._next_index = cmd.max_commands, 1

@@ -1,0 +1,33 @@
+"""numpy views of a channel's blocks, shared by both ends."""
+from __future__ import annotations
+
+import numpy as np
+
+from bridge.layout import COMMAND, HEADER, REPLY, Layout
+
+
+class Blocks:
+    """Views into ``buf`` laid out by ``layout``: header, command (+ arrays), reply (+ state), log."""
+
+    def __init__(self, buf, layout: Layout):
+        self.layout = layout
+        s = layout.sizes
+        self.header = np.ndarray((), HEADER, buffer=buf)
+        self.command = np.ndarray((), COMMAND, buffer=buf, offset=layout.command_offset)
+        self.command_arrays = {
+            name: np.ndarray(shape, "<f8", buffer=buf, offset=layout.command_offset + off)
+            for name, (off, shape) in layout.command_arrays().items()
+        }
+        self.reply = np.ndarray((), REPLY, buffer=buf, offset=layout.reply_offset)
+        self.reply_state = np.ndarray((len(s.state_names),), "<f8", buffer=buf,
+                                      offset=layout.reply_offset + REPLY.itemsize)
+        self.log = {
+            name: np.ndarray((s.max_log_steps, width), "<f8", buffer=buf, offset=layout.log_offset + off)
+            for name, width, off in layout.log_column_offsets()
+        }
+
+    def release(self) -> None:
+        """Drop every view so the mapping can be closed."""
+        self.header = self.command = self.reply = self.reply_state = None
+        self.command_arrays = {}
+        self.log = {}

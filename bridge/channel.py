@@ -1,0 +1,158 @@
+"""A channel: one shared-memory object and three semaphores, named per user.
+
+Names: ``/episodic.<uid>.<channel>`` for the memory and the same with ``.cmd`` (command
+ready), ``.reply`` (reply ready) and ``.lock`` (guards the blocks) for the semaphores,
+all created with mode 0600. The runner creates them, the client attaches.
+"""
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import re
+from contextlib import contextmanager
+
+import numpy as np
+import posix_ipc
+
+from bridge.layout import HEADER, MAGIC, Layout, LayoutError, read_header, write_header
+
+log = logging.getLogger("episodic.bridge")
+LOCK_TIMEOUT = 2.0  # s; a lock held longer belongs to a dead process and is taken over
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+DEFAULT_CHANNEL = "default"
+
+
+class ChannelBusy(RuntimeError):
+    """A live runner already serves this channel."""
+
+
+def object_names(channel: str) -> dict[str, str]:
+    """The POSIX names of a channel's memory and semaphores (per user)."""
+    if not NAME_PATTERN.match(channel):
+        raise ValueError(f"channel name {channel!r}: use 1-64 letters, digits, '_' or '-'")
+    base = f"/episodic.{os.getuid()}.{channel}"
+    return {"shm": base, "cmd": base + ".cmd", "reply": base + ".reply", "lock": base + ".lock"}
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def runner_pid_of(channel: str) -> int | None:
+    """The pid written in an existing channel's header, or None when there is none."""
+    names = object_names(channel)
+    try:
+        shm = posix_ipc.SharedMemory(names["shm"])
+    except posix_ipc.ExistentialError:
+        return None
+    try:
+        if shm.size < HEADER.itemsize:
+            return None
+        with mmap.mmap(shm.fd, HEADER.itemsize, prot=mmap.PROT_READ) as mm:
+            head = np.frombuffer(mm, HEADER, count=1)[0].copy()
+        return int(head["runner_pid"]) if head["magic"] == MAGIC else None
+    finally:
+        shm.close_fd()
+
+
+@contextmanager
+def locked(sem: posix_ipc.Semaphore):
+    """Hold the blocks' lock; a lock not released within LOCK_TIMEOUT is taken over."""
+    try:
+        sem.acquire(LOCK_TIMEOUT)
+    except posix_ipc.BusyError:
+        log.warning("the channel lock was held for over %.1f s; taking it over", LOCK_TIMEOUT)
+    try:
+        yield
+    finally:
+        sem.release()
+
+
+def remove(channel: str) -> list[str]:
+    """Unlink every object of ``channel``; returns the names that existed."""
+    removed = []
+    for key, name in object_names(channel).items():
+        try:
+            if key == "shm":
+                posix_ipc.unlink_shared_memory(name)
+            else:
+                posix_ipc.unlink_semaphore(name)
+            removed.append(name)
+        except posix_ipc.ExistentialError:
+            pass
+    return removed
+
+
+class Channel:
+    """Mapped memory plus semaphores of one channel. Use ``create`` (runner) or ``attach`` (client)."""
+
+    def __init__(self, channel: str, mm: mmap.mmap, layout: Layout, sems: dict, owner: bool):
+        self.name = channel
+        self.mm = mm
+        self.layout = layout
+        self.cmd_ready: posix_ipc.Semaphore = sems["cmd"]
+        self.reply_ready: posix_ipc.Semaphore = sems["reply"]
+        self.lock: posix_ipc.Semaphore = sems["lock"]
+        self.owner = owner
+
+    @classmethod
+    def create(cls, channel: str, layout: Layout) -> "Channel":
+        """Create the channel for this process's runner. Leftovers of a dead runner are replaced;
+        raises ChannelBusy when a live runner holds the name."""
+        pid = runner_pid_of(channel)
+        if pid is not None and pid != os.getpid() and pid_alive(pid):
+            raise ChannelBusy(f"channel '{channel}' is served by a live runner (pid {pid}); "
+                              f"stop it or choose another --channel")
+        remove(channel)
+        names = object_names(channel)
+        flags = posix_ipc.O_CREX
+        shm = posix_ipc.SharedMemory(names["shm"], flags, mode=0o600, size=layout.total_size)
+        try:
+            mm = mmap.mmap(shm.fd, layout.total_size)
+        finally:
+            shm.close_fd()
+        write_header(mm, layout, os.getpid())
+        sems = {k: posix_ipc.Semaphore(names[k], flags, mode=0o600, initial_value=1 if k == "lock" else 0)
+                for k in ("cmd", "reply", "lock")}
+        return cls(channel, mm, layout, sems, owner=True)
+
+    @classmethod
+    def attach(cls, channel: str) -> "Channel":
+        """Attach to a runner's channel; raises FileNotFoundError when none is served."""
+        names = object_names(channel)
+        try:
+            shm = posix_ipc.SharedMemory(names["shm"])
+            sems = {k: posix_ipc.Semaphore(names[k]) for k in ("cmd", "reply", "lock")}
+        except posix_ipc.ExistentialError:
+            raise FileNotFoundError(f"no runner serves channel '{channel}'; start one with "
+                                    f"'episodic serve --channel {channel}'") from None
+        try:
+            mm = mmap.mmap(shm.fd, shm.size)
+        finally:
+            shm.close_fd()
+        try:
+            layout = read_header(mm)
+        except LayoutError:
+            mm.close()
+            raise
+        return cls(channel, mm, layout, sems, owner=False)
+
+    def close(self) -> None:
+        """Unmap and close; the owner also unlinks every object."""
+        for sem in (self.cmd_ready, self.reply_ready, self.lock):
+            sem.close()
+        try:
+            self.mm.close()
+        except BufferError:
+            pass  # numpy views still alive; the mapping goes with the process
+        if self.owner:
+            remove(self.name)

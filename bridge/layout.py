@@ -1,0 +1,207 @@
+"""The shared-memory layout, field by field (docs/protocol.md renders these tables).
+
+One shared-memory object per channel holds four blocks, each starting on a 64-byte
+boundary: the header, the command block, the reply block and the episode-log block.
+Every number is little-endian; arrays are C row order (row = time step, column = joint).
+The runner chooses the sizes when it creates the channel and writes them in the header;
+a client reads them from there, so nothing is fixed at compile time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MAGIC = b"EPISODIC"
+VERSION = 1
+NAME_BYTES = 32
+MESSAGE_BYTES = 256
+ALIGN = 64
+
+HEADER = np.dtype([
+    ("magic", "S8"),            # b"EPISODIC"
+    ("version", "<u4"),         # protocol version (VERSION)
+    ("status", "<u4"),          # 0 starting, 1 serving, 2 closed
+    ("runner_pid", "<i8"),      # pid of the runner process
+    ("n_dofs", "<u4"),          # joints of the robot
+    ("max_samples", "<u4"),     # longest trajectory segment, samples
+    ("max_log_steps", "<u4"),   # rows of the episode-log block
+    ("max_context", "<u4"),     # length of the context / state buffer of a command
+    ("n_state", "<u4"),         # task state columns (names follow the header)
+    ("n_log_columns", "<u4"),   # per-step log columns (table follows the state names)
+    ("control_rate", "<f8"),    # Hz
+    ("command_offset", "<u8"),  # byte offsets of the blocks from the start of the object
+    ("reply_offset", "<u8"),
+    ("log_offset", "<u8"),
+    ("total_size", "<u8"),      # bytes of the whole object
+])
+# after HEADER: n_state names (NAME_BYTES each, NUL-padded ASCII), then the log column table
+LOG_COLUMN = np.dtype([
+    ("name", f"S{NAME_BYTES}"),
+    ("width", "<u4"),           # values per row (e.g. n_dofs for q)
+    ("pad", "<u4"),
+    ("offset", "<u8"),          # byte offset of the (max_log_steps, width) float64 array in the log block
+])
+
+COMMAND = np.dtype([
+    ("magic", "S8"),            # b"EPISODIC", written by the client with every command
+    ("version", "<u4"),         # the client's protocol version
+    ("pad0", "<u4"),
+    ("seq", "<u8"),             # the client's sequence number, echoed by the reply
+    ("client_pid", "<i8"),
+    ("episode_id", "<i8"),
+    ("index", "<i4"),           # 0 = start, 1..max_commands = segments
+    ("max_commands", "<i4"),
+    ("kind", "<i4"),            # 0 start, 1 trajectory, 2 gains, 3 reset
+    ("feedforward", "<i4"),     # 0 none, 1 gravity compensation, 2 feedforward, 3 inverse dynamics
+    ("n_samples", "<i4"),       # rows of q/qd/qdd used
+    ("n_context", "<i4"),       # entries of context used
+    ("has_posture", "u1"),      # start: posture given (else the task's default)
+    ("has_qd", "u1"),
+    ("has_qdd", "u1"),
+    ("has_ki", "u1"),
+    ("pad", "<u4"),
+    ("rate", "<f8"),            # Hz of the samples; 0 = the control rate
+    ("wait_time", "<f8"),       # s the final posture is held after the samples
+])
+# after COMMAND (each float64): posture (n_dofs), kp, kd, ki (n_dofs each),
+# context (max_context), q, qd, qdd (max_samples, n_dofs each)
+
+REPLY = np.dtype([
+    ("seq", "<u8"),             # seq of the command answered
+    ("episode_id", "<i8"),
+    ("index", "<i4"),
+    ("flag", "<i4"),            # episodic.machine.Flag
+    ("reward", "<f8"),          # reward of the segment
+    ("n_steps", "<i4"),         # control steps the command ran
+    ("episode_done", "<i4"),    # 1 when the episode ended with this command
+    ("machine_state", "<i4"),   # state after the command
+    ("log_rows", "<i4"),        # rows of the episode log now in the log block
+    ("log_truncated", "<i4"),   # 1 when the episode had more steps than max_log_steps
+    ("pad", "<i4"),             # keeps the message 8-byte aligned
+    ("message", f"S{MESSAGE_BYTES}"),  # explanation of a non-zero flag, UTF-8
+])
+# after REPLY: state (n_state float64), the task state after the command
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What the runner chose; everything else follows from these."""
+
+    n_dofs: int
+    max_samples: int
+    max_log_steps: int
+    max_context: int
+    state_names: tuple[str, ...]
+    log_columns: tuple[tuple[str, int], ...]  # (name, width) in log-block order
+    control_rate: float
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Byte offsets of every field for given Sizes."""
+
+    sizes: Sizes
+
+    @property
+    def header_bytes(self) -> int:
+        s = self.sizes
+        return HEADER.itemsize + NAME_BYTES * len(s.state_names) + LOG_COLUMN.itemsize * len(s.log_columns)
+
+    @property
+    def command_offset(self) -> int:
+        return _align(self.header_bytes)
+
+    def command_arrays(self) -> dict[str, tuple[int, tuple[int, ...]]]:
+        """name -> (offset from the command block, shape) of the float64 arrays."""
+        s = self.sizes
+        out, at = {}, COMMAND.itemsize
+        for name, shape in (("posture", (s.n_dofs,)), ("kp", (s.n_dofs,)), ("kd", (s.n_dofs,)),
+                            ("ki", (s.n_dofs,)), ("context", (s.max_context,)),
+                            ("q", (s.max_samples, s.n_dofs)), ("qd", (s.max_samples, s.n_dofs)),
+                            ("qdd", (s.max_samples, s.n_dofs))):
+            out[name] = (at, shape)
+            at += 8 * int(np.prod(shape))
+        return out
+
+    @property
+    def command_bytes(self) -> int:
+        off, shape = self.command_arrays()["qdd"]
+        return off + 8 * int(np.prod(shape))
+
+    @property
+    def reply_offset(self) -> int:
+        return self.command_offset + _align(self.command_bytes)
+
+    @property
+    def reply_bytes(self) -> int:
+        return REPLY.itemsize + 8 * len(self.sizes.state_names)
+
+    @property
+    def log_offset(self) -> int:
+        return self.reply_offset + _align(self.reply_bytes)
+
+    def log_column_offsets(self) -> list[tuple[str, int, int]]:
+        """(name, width, offset from the log block) of each per-step column."""
+        out, at = [], 0
+        for name, width in self.sizes.log_columns:
+            out.append((name, width, at))
+            at += _align(8 * width * self.sizes.max_log_steps)
+        return out
+
+    @property
+    def total_size(self) -> int:
+        name, width, at = self.log_column_offsets()[-1]
+        return self.log_offset + at + _align(8 * width * self.sizes.max_log_steps)
+
+
+def write_header(buf, layout: Layout, runner_pid: int) -> None:
+    """Fill the header (status 'starting') into the start of ``buf``."""
+    s = layout.sizes
+    head = np.ndarray((), HEADER, buffer=buf)
+    head["magic"] = MAGIC
+    head["version"] = VERSION
+    head["status"] = 0
+    head["runner_pid"] = runner_pid
+    head["n_dofs"], head["max_samples"] = s.n_dofs, s.max_samples
+    head["max_log_steps"], head["max_context"] = s.max_log_steps, s.max_context
+    head["n_state"], head["n_log_columns"] = len(s.state_names), len(s.log_columns)
+    head["control_rate"] = s.control_rate
+    head["command_offset"], head["reply_offset"] = layout.command_offset, layout.reply_offset
+    head["log_offset"], head["total_size"] = layout.log_offset, layout.total_size
+    names = np.ndarray((len(s.state_names),), f"S{NAME_BYTES}", buffer=buf, offset=HEADER.itemsize)
+    names[:] = [n.encode() for n in s.state_names]
+    table = np.ndarray((len(s.log_columns),), LOG_COLUMN, buffer=buf,
+                       offset=HEADER.itemsize + NAME_BYTES * len(s.state_names))
+    for i, (name, width, off) in enumerate(layout.log_column_offsets()):
+        table[i] = (name.encode(), width, 0, off)
+
+
+class LayoutError(ValueError):
+    """The shared memory does not hold a channel this code can speak to."""
+
+
+def read_header(buf) -> Layout:
+    """Sizes from an existing channel's header; raises LayoutError on a bad magic or version."""
+    if len(buf) < HEADER.itemsize:
+        raise LayoutError("the shared-memory object is smaller than a header")
+    head = np.ndarray((), HEADER, buffer=buf)
+    if head["magic"].item() != MAGIC:
+        raise LayoutError(f"bad magic {head['magic'].item()!r}: not an episodic channel")
+    if int(head["version"]) != VERSION:
+        raise LayoutError(f"the runner speaks protocol version {int(head['version'])}, "
+                          f"this client version {VERSION}; use matching versions of episodic")
+    n_state, n_cols = int(head["n_state"]), int(head["n_log_columns"])
+    names = np.ndarray((n_state,), f"S{NAME_BYTES}", buffer=buf, offset=HEADER.itemsize)
+    table = np.ndarray((n_cols,), LOG_COLUMN, buffer=buf, offset=HEADER.itemsize + NAME_BYTES * n_state)
+    sizes = Sizes(int(head["n_dofs"]), int(head["max_samples"]), int(head["max_log_steps"]),
+                  int(head["max_context"]), tuple(n.decode() for n in names),
+                  tuple((r["name"].decode(), int(r["width"])) for r in table), float(head["control_rate"]))
+    layout = Layout(sizes)
+    if layout.total_size != int(head["total_size"]) or layout.log_offset != int(head["log_offset"]):
+        raise LayoutError("the header's offsets disagree with its sizes; the channel is corrupt")
+    return layout

@@ -1,0 +1,3 @@
+from episodic.cli import main
+
+main()

@@ -1,0 +1,50 @@
+"""Start and stop real `episodic serve` processes for the bridge tests."""
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+_counter = itertools.count()
+
+
+def channel_name() -> str:
+    return f"test{os.getpid()}-{next(_counter)}"
+
+
+def shm_leftovers() -> list[str]:
+    """Shared-memory objects (and semaphores) of this user's episodic channels."""
+    prefix = f"episodic.{os.getuid()}.test"
+    return sorted(n for n in os.listdir("/dev/shm") if n.startswith(prefix) or n.startswith("sem." + prefix))
+
+
+class Served:
+    """`episodic serve` in a subprocess; ready once it has printed its first line."""
+
+    def __init__(self, channel: str, log: Path | None = None, *args: str, task: str = "reach"):
+        cmd = [sys.executable, "-m", "episodic", "serve", "--task", task, "--channel", channel, *args]
+        if log is not None:
+            cmd += ["--log", str(log)]
+        self.channel = channel
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.banner = self.proc.stdout.readline()
+
+    @property
+    def ready(self) -> bool:
+        return "serving" in self.banner
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=timeout)
+
+    def __enter__(self) -> "Served":
+        assert self.ready, f"runner did not start: {self.banner}{self.proc.stderr.read() if self.proc.poll() is not None else ''}"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,269 @@
+"""The shared-memory bridge with real processes: `episodic serve` in a subprocess, real
+POSIX shared memory and semaphores, real HDF5 logs."""
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+import numpy as np
+import posix_ipc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bridge import Client, ProtocolError, RunnerGone
+from bridge.blocks import Blocks
+from bridge.channel import Channel, object_names, remove
+from bridge.layout import COMMAND, MAGIC, VERSION
+from episodic.commands import StartCommand, TrajectoryCommand
+from episodic.log import read_episodes
+from episodic.protocol import Flag, MachineState
+from episodic.runner import Runner
+from tests.bridge_helpers import ROOT, Served, channel_name, shm_leftovers
+from tests.conftest import wave
+
+HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
+CONTEXT = [0.5, 0.2, 1.5]
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers():
+    before = shm_leftovers()
+    yield
+    assert shm_leftovers() == before, "a test left shared-memory objects behind"
+
+
+@pytest.fixture
+def served(tmp_path):
+    with Served(channel_name(), tmp_path / "served.h5", "--learner-timeout", "1") as s:
+        yield s
+
+
+def episode_over_bridge(client: Client, episode_id: int, n_segments: int = 3):
+    replies = [client.start_episode(context=CONTEXT, max_commands=n_segments, episode_id=episode_id)]
+    replies += [client.send_trajectory(wave(HOME, phase=0.1 * k)) for k in range(n_segments)]
+    return replies
+
+
+def test_episode_round_trip_and_log_fetch(served):
+    with Client(served.channel, timeout=10) as client:
+        assert client.sizes.n_dofs == 7 and client.sizes.state_names[-1] == "distance"
+        replies = episode_over_bridge(client, 1)
+        assert [r.flag for r in replies] == [Flag.OK] * 4
+        assert replies[-1].episode_done and replies[-1].machine_state == MachineState.RESTART
+        np.testing.assert_allclose(replies[-1].state[:3], CONTEXT)
+        log = client.get_episode()
+    motion = log["machine_state"] == MachineState.DO_MOTION
+    assert motion.sum() == 1500 and log["q"].shape == (len(log["time"]), 7)
+    assert log["reward"][motion].sum() == pytest.approx(sum(r.reward for r in replies[1:]))
+    np.testing.assert_array_equal(log["distance"], log["task_state"][:, 3])
+
+
+def test_bridge_log_is_bit_identical_to_in_process(tmp_path):
+    channel = channel_name()
+    with Served(channel, tmp_path / "bridge.h5", "--seed", "7") as s:
+        with Client(channel, timeout=10) as client:
+            episode_over_bridge(client, 1)
+            fetched = client.get_episode()
+        assert s.stop() == 0
+    with Runner("reach", log=tmp_path / "local.h5", seed=7) as r:
+        r.handle(StartCommand(1, 3, context=np.array(CONTEXT)))
+        for k in range(3):
+            r.handle(TrajectoryCommand(1, k + 1, 3, wave(HOME, phase=0.1 * k)))
+    (bridged,), (local,) = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
+    for name, values in local.steps.items():
+        assert bridged.steps[name].tobytes() == values.tobytes(), name
+        assert fetched[name].astype(values.dtype).reshape(values.shape).tobytes() == values.tobytes(), name
+    assert bridged.attrs["return"] == local.attrs["return"]
+
+
+LEARNER_THAT_DIES = """
+import os, sys, numpy as np
+from bridge import Client
+from tests.conftest import wave
+home = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
+c = Client(sys.argv[1], timeout=10)
+c.start_episode(max_commands=3, episode_id=11)
+c.send_trajectory(wave(home))
+os._exit(0)   # dies mid-episode without a word
+"""
+
+
+def test_learner_killed_mid_episode(tmp_path):
+    channel = channel_name()
+    log = tmp_path / "run.h5"
+    with Served(channel, log, "--learner-timeout", "1") as s:
+        subprocess.run([sys.executable, "-c", LEARNER_THAT_DIES, channel], cwd=ROOT, check=True, timeout=60)
+        time.sleep(1.5)  # past the learner timeout
+        with Client(channel, timeout=10) as client:
+            assert [r.flag for r in episode_over_bridge(client, 12)] == [Flag.OK] * 4
+        assert s.stop() == 0
+    first, second = read_episodes(log)
+    assert first.attrs["episode_id"] == 11 and first.attrs["flag"] == Flag.TIMEOUT
+    assert first.attrs["n_steps"] >= 500
+    assert second.attrs["episode_id"] == 12 and second.attrs["flag"] == Flag.OK
+
+
+def test_runner_killed_mid_episode_client_raises_within_timeout(tmp_path):
+    channel = channel_name()
+    s = Served(channel)
+    try:
+        with Client(channel, timeout=5) as client:
+            client.start_episode(max_commands=3, episode_id=1)
+            s.stop(signal.SIGKILL)
+            t0 = time.monotonic()
+            with pytest.raises(RunnerGone, match=channel):
+                client.send_trajectory(wave(HOME))
+            assert time.monotonic() - t0 < 5
+        # a new runner replaces the dead one's leftovers
+        with Served(channel) as again:
+            with Client(channel) as client:
+                assert client.runner_pid == again.proc.pid
+                assert client.start_episode().flag == Flag.OK
+    finally:
+        remove(channel)
+
+
+def test_silent_runner_gives_timeout_error_naming_the_channel(served):
+    with Client(served.channel, timeout=0.5) as client:
+        os.kill(served.proc.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(TimeoutError, match=served.channel):
+                client.start_episode()
+        finally:
+            os.kill(served.proc.pid, signal.SIGCONT)
+        # the late reply to the timed-out command is skipped, not mistaken for the next one
+        reply = client.start_episode(context=CONTEXT, episode_id=5)
+        assert reply.flag == Flag.OK and reply.episode_id == 5
+
+
+def test_two_channels_side_by_side(tmp_path):
+    a, b = channel_name(), channel_name()
+    with Served(a, tmp_path / "a.h5"), Served(b, tmp_path / "b.h5"):
+        with Client(a) as ca, Client(b) as cb:
+            ca.start_episode(context=[0.5, 0.2, 1.5], max_commands=2, episode_id=1)
+            cb.start_episode(context=[0.6, -0.2, 1.3], max_commands=2, episode_id=2)
+            for _ in range(2):
+                ra = ca.send_trajectory(wave(HOME))
+                rb = cb.send_trajectory(wave(HOME, amplitude=0.1))
+            np.testing.assert_allclose(ra.state[:3], [0.5, 0.2, 1.5])
+            np.testing.assert_allclose(rb.state[:3], [0.6, -0.2, 1.3])
+            assert len(ca.get_episode()["time"]) == len(cb.get_episode()["time"])
+            assert not np.array_equal(ca.get_episode()["q"], cb.get_episode()["q"])
+
+
+def test_second_runner_on_a_live_channel_is_refused(served):
+    second = Served(served.channel)
+    assert second.proc.wait(timeout=60) != 0
+    assert "live runner" in second.proc.stderr.read()
+    with Client(served.channel) as client:  # the first one still serves
+        assert client.runner_pid == served.proc.pid
+        assert client.start_episode().flag == Flag.OK
+
+
+def test_objects_are_owner_only(served):
+    mode = os.stat("/dev/shm" + object_names(served.channel)["shm"]).st_mode
+    assert stat.S_IMODE(mode) == 0o600
+
+
+def test_client_refuses_another_protocol_version(served):
+    chan = Channel.attach(served.channel)
+    blocks = Blocks(chan.mm, chan.layout)
+    try:
+        blocks.header["version"] = VERSION + 1
+        with pytest.raises(ProtocolError, match="version"):
+            Client(served.channel)
+    finally:
+        blocks.header["version"] = VERSION
+        blocks.release()
+        chan.mm.close()
+
+
+def raw_exchange(channel: Channel, blocks: Blocks, seq: int, timeout: float = 10) -> np.void:
+    """Post whatever the command block holds and return the reply."""
+    blocks.command["seq"] = seq
+    channel.cmd_ready.release()
+    channel.reply_ready.acquire(timeout)
+    assert int(blocks.reply["seq"]) == seq
+    return blocks.reply.copy()
+
+
+@pytest.fixture
+def raw(served):
+    chan = Channel.attach(served.channel)
+    blocks = Blocks(chan.mm, chan.layout)
+    yield served, chan, blocks
+    blocks.release()
+    chan.mm.close()
+
+
+def fill_valid_trajectory(blocks: Blocks, n: int = 10):
+    c = blocks.command
+    c["magic"], c["version"], c["client_pid"] = MAGIC, VERSION, os.getpid()
+    c["episode_id"], c["index"], c["max_commands"], c["kind"], c["n_samples"] = 1, 1, 1, 1, n
+    blocks.command_arrays["q"][:n] = HOME
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("magic", b"WRONGMAG", "protocol"),
+    ("version", VERSION + 1, "version"),
+    ("n_samples", 10**9, "n_samples"),
+    ("n_samples", -1, "n_samples"),
+    ("kind", 42, "kind"),
+])
+def test_bad_command_block_fields_get_the_invalid_flag(raw, field, value, words):
+    served, chan, blocks = raw
+    fill_valid_trajectory(blocks)
+    blocks.command[field] = value
+    reply = raw_exchange(chan, blocks, 1_000)
+    assert reply["flag"] == Flag.INVALID_PAYLOAD and words in reply["message"].item().decode()
+    assert served.proc.poll() is None
+
+
+def test_nan_and_context_over_the_limit(raw):
+    served, chan, blocks = raw
+    fill_valid_trajectory(blocks)
+    blocks.command_arrays["q"][3, 2] = np.nan
+    assert raw_exchange(chan, blocks, 2_000)["flag"] == Flag.INVALID_PAYLOAD
+    blocks.command["kind"], blocks.command["index"] = 0, 0
+    blocks.command["n_context"] = chan.layout.sizes.max_context + 1
+    assert raw_exchange(chan, blocks, 2_001)["flag"] == Flag.INVALID_PAYLOAD
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(min_size=COMMAND.itemsize, max_size=COMMAND.itemsize))
+def test_random_command_bytes_never_break_the_runner(raw, data):
+    served, chan, blocks = raw
+    start = chan.layout.command_offset
+    chan.mm[start : start + COMMAND.itemsize] = data
+    seq = int(time.monotonic_ns())
+    reply = raw_exchange(chan, blocks, seq)
+    assert int(reply["flag"]) in {f.value for f in Flag}
+    assert served.proc.poll() is None
+
+
+def test_runner_still_serves_after_garbage(raw):
+    served, chan, blocks = raw
+    chan.mm[chan.layout.command_offset : chan.layout.command_offset + COMMAND.itemsize] = os.urandom(COMMAND.itemsize)
+    raw_exchange(chan, blocks, 3_000)
+    with Client(served.channel) as client:
+        assert [r.flag for r in episode_over_bridge(client, 77, n_segments=1)] == [Flag.OK] * 2
+
+
+def test_sigint_stops_the_runner_cleanly(tmp_path):
+    channel = channel_name()
+    s = Served(channel, tmp_path / "run.h5")
+    with Client(channel) as client:
+        client.start_episode(max_commands=2, episode_id=3)
+        client.send_trajectory(wave(HOME))
+    assert s.stop(signal.SIGINT) == 0
+    (ep,) = read_episodes(tmp_path / "run.h5")
+    assert ep.attrs["flag"] == Flag.INTERRUPTED and ep.attrs["n_steps"] >= 500
+    with pytest.raises(FileNotFoundError, match="no runner serves"):
+        Client(channel)
+    with pytest.raises(posix_ipc.ExistentialError):
+        posix_ipc.Semaphore(object_names(channel)["cmd"])
