@@ -16,11 +16,13 @@ import posix_ipc
 
 from bridge.blocks import Blocks
 from bridge.channel import DEFAULT_CHANNEL, Channel, locked, pid_alive
-from bridge.layout import MAGIC, VERSION, LayoutError
+from bridge.layout import COMMAND, COMMAND_STRUCT, MAGIC, REPLY, REPLY_STRUCT, VERSION, LayoutError
 from episodic.commands import Feedforward, Kind
 from episodic.protocol import Flag, MachineState, Reply
 
 POLL = 0.2  # s between checks that the runner is still alive while waiting
+_COMMAND_DEFAULTS = {name: 0 for name in COMMAND.names} | {"magic": MAGIC, "version": VERSION,
+                                                           "rate": 0.0, "wait_time": 0.0}
 
 
 class ProtocolError(RuntimeError):
@@ -48,6 +50,8 @@ class Client:
         self._blocks = Blocks(self._channel.mm, self._channel.layout)
         self.sizes = self._channel.layout.sizes
         self.runner_pid = int(self._blocks.header["runner_pid"])
+        self._command_offset = self._channel.layout.command_offset
+        self._reply_offset = self._channel.layout.reply_offset
         self._seq = int(self._blocks.reply["seq"])
         self._episode_id = int(time.time_ns() // 1000 % 2**40) * 1000
         self._next_index = 0
@@ -135,14 +139,11 @@ class Client:
 
     def _send(self, kind: Kind, index: int, arrays: dict, max_commands: int | None = None, **fields) -> Reply:
         self._seq += 1
+        values = dict(_COMMAND_DEFAULTS, seq=self._seq, client_pid=os.getpid(), episode_id=self._episode_id,
+                      index=index, kind=int(kind), **fields,
+                      max_commands=self._max_commands if max_commands is None else max_commands)
         with locked(self._channel.lock):
-            c = self._blocks.command
-            c["magic"], c["version"], c["seq"], c["client_pid"] = MAGIC, VERSION, self._seq, os.getpid()
-            c["episode_id"], c["index"], c["kind"] = self._episode_id, index, int(kind)
-            c["max_commands"] = self._max_commands if max_commands is None else max_commands
-            for name in ("n_samples", "n_context", "has_posture", "has_qd", "has_qdd", "has_ki", "feedforward"):
-                c[name] = fields.get(name, 0)
-            c["rate"], c["wait_time"] = fields.get("rate", 0.0), fields.get("wait_time", 0.0)
+            COMMAND_STRUCT.pack_into(self._channel.mm, self._command_offset, *[values[n] for n in COMMAND.names])
             for name, value in arrays.items():
                 self._blocks.command_arrays[name][: len(value)] = value
         self._channel.cmd_ready.release()
@@ -163,13 +164,14 @@ class Client:
                                      f"has exited") from None
                 continue
             with locked(self._channel.lock):
-                r = self._blocks.reply
-                if int(r["seq"]) != self._seq:
+                r = dict(zip(REPLY.names, REPLY_STRUCT.unpack_from(self._channel.mm, self._reply_offset)))
+                if r["seq"] != self._seq:
                     continue  # the late answer to a command that timed out
-                self._log_rows = int(r["log_rows"])
-                reply = Reply(int(r["episode_id"]), int(r["index"]), Flag(int(r["flag"])), float(r["reward"]),
-                              self._blocks.reply_state.copy(), int(r["n_steps"]), bool(r["episode_done"]),
-                              r["message"].item().decode(errors="replace"), MachineState(int(r["machine_state"])))
+                state = self._blocks.reply_state.copy()
+            self._log_rows = r["log_rows"]
+            reply = Reply(r["episode_id"], r["index"], Flag(r["flag"]), r["reward"], state, r["n_steps"],
+                          bool(r["episode_done"]), r["message"].rstrip(b"\0").decode(errors="replace"),
+                          MachineState(r["machine_state"]))
             if reply.episode_id != self._episode_id:
                 raise ProtocolError(f"reply for episode {reply.episode_id}, expected {self._episode_id}")
             self.last_reply = reply

@@ -11,7 +11,8 @@ import posix_ipc
 
 from bridge.blocks import Blocks
 from bridge.channel import DEFAULT_CHANNEL, Channel, locked, pid_alive
-from bridge.layout import MAGIC, MESSAGE_BYTES, VERSION, Layout, Sizes
+from bridge.layout import (COMMAND, COMMAND_STRUCT, MAGIC, MESSAGE_BYTES, REPLY, REPLY_STRUCT, VERSION,
+                           Layout, Sizes)
 from episodic.commands import (GainsCommand, Kind, MalformedCommand, ResetCommand, StartCommand,
                                TrajectoryCommand)
 from episodic.log import STEP_COLUMNS, EpisodeBuffer
@@ -42,6 +43,8 @@ class Endpoint:
                       runner.robot.control_rate)
         self.channel = Channel.create(channel, Layout(sizes))
         self.blocks = Blocks(self.channel.mm, self.channel.layout)
+        self._command_offset = self.channel.layout.command_offset
+        self._reply_offset = self.channel.layout.reply_offset
         self._log_episode: EpisodeBuffer | None = None
         self._log_blocks = 0
         self._log_rows = 0
@@ -65,13 +68,13 @@ class Endpoint:
     def serve_one(self) -> Reply:
         """Read the command block, run it, write the reply and the new log rows, post 'reply ready'."""
         with locked(self.channel.lock):
-            seq = int(self.blocks.command["seq"])
-            self._learner_pid = int(self.blocks.command["client_pid"])
-            command = self.decode()
+            c = dict(zip(COMMAND.names, COMMAND_STRUCT.unpack_from(self.channel.mm, self._command_offset)))
+            self._learner_pid = c["client_pid"]
+            command = self.decode(c)
         reply = self.runner.handle(command)
         with locked(self.channel.lock):
             truncated = self._update_log()
-            self._write_reply(seq, reply, truncated)
+            self._write_reply(c["seq"], reply, truncated)
         self._last_command = time.monotonic()
         self.channel.reply_ready.release()
         return reply
@@ -93,35 +96,35 @@ class Endpoint:
             self._update_log()
 
     # -- decoding ------------------------------------------------------------
-    def decode(self):
-        """The command block as a command object (MalformedCommand when it cannot be read)."""
-        c = self.blocks.command
+    def decode(self, c: dict):
+        """The command block's fixed fields ``c`` (COMMAND names -> values) and arrays as a
+        command object (MalformedCommand when they cannot be read as one)."""
         a = self.blocks.command_arrays
         s = self.channel.layout.sizes
-        head = dict(episode_id=int(c["episode_id"]), index=int(c["index"]), max_commands=int(c["max_commands"]))
-        if c["magic"].item() != MAGIC or int(c["version"]) != VERSION:
-            return MalformedCommand(**head, reason=f"command written by protocol {c['magic'].item()!r} "
-                                    f"version {int(c['version'])}; this runner speaks version {VERSION}")
-        kind = int(c["kind"])
+        head = dict(episode_id=c["episode_id"], index=c["index"], max_commands=c["max_commands"])
+        if c["magic"] != MAGIC or c["version"] != VERSION:
+            return MalformedCommand(**head, reason=f"command written by protocol {c['magic']!r} "
+                                    f"version {c['version']}; this runner speaks version {VERSION}")
+        kind = c["kind"]
         if kind == Kind.START:
-            n_context = int(c["n_context"])
+            n_context = c["n_context"]
             if not 0 <= n_context <= s.max_context:
                 return MalformedCommand(**head, reason=f"n_context {n_context} outside 0..{s.max_context}")
             return StartCommand(head["episode_id"], head["max_commands"],
                                 a["posture"].copy() if c["has_posture"] else None, a["context"][:n_context].copy(),
                                 index=head["index"])
         if kind == Kind.TRAJECTORY:
-            n = int(c["n_samples"])
+            n = c["n_samples"]
             if not 1 <= n <= s.max_samples:
                 return MalformedCommand(**head, reason=f"n_samples {n} outside 1..{s.max_samples}")
-            rate = float(c["rate"])
+            rate = c["rate"]
             return TrajectoryCommand(**head, q=a["q"][:n].copy(), qd=a["qd"][:n].copy() if c["has_qd"] else None,
                                      qdd=a["qdd"][:n].copy() if c["has_qdd"] else None,
-                                     rate=None if rate == 0 else rate, wait_time=float(c["wait_time"]))
+                                     rate=None if rate == 0 else rate, wait_time=c["wait_time"])
         if kind == Kind.GAINS:
             return GainsCommand(**head, kp=a["kp"].copy(), kd=a["kd"].copy(),
                                 ki=a["ki"].copy() if c["has_ki"] else None,
-                                feedforward=int(c["feedforward"]), wait_time=float(c["wait_time"]))
+                                feedforward=int(c["feedforward"]), wait_time=c["wait_time"])
         if kind == Kind.RESET:
             return ResetCommand(**head)
         return MalformedCommand(**head, reason=f"unknown command kind {kind}; use 0 start, 1 trajectory, 2 gains, 3 reset")
@@ -150,12 +153,11 @@ class Endpoint:
         return truncated or ep.n_steps > capacity
 
     def _write_reply(self, seq: int, reply: Reply, truncated: bool) -> None:
-        r = self.blocks.reply
-        r["seq"], r["episode_id"], r["index"] = seq, reply.episode_id, reply.index
-        r["flag"], r["reward"], r["n_steps"] = int(reply.flag), reply.reward, reply.n_steps
-        r["episode_done"], r["machine_state"] = int(reply.episode_done), int(reply.machine_state)
-        r["log_rows"], r["log_truncated"] = self._log_rows, int(truncated)
-        r["message"] = reply.message.encode()[:MESSAGE_BYTES]
+        values = dict(seq=seq, episode_id=reply.episode_id, index=reply.index, flag=int(reply.flag),
+                      reward=reply.reward, n_steps=reply.n_steps, episode_done=int(reply.episode_done),
+                      machine_state=int(reply.machine_state), log_rows=self._log_rows,
+                      log_truncated=int(truncated), pad=0, message=reply.message.encode()[:MESSAGE_BYTES])
+        REPLY_STRUCT.pack_into(self.channel.mm, self._reply_offset, *[values[n] for n in REPLY.names])
         self.blocks.reply_state[:] = reply.state
 
     def close(self) -> None:

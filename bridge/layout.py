@@ -8,6 +8,7 @@ a client reads them from there, so nothing is fixed at compile time.
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,6 +83,28 @@ REPLY = np.dtype([
     ("message", f"S{MESSAGE_BYTES}"),  # explanation of a non-zero flag, UTF-8
 ])
 # after REPLY: state (n_state float64), the task state after the command
+
+
+_STRUCT_CODES = {("u", 1): "B", ("u", 4): "I", ("u", 8): "Q", ("i", 4): "i", ("i", 8): "q", ("f", 8): "d"}
+
+
+def packer(dtype: np.dtype) -> struct.Struct:
+    """A struct.Struct with exactly ``dtype``'s fields and offsets, for packing a whole block
+    in one call (the dtypes above stay the single definition of the layout)."""
+    fmt, at = "<", 0
+    for name in dtype.names:
+        sub, offset = dtype.fields[name][:2]
+        fmt += "x" * (offset - at)
+        fmt += f"{sub.itemsize}s" if sub.kind == "S" else _STRUCT_CODES[sub.kind, sub.itemsize]
+        at = offset + sub.itemsize
+    fmt += "x" * (dtype.itemsize - at)
+    out = struct.Struct(fmt)
+    assert out.size == dtype.itemsize, (fmt, dtype)
+    return out
+
+
+COMMAND_STRUCT = packer(COMMAND)
+REPLY_STRUCT = packer(REPLY)
 
 
 def _align(n: int) -> int:

@@ -45,10 +45,10 @@ class Feedforward(enum.IntEnum):
             except KeyError:
                 names = ", ".join(m.name.lower() for m in cls)
                 raise CommandError(f"unknown feedforward mode '{value}'; use one of {names}") from None
-        try:
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value in cls._value2member_map_:
             return cls(int(value))
-        except ValueError:
-            raise CommandError(f"unknown feedforward mode {value}; use 0..{len(cls) - 1}") from None
+        names = ", ".join(f"{m.value} {m.name.lower()}" for m in cls)
+        raise CommandError(f"unknown feedforward mode {value!r}; use one of {names}")
 
 
 @dataclass(frozen=True)
@@ -160,9 +160,22 @@ def _array(name: str, value, shape: tuple[int, ...] | None, ndim: int) -> np.nda
     return arr
 
 
+def _real(name: str, value) -> float:
+    """A finite real scalar, or CommandError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise CommandError(f"{name} must be a real number, got {value!r}")
+    try:
+        out = float(value)
+    except OverflowError:
+        raise CommandError(f"{name} is too large: {value!r}") from None
+    if not np.isfinite(out):
+        raise CommandError(f"{name} must be finite, got {value!r}")
+    return out
+
+
 def _wait(value: float, limits: Limits) -> float:
-    wait = float(value)
-    if not np.isfinite(wait) or wait < 0 or wait > limits.max_wait_time:
+    wait = _real("wait_time", value)
+    if wait < 0 or wait > limits.max_wait_time:
         raise CommandError(f"wait_time must be in [0, {limits.max_wait_time}] s, got {value}")
     return wait
 
@@ -220,8 +233,8 @@ def validate(cmd, robot: Robot, limits: Limits) -> Command:
     qdd = None if cmd.qdd is None else _array("qdd", cmd.qdd, q.shape, 2)
     if qdd is not None and qd is None:
         raise CommandError("qdd given without qd; send qd too")
-    rate = robot.control_rate if cmd.rate is None else float(cmd.rate)
-    if not np.isfinite(rate) or rate <= 0:
+    rate = robot.control_rate if cmd.rate is None else _real("rate", cmd.rate)
+    if rate <= 0:
         raise CommandError(f"rate must be a positive number of samples per second, got {cmd.rate}")
     if q.shape[0] / rate * robot.control_rate > limits.max_segment_steps:
         raise CommandError(

@@ -47,6 +47,8 @@ class EpisodeMachine:
         self._gains = self.default_gains()
         self._hold_q = self.robot.home.copy()
         self._started_at = 0.0
+        self._steps_in_command = 0  # the "step" column: steps since the current command began
+        self._task_state: tuple[int, np.ndarray] = (-1, np.zeros(0))
         sim.reset(self.robot.home)
         self._hold_q = sim.q
 
@@ -120,6 +122,7 @@ class EpisodeMachine:
         self.last_episode = self.episode
         self.episode.commands.append(raw)
         self._started_at = time.perf_counter()
+        self._steps_in_command = 0
         self._max_commands, self._next_index = cmd.max_commands, 1
         self._gains = self.default_gains()
         self.sim.reset_integral()
@@ -132,6 +135,7 @@ class EpisodeMachine:
             self.abort(Flag.INVALID_PAYLOAD, str(exc))
             return self._reply(cmd, Flag.INVALID_PAYLOAD, done=True, message=str(exc))
         mujoco.mj_forward(self.sim.model, self.sim.data)
+        self.sim.touch()
         self.state = MachineState.WAIT_FOR_START
         return self._reply(cmd, Flag.OK, n_steps=self.episode.n_steps)
 
@@ -152,6 +156,7 @@ class EpisodeMachine:
 
     def _segment(self, cmd, desired: Desired) -> Reply:
         self.state = MachineState.DO_MOTION
+        self._steps_in_command = 0
         record = self.sim.run(desired, self._gains)
         view = self._view(record)
         task_state = self.task.state(view)
@@ -228,14 +233,17 @@ class EpisodeMachine:
                         view.ee_pos[:n], view.dt, view.sensors)
 
     def current_task_state(self) -> np.ndarray:
-        """Task state (n_state,) at the simulator's present state."""
+        """Task state (n_state,) at the simulator's present state (cached until it changes)."""
+        if self._task_state[0] == self.sim.version:
+            return self._task_state[1].copy()
         m, d = self.sim.model, self.sim.data
         mujoco.mj_forward(m, d)
         view = StepView(d.qpos[None].copy(), d.qvel[None].copy(), d.sensordata[None].copy(),
                         self.scene.applied_torque(d.sensordata[None]),
                         self.scene.sensor(d.sensordata[None], "ee_pos"), self.robot.control_dt,
                         self.scene.sensors)
-        return self.task.state(view)[0]
+        self._task_state = (self.sim.version, self.task.state(view)[0])
+        return self._task_state[1].copy()
 
     def _record(self, record: StepRecord, index: int, task_state=None, rewards=None, view=None) -> None:
         """Append a record's steps to the episode's per-step columns."""
@@ -251,7 +259,7 @@ class EpisodeMachine:
             "time": record.state[:-1, 0],
             "machine_state": np.full(n, int(self.state)),
             "index": np.full(n, index),
-            "step": np.arange(n),
+            "step": np.arange(n) + self._steps_in_command,
             "q": view.qpos[:, qa], "qd": qd_all[:-1],
             "qdd": np.diff(qd_all, axis=0) / self.robot.control_dt,
             "q_d": self.robot.clamp(record.desired.q), "qd_d": record.desired.qd,
@@ -262,6 +270,7 @@ class EpisodeMachine:
             "reward": np.zeros(n) if rewards is None else rewards,
         }
         self.episode.blocks.append(block)
+        self._steps_in_command += n
 
 
 def _int(value) -> int:

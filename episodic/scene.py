@@ -107,6 +107,8 @@ def build_scene(robot: Robot, task) -> Scene:
     task.add_tool(dyn_spec, robot)
     dynamics = dyn_spec.compile()
     dynamics.body_gravcomp[:] = 0.0
+    # inverse dynamics of the arm alone: joint stops and contacts are the world's business
+    dynamics.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_LIMIT | mujoco.mjtDisableBit.mjDSBL_CONTACT
     if dynamics.nq != robot.n_dofs:
         raise ValueError(f"{robot.mjcf} with the task's tool must have exactly the "
                          f"{robot.n_dofs} robot joints; found nq={dynamics.nq}")

@@ -14,7 +14,7 @@ def serve(task: str, robot: str = "wam", params: dict | None = None, channel: st
     """Serve episodes on ``channel`` until SIGINT/SIGTERM; the channel's objects are removed and
     the log closed on the way out (an unfinished episode is kept with Flag.INTERRUPTED).
     ``ready(endpoint)`` is called once the channel exists."""
-    runner = Runner(task, robot, params=params, log=log_path, seed=seed)
+    runner = Runner(task, robot, params=params, log=log_path, seed=seed, keep_episodes=False)
     try:
         endpoint = Endpoint(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps)
     except BaseException:

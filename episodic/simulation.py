@@ -74,6 +74,11 @@ class Simulation:
         self._rollout = rollout.Rollout(nthread=0)
         self.dt = scene.robot.control_dt
         self.nstate = mujoco.mj_stateSize(self.model, ROLLOUT_SPEC)
+        self.version = 0  # bumped by every change of the state through this class (see touch)
+
+    def touch(self) -> None:
+        """Note that the state changed (callers that write to ``data`` directly call this)."""
+        self.version += 1
 
     # -- state ---------------------------------------------------------------
     def reset(self, q: np.ndarray) -> None:
@@ -82,6 +87,7 @@ class Simulation:
         self.data.qpos[self.scene.qpos_adr] = q
         mujoco.mj_forward(self.model, self.data)
         self._integral[:] = 0.0
+        self.touch()
 
     def get_state(self) -> np.ndarray:
         """Full integration state (time, qpos, qvel, act, warmstart, ctrl, mocap, ...)."""
@@ -92,6 +98,7 @@ class Simulation:
     def set_state(self, state: np.ndarray, spec: int = STATE_SPEC) -> None:
         mujoco.mj_setState(self.model, self.data, np.asarray(state, float), spec)
         mujoco.mj_forward(self.model, self.data)
+        self.touch()
 
     def reset_integral(self) -> None:
         self._integral[:] = 0.0
@@ -131,6 +138,7 @@ class Simulation:
     def run(self, desired: Desired, gains: Gains) -> StepRecord:
         """Run len(desired) control steps from the current state under ``gains``."""
         self.apply_gains(gains)
+        self.touch()
         q_d = self.scene.robot.clamp(desired.q)
         reference = gains.kp * q_d + gains.kd * desired.qd
         if gains.state_dependent:
@@ -144,12 +152,16 @@ class Simulation:
             u_ff = self.scene.applied_torque(sensordata) - (ctrl - gains.kp * q - gains.kd * qd)
         return StepRecord(desired, states, sensordata, u_ff)
 
+    def _planned_feedforward(self, desired: Desired, q_d: np.ndarray, gains: Gains) -> np.ndarray:
+        """u_ff (n, n_dofs) N m known before the segment: inverse dynamics of the desired state in
+        FEEDFORWARD mode, zero otherwise (gravity compensation happens inside MuJoCo)."""
+        if gains.feedforward == Feedforward.FEEDFORWARD:
+            return np.array([self.inverse_dynamics(*row) for row in zip(q_d, desired.qd, desired.qdd)])
+        return np.zeros_like(q_d)
+
     def _run_rollout(self, desired, q_d, reference, gains):
         n = len(desired)
-        if gains.feedforward == Feedforward.FEEDFORWARD:
-            u_ff = np.array([self.inverse_dynamics(*row) for row in zip(q_d, desired.qd, desired.qdd)])
-        else:
-            u_ff = np.zeros_like(reference)
+        u_ff = self._planned_feedforward(desired, q_d, gains)
         ctrl = reference + u_ff
         # rollout resets the inputs it is not given, so mocap poses travel with ctrl
         control = np.zeros((n, self.model.nu))
@@ -171,7 +183,7 @@ class Simulation:
         states = np.empty((n + 1, self.nstate))
         sensordata = np.empty((n, m.nsensordata))
         ctrl = np.empty_like(reference)
-        u_ff = np.zeros_like(reference)
+        u_ff = self._planned_feedforward(desired, q_d, gains)
         qa, va, act = self.scene.qpos_adr, self.scene.dof_adr, self.scene.actuator
         inverse = gains.feedforward == Feedforward.INVERSE_DYNAMICS
         for k in range(n):

@@ -1,0 +1,143 @@
+"""Bridge overhead, measured side by side in one run (medians of repeats).
+
+1. A 2 s (1000-step) reach segment plus fetching the episode's full per-step log: over the
+   bridge (Client -> `episodic serve` in another process) against the same segment run by an
+   in-process Runner. Goal: overhead <= 0.5 ms per segment.
+2. The round trip of an empty command (a reset with no episode running) against a raw
+   posix_ipc two-semaphore ping-pong between two processes, with the two processes on
+   different cores and on one core. Goal: within 2x.
+The runner process is pinned to one core and the learner to the other, so both sides of each
+comparison run where they would in use.
+
+    python benchmarks/bridge.py [--repeats 200]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# this file's name would shadow the bridge package when run as a script
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import numpy as np  # noqa: E402
+import posix_ipc  # noqa: E402
+
+from bridge import Client  # noqa: E402
+from episodic.commands import StartCommand, TrajectoryCommand  # noqa: E402
+from episodic.runner import Runner  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+PONG = """
+import sys, posix_ipc
+ping, pong = posix_ipc.Semaphore(sys.argv[1]), posix_ipc.Semaphore(sys.argv[2])
+print("ready", flush=True)
+while True:
+    ping.acquire()
+    pong.release()
+"""
+
+
+RUNNER_CORE, LEARNER_CORE = 1, 0
+
+
+def pin(core: int) -> None:
+    if os.cpu_count() and os.cpu_count() > 1:
+        os.sched_setaffinity(0, {core})
+
+
+def segment(home: np.ndarray) -> np.ndarray:
+    t = np.arange(1, 1001) / 1000
+    return home + 0.2 * np.sin(np.pi * t)[:, None] * np.linspace(1.0, 0.3, home.size)
+
+
+def segments(channel: str, repeats: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Interleaved: the segment in-process (on the runner's core) and over the bridge (learner core)."""
+    local, bridged = [], []
+    with Runner("reach") as runner, Client(channel, timeout=30) as client:
+        q = segment(runner.robot.home)
+        for episode_id in range(repeats):
+            pin(RUNNER_CORE)
+            runner.handle(StartCommand(episode_id, 1))
+            t0 = time.perf_counter()
+            runner.handle(TrajectoryCommand(episode_id, 1, 1, q))
+            runner.episodes[-1].steps()  # the in-process log, as named arrays
+            local.append(time.perf_counter() - t0)
+            runner.episodes.clear()
+            pin(LEARNER_CORE)
+            client.start_episode(max_commands=1)
+            t0 = time.perf_counter()
+            client.send_trajectory(q)
+            log = client.get_episode()
+            bridged.append(time.perf_counter() - t0)
+    return np.array(local), np.array(bridged), len(log["time"])
+
+
+def empty_commands(channel: str, n: int) -> np.ndarray:
+    with Client(channel, timeout=30) as client:
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            client.reset()
+            times.append(time.perf_counter() - t0)
+    return np.array(times)
+
+
+def raw_ping_pong(n: int) -> np.ndarray:
+    names = (f"/episodic-bench-ping-{os.getpid()}", f"/episodic-bench-pong-{os.getpid()}")
+    ping, pong = (posix_ipc.Semaphore(name, posix_ipc.O_CREX, mode=0o600) for name in names)
+    proc = subprocess.Popen([sys.executable, "-c", PONG, *names], stdout=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: pin(RUNNER_CORE))
+    try:
+        proc.stdout.readline()
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            ping.release()
+            pong.acquire()
+            times.append(time.perf_counter() - t0)
+        return np.array(times)
+    finally:
+        proc.kill()
+        proc.wait()
+        for sem in (ping, pong):
+            sem.unlink()
+            sem.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=200)
+    args = parser.parse_args()
+    channel = f"bench{os.getpid()}"
+    server = subprocess.Popen([sys.executable, "-m", "episodic", "serve", "--task", "reach", "--channel", channel],
+                              cwd=ROOT, stdout=subprocess.PIPE, text=True, preexec_fn=lambda: pin(RUNNER_CORE))
+    n_empty = 5 * args.repeats
+    try:
+        if "serving" not in server.stdout.readline():
+            raise SystemExit("the runner did not start")
+        local, bridged, rows = segments(channel, args.repeats)
+        round_trips = {}
+        for placement, core in (("other cores", LEARNER_CORE), ("one core", RUNNER_CORE)):
+            pin(core)
+            round_trips[placement] = (np.median(raw_ping_pong(n_empty)), np.median(empty_commands(channel, n_empty)))
+    finally:
+        server.terminate()
+        server.wait()
+    ms, us = 1e3, 1e6
+    overhead = np.median(bridged) - np.median(local)
+    print(f"runner pinned to core {RUNNER_CORE}, learner to core {LEARNER_CORE} ({os.cpu_count()} cores)")
+    print(f"2 s segment ({rows} logged steps) + full log, median of {args.repeats} interleaved pairs")
+    print(f"  in-process runner       {np.median(local) * ms:8.3f} ms")
+    print(f"  over the bridge         {np.median(bridged) * ms:8.3f} ms")
+    print(f"  bridge overhead         {overhead * ms:8.3f} ms   (goal <= 0.5 ms)")
+    print(f"empty command round trip, median of {n_empty}   raw ping-pong   bridge   ratio (goal <= 2x)")
+    for placement, (raw, empty) in round_trips.items():
+        print(f"  learner and runner on {placement:11s} {raw * us:8.1f} us {empty * us:8.1f} us {empty / raw:6.2f}x")
+
+
+if __name__ == "__main__":
+    main()
