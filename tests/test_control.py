@@ -267,10 +267,9 @@ def test_robot_clamp_is_check_range(robot):
     np.testing.assert_array_equal(clamped[2], robot.home)
 
 
-@pytest.mark.parametrize("mode", [GRAVITY, FEEDFORWARD])
-@pytest.mark.parametrize("joint,side", [(0, "upper"), (3, "lower"), (1, "upper")])
-def test_desired_beyond_the_range_is_clamped(robot, scene, sim, mode, joint, side):
-    """A min-jerk move to 0.3 rad beyond a joint limit ends at the limit, not beyond."""
+def move_past_limit(robot, scene, sim, joint, side, mode):
+    """A 3 s min-jerk move of ``joint`` from 0.3 rad inside its ``side`` limit to 0.3 rad beyond
+    it, then 1 s of holding; returns the record and how far past the limit the joint is (rad)."""
     limit = (robot.range_upper if side == "upper" else robot.range_lower)[joint]
     sign = 1.0 if side == "upper" else -1.0
     start = robot.home.copy()
@@ -280,7 +279,14 @@ def test_desired_beyond_the_range_is_clamped(robot, scene, sim, mode, joint, sid
     sim.reset(start)
     move = min_jerk(start, target, 3.0, robot.control_dt).then_hold(int(robot.control_rate))
     record = sim.run(move, gains(robot, mode))
-    beyond = sign * (joint_q(scene, record)[:, joint] - limit)
+    return record, sign * (joint_q(scene, record)[:, joint] - limit)
+
+
+@pytest.mark.parametrize("mode", [GRAVITY, FEEDFORWARD])
+@pytest.mark.parametrize("joint,side", [(0, "upper"), (3, "lower"), (1, "upper")])
+def test_desired_beyond_the_range_is_clamped(robot, scene, sim, mode, joint, side):
+    """A min-jerk move to 0.3 rad beyond a joint limit ends at the limit, not beyond."""
+    record, beyond = move_past_limit(robot, scene, sim, joint, side, mode)
     # crossing the limit at its peak speed (0.375 rad/s) the arm overshoots the clamped,
     # kinked desired by a few mrad
     assert beyond.max() < 5e-3
@@ -297,26 +303,18 @@ def test_inverse_dynamics_ignores_joint_limit_constraints(robot, scene, sim):
     sim.reset(beyond)
     bias = sim.data.qfrc_bias[scene.dof_adr].copy()
     u_ff = sim.inverse_dynamics(beyond, np.zeros(robot.n_dofs), np.zeros(robot.n_dofs))
-    np.testing.assert_allclose(u_ff, bias, rtol=0, atol=1e-9)  # measured u_ff[0] = 35.7 N m
+    np.testing.assert_allclose(u_ff, bias, rtol=0, atol=1e-9)  # with the stops: u_ff[0] = 35.7 N m
 
 
 @pytest.mark.parametrize("joint,side", [(0, "upper"), (1, "upper"), (3, "lower"), (5, "upper")])
 def test_inverse_dynamics_does_not_push_into_joint_stops(robot, scene, sim, joint, side):
     """Same move as the clamp test under INVERSE_DYNAMICS: u_ff stays a model torque.
 
-    Measured now: max |u_ff| 274, 644, 70, 3.9 N m and overshoots 8, 4, 17, 31 mrad; with
-    mjDSBL_LIMIT on scene.dynamics: 0.8, 22, 1.7, 0.06 N m and about 3 mrad, as GRAVITY_COMPENSATION.
+    With the joint stops left in the inverse-dynamics model, max |u_ff| was 274, 644, 70, 3.9 N m
+    and the overshoots 8, 4, 17, 31 mrad; without them about 0.8, 22, 1.7, 0.06 N m and 3 mrad,
+    as under GRAVITY_COMPENSATION.
     """
-    limit = (robot.range_upper if side == "upper" else robot.range_lower)[joint]
-    sign = 1.0 if side == "upper" else -1.0
-    start = robot.home.copy()
-    start[joint] = limit - sign * 0.3
-    target = start.copy()
-    target[joint] = limit + sign * 0.3
-    sim.reset(start)
-    move = min_jerk(start, target, 3.0, robot.control_dt).then_hold(int(robot.control_rate))
-    record = sim.run(move, gains(robot, INVERSE))
-    beyond = sign * (joint_q(scene, record)[:, joint] - limit)
+    record, beyond = move_past_limit(robot, scene, sim, joint, side, INVERSE)
     assert np.abs(record.u_ff[:, joint]).max() < 0.5 * robot.torque_limit[joint]
     assert beyond.max() < 5e-3
     assert abs(beyond[-1]) < 1e-4
