@@ -64,22 +64,26 @@ def runner_pid_of(channel: str) -> int | None:
 
 
 class locked:
-    """``with locked(sem):`` holds the blocks' lock; a lock not released within LOCK_TIMEOUT
-    belonged to a dead process and is taken over. (A class: cheaper than contextlib here.)"""
+    """``with locked(sem):`` holds the blocks' lock. A lock not released within LOCK_TIMEOUT
+    belonged to a dead process: it is taken over, and on leaving it is given back only if
+    nobody else did, so the semaphore never counts above 1. (A class: cheaper than contextlib.)"""
 
-    __slots__ = ("sem",)
+    __slots__ = ("sem", "taken_over")
 
     def __init__(self, sem: posix_ipc.Semaphore):
         self.sem = sem
+        self.taken_over = False
 
     def __enter__(self) -> None:
         try:
             self.sem.acquire(LOCK_TIMEOUT)
         except posix_ipc.BusyError:
             log.warning("the channel lock was held for over %.1f s; taking it over", LOCK_TIMEOUT)
+            self.taken_over = True
 
     def __exit__(self, *exc) -> None:
-        self.sem.release()
+        if not self.taken_over or self.sem.value == 0:
+            self.sem.release()
 
 
 def remove(channel: str) -> list[str]:
@@ -120,14 +124,18 @@ class Channel:
         remove(channel)
         names = object_names(channel)
         flags = posix_ipc.O_CREX
-        shm = posix_ipc.SharedMemory(names["shm"], flags, mode=0o600, size=layout.total_size)
         try:
-            mm = mmap.mmap(shm.fd, layout.total_size)
-        finally:
-            shm.close_fd()
-        write_header(mm, layout, os.getpid())
-        sems = {k: posix_ipc.Semaphore(names[k], flags, mode=0o600, initial_value=1 if k == "lock" else 0)
-                for k in ("cmd", "reply", "lock")}
+            shm = posix_ipc.SharedMemory(names["shm"], flags, mode=0o600, size=layout.total_size)
+            try:
+                mm = mmap.mmap(shm.fd, layout.total_size)
+            finally:
+                shm.close_fd()
+            write_header(mm, layout, os.getpid())
+            sems = {k: posix_ipc.Semaphore(names[k], flags, mode=0o600, initial_value=1 if k == "lock" else 0)
+                    for k in ("cmd", "reply", "lock")}
+        except posix_ipc.ExistentialError:
+            raise ChannelBusy(f"another runner is starting on channel '{channel}' at the same time; "
+                              f"choose another --channel") from None
         return cls(channel, mm, layout, sems, owner=True)
 
     @classmethod

@@ -50,6 +50,7 @@ class Endpoint:
         self._log_rows = 0
         self._last_command = time.monotonic()
         self._learner_pid = 0
+        self._last_seq = -1
         self.blocks.header["status"] = 1
 
     # -- loop ----------------------------------------------------------------
@@ -65,16 +66,20 @@ class Endpoint:
                 continue  # a signal (e.g. SIGTERM) interrupted the wait: check stop()
             self.serve_one()
 
-    def serve_one(self) -> Reply:
-        """Read the command block, run it, write the reply and the new log rows, post 'reply ready'."""
+    def serve_one(self) -> Reply | None:
+        """Read the command block, run it, write the reply and the new log rows, post 'reply ready'
+        (None, and no reply, when the block holds a command already answered)."""
         with locked(self.channel.lock):
             c = dict(zip(COMMAND.names, COMMAND_STRUCT.unpack_from(self.channel.mm, self._command_offset)))
+            if c["seq"] == self._last_seq:
+                return None  # posted twice (the client gave up and wrote anew before we read): answered
             self._learner_pid = c["client_pid"]
             command = self.decode(c)
         reply = self.runner.handle(command)
         with locked(self.channel.lock):
             truncated = self._update_log()
             self._write_reply(c["seq"], reply, truncated)
+            self._last_seq = c["seq"]
         self._last_command = time.monotonic()
         self.channel.reply_ready.release()
         return reply

@@ -72,7 +72,7 @@ REPLY = np.dtype([
     ("seq", "<u8"),             # seq of the command answered
     ("episode_id", "<i8"),
     ("index", "<i4"),
-    ("flag", "<i4"),            # episodic.machine.Flag
+    ("flag", "<i4"),            # episodic.protocol.Flag
     ("reward", "<f8"),          # reward of the segment
     ("n_steps", "<i4"),         # control steps the command ran
     ("episode_done", "<i4"),    # 1 when the episode ended with this command
@@ -225,6 +225,7 @@ def read_header(buf) -> Layout:
                   int(head["max_context"]), tuple(n.decode() for n in names),
                   tuple((r["name"].decode(), int(r["width"])) for r in table), float(head["control_rate"]))
     layout = Layout(sizes)
-    if layout.total_size != int(head["total_size"]) or layout.log_offset != int(head["log_offset"]):
+    offsets = (layout.command_offset, layout.reply_offset, layout.log_offset, layout.total_size)
+    if offsets != tuple(int(head[k]) for k in ("command_offset", "reply_offset", "log_offset", "total_size")):
         raise LayoutError("the header's offsets disagree with its sizes; the channel is corrupt")
     return layout

@@ -4,10 +4,11 @@ File layout (one file per run; see the README):
   /                     attrs: format, task, task_params, robot, robot_settings, mode, seed,
                         control_rate, timestep, versions (JSON where structured), created
   /model_xml            the compiled scene, as MJCF text
-  /episodes/NNNNNN/     attrs: episode_id, flag, flag_name, return, success, n_steps, wall_time, rng_seed
+  /episodes/NNNNNN/     attrs: episode_id, flag, flag_name, message, return, success, n_steps,
+                        wall_time, rng_seed
       initial_state     mjSTATE_INTEGRATION vector the episode started from
       steps/<column>    per control step (STEP_COLUMNS, plus task_state with attr 'columns')
-      segments/<field>  per command: index, kind, flag, reward, n_steps, state (n_cmd, n_state)
+      segments/<field>  per segment (index >= 1): index, kind, flag, reward, n_steps, state (n_seg, n_state)
       commands/NNN/     each command as received: attrs kind, episode_id, index, ...; arrays
   /rejected             commands refused outside any episode: episode_id, index, flag (table)
 """
@@ -62,6 +63,7 @@ class EpisodeBuffer:
     commands: list = field(default_factory=list)
     flag: int = 0
     flag_name: str = "OK"
+    message: str = ""
     success: bool = False
     wall_time: float = 0.0
 
@@ -133,7 +135,7 @@ class RunLog:
 
     def write_episode(self, ep: EpisodeBuffer) -> None:
         g = self._episodes.create_group(f"{ep.number:06d}")
-        g.attrs.update(episode_id=ep.episode_id, flag=ep.flag, flag_name=ep.flag_name,
+        g.attrs.update(episode_id=ep.episode_id, flag=ep.flag, flag_name=ep.flag_name, message=ep.message,
                        n_steps=ep.n_steps, wall_time=ep.wall_time, rng_seed=list(ep.rng_seed),
                        success=ep.success)
         g.attrs["return"] = ep.episode_return

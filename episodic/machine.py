@@ -49,6 +49,7 @@ class EpisodeMachine:
         self._started_at = 0.0
         self._steps_in_command = 0  # the "step" column: steps since the current command began
         self._task_state: tuple[int, np.ndarray] = (-1, np.zeros(0))
+        self._aborted: tuple[int | None, Flag, str] = (None, Flag.OK, "")  # (episode id, flag, why) of the last abort
         sim.reset(self.robot.home)
         self._hold_q = sim.q
 
@@ -73,6 +74,8 @@ class EpisodeMachine:
             self.episode.commands.append(raw)
             self.abort(Flag.ABORTED_BY_LEARNER, "the learner reset the episode")
             return self._reply(cmd, Flag.ABORTED_BY_LEARNER, done=True, message="episode aborted")
+        if self.episode is None and self._aborted[0] == cmd.episode_id:
+            return self._refuse(raw, self._aborted[1], f"episode {cmd.episode_id} was aborted: {self._aborted[2]}")
         if self.episode is None:
             return self._refuse(raw, Flag.OUT_OF_ORDER,
                                 f"no episode is running; send index 0 to start one (got index {cmd.index})")
@@ -215,6 +218,7 @@ class EpisodeMachine:
         ep.success = flag == Flag.OK and self.task.success(self.current_task_state())
         ep.wall_time = time.perf_counter() - self._started_at
         self.episode = None
+        self._aborted = (ep.episode_id, flag, message) if flag != Flag.OK else (None, Flag.OK, "")
         self.state = MachineState.RESTART
         self.on_episode(ep)
 

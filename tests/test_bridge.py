@@ -267,3 +267,52 @@ def test_sigint_stops_the_runner_cleanly(tmp_path):
         Client(channel)
     with pytest.raises(posix_ipc.ExistentialError):
         posix_ipc.Semaphore(object_names(channel)["cmd"])
+
+
+def test_learner_back_after_its_timeout_is_told_so(served):
+    with Client(served.channel, timeout=10) as client:
+        client.start_episode(max_commands=2, episode_id=21)
+        time.sleep(1.6)  # the runner's learner timeout is 1 s
+        reply = client.send_trajectory(wave(HOME))
+    assert reply.flag == Flag.TIMEOUT and "aborted" in reply.message
+
+
+def test_a_command_posted_twice_runs_once(tmp_path):
+    """The client gave up on a command and wrote the next before the runner read the first:
+    the block is served once, the second post is skipped."""
+    channel = channel_name()
+    log = tmp_path / "run.h5"
+    with Served(channel, log) as s:
+        with Client(channel, timeout=0.3) as client:
+            os.kill(s.proc.pid, signal.SIGSTOP)
+            try:
+                with pytest.raises(TimeoutError):
+                    client.start_episode(max_commands=1, episode_id=31)
+                with pytest.raises(TimeoutError):
+                    client.start_episode(max_commands=1, episode_id=32)
+            finally:
+                os.kill(s.proc.pid, signal.SIGCONT)
+            client.timeout = 10
+            assert client.start_episode(max_commands=1, episode_id=33).flag == Flag.OK
+            assert client.send_trajectory(wave(HOME)).flag == Flag.OK
+        assert s.stop() == 0
+    ids = [e.attrs["episode_id"] for e in read_episodes(log)]
+    assert ids.count(32) <= 1 and 31 not in ids and ids[-1] == 33
+
+
+def test_a_lock_held_by_a_dead_process_is_taken_over_once(monkeypatch):
+    from bridge import channel as ch
+
+    monkeypatch.setattr(ch, "LOCK_TIMEOUT", 0.05)
+    name = f"/episodic-locktest-{os.getpid()}"
+    sem = posix_ipc.Semaphore(name, posix_ipc.O_CREX, mode=0o600, initial_value=0)  # held, holder gone
+    try:
+        with ch.locked(sem):
+            assert sem.value == 0
+        assert sem.value == 1
+        with ch.locked(sem):  # an ordinary acquire now
+            assert sem.value == 0
+        assert sem.value == 1
+    finally:
+        sem.unlink()
+        sem.close()
