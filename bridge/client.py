@@ -92,13 +92,21 @@ class Client:
                              wait_time=wait_time)
 
     def send_gains(self, kp, kd, ki=None, mode: str | int = "gravity_compensation", wait_time: float = 0.0,
-                   index: int | None = None, max_commands: int | None = None) -> Reply:
+                   task_gains=None, index: int | None = None, max_commands: int | None = None) -> Reply:
         """A gain set (n_dofs,) each, N m/rad, N m s/rad, N m/(rad s), and the feedforward mode
-        (none, gravity_compensation, feedforward, inverse_dynamics) for the next segments."""
+        (none, gravity_compensation, feedforward, inverse_dynamics) for the next segments;
+        ``task_gains`` feed the task's own feedback law (see `episodic tasks`). The posture is
+        then held for ``wait_time`` s."""
         arrays = {"kp": self._row(kp, "kp"), "kd": self._row(kd, "kd")}
         if ki is not None:
             arrays["ki"] = self._row(ki, "ki")
-        return self._segment(Kind.GAINS, arrays, index, max_commands, has_ki=ki is not None,
+        n_context = 0
+        if task_gains is not None:
+            arrays["context"] = np.asarray(task_gains, dtype=float).ravel()
+            n_context = arrays["context"].size
+            if n_context > self.sizes.max_context:
+                raise ValueError(f"task_gains has {n_context} values; the runner takes at most {self.sizes.max_context}")
+        return self._segment(Kind.GAINS, arrays, index, max_commands, has_ki=ki is not None, n_context=n_context,
                              feedforward=int(Feedforward.parse(mode)), wait_time=wait_time)
 
     def reset(self) -> Reply:

@@ -111,10 +111,10 @@ class Endpoint:
             return MalformedCommand(**head, reason=f"command written by protocol {c['magic']!r} "
                                     f"version {c['version']}; this runner speaks version {VERSION}")
         kind = c["kind"]
+        n_context = c["n_context"]
+        if not 0 <= n_context <= s.max_context:
+            return MalformedCommand(**head, reason=f"n_context {n_context} outside 0..{s.max_context}")
         if kind == Kind.START:
-            n_context = c["n_context"]
-            if not 0 <= n_context <= s.max_context:
-                return MalformedCommand(**head, reason=f"n_context {n_context} outside 0..{s.max_context}")
             return StartCommand(head["episode_id"], head["max_commands"],
                                 a["posture"].copy() if c["has_posture"] else None, a["context"][:n_context].copy(),
                                 index=head["index"])
@@ -129,7 +129,8 @@ class Endpoint:
         if kind == Kind.GAINS:
             return GainsCommand(**head, kp=a["kp"].copy(), kd=a["kd"].copy(),
                                 ki=a["ki"].copy() if c["has_ki"] else None,
-                                feedforward=int(c["feedforward"]), wait_time=c["wait_time"])
+                                feedforward=c["feedforward"], wait_time=c["wait_time"],
+                                task_gains=a["context"][:n_context].copy() if n_context else None)
         if kind == Kind.RESET:
             return ResetCommand(**head)
         return MalformedCommand(**head, reason=f"unknown command kind {kind}; use 0 start, 1 trajectory, 2 gains, 3 reset")

@@ -105,7 +105,9 @@ class TrajectoryCommand:
 @dataclass(frozen=True)
 class GainsCommand:
     """A gain set for the following segments: kp N m/rad, kd N m s/rad, ki N m/(rad s),
-    each (n_dofs,), and the feedforward mode. The posture is held for ``wait_time`` s."""
+    each (n_dofs,), the feedforward mode, and optionally ``task_gains`` (n,) for the task's
+    own feedback law (e.g. ball position and velocity to beam angle; see the task). The
+    posture (with the task's feedback acting) is held for ``wait_time`` s."""
 
     episode_id: int
     index: int
@@ -115,6 +117,7 @@ class GainsCommand:
     ki: np.ndarray | None = None
     feedforward: Feedforward = Feedforward.GRAVITY_COMPENSATION
     wait_time: float = 0.0
+    task_gains: np.ndarray | None = None
     kind = Kind.GAINS
 
 
@@ -223,7 +226,10 @@ def validate(cmd, robot: Robot, limits: Limits) -> Command:
             if np.any(gain < 0):
                 raise CommandError(f"{name} must be non-negative, got {gain.tolist()}")
         mode = Feedforward.parse(cmd.feedforward)
-        return GainsCommand(cmd.episode_id, cmd.index, cmd.max_commands, kp, kd, ki, mode, wait)
+        task_gains = None if cmd.task_gains is None else _array("task_gains", cmd.task_gains, None, 1)
+        if task_gains is not None and task_gains.size > limits.max_context:
+            raise CommandError(f"task_gains has {task_gains.size} entries; at most {limits.max_context}")
+        return GainsCommand(cmd.episode_id, cmd.index, cmd.max_commands, kp, kd, ki, mode, wait, task_gains)
     q = _array("q", cmd.q, None, 2)
     if q.shape[1] != n:
         raise CommandError(f"q must be (n_samples, {n}) for this robot, got {q.shape}")

@@ -37,7 +37,7 @@ STEP_COLUMNS = {
 SEGMENT_FIELDS = {"index": np.int32, "kind": np.int8, "flag": np.int8, "reward": np.float64,
                   "n_steps": np.int32}
 COMMAND_ATTRS = ("episode_id", "index", "max_commands", "rate", "wait_time", "feedforward", "reason")
-COMMAND_ARRAYS = ("posture", "context", "q", "qd", "qdd", "kp", "kd", "ki")
+COMMAND_ARRAYS = ("posture", "context", "q", "qd", "qdd", "kp", "kd", "ki", "task_gains")
 
 
 def software_versions() -> dict[str, str]:
@@ -260,6 +260,7 @@ def command_from_record(attrs: dict, arrays: dict):
         return c.ResetCommand(**head)
     if kind == Kind.GAINS:
         return c.GainsCommand(**head, kp=arrays.get("kp"), kd=arrays.get("kd"), ki=arrays.get("ki"),
-                              feedforward=attrs.get("feedforward", 1), wait_time=attrs.get("wait_time", 0.0))
+                              feedforward=attrs.get("feedforward", 1), wait_time=attrs.get("wait_time", 0.0),
+                              task_gains=arrays.get("task_gains"))
     return c.TrajectoryCommand(**head, q=arrays.get("q"), qd=arrays.get("qd"), qdd=arrays.get("qdd"),
                                rate=attrs.get("rate"), wait_time=attrs.get("wait_time", 0.0))

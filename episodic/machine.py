@@ -21,7 +21,7 @@ from episodic.commands import (CommandError, Feedforward, GainsCommand, Limits, 
 from episodic.log import EpisodeBuffer
 from episodic.protocol import Flag, MachineState, Reply
 from episodic.scene import ROLLOUT_SPEC, Scene
-from episodic.simulation import Gains, Simulation, StepRecord
+from episodic.simulation import Feedback, Gains, Simulation, StepRecord
 from episodic.trajectory import Desired, min_jerk, min_jerk_duration, resample
 from tasks.base import StepView, Task, TaskError
 
@@ -46,6 +46,7 @@ class EpisodeMachine:
         self._next_index = 0
         self._gains = self.default_gains()
         self._hold_q = self.robot.home.copy()
+        self._feedback: Feedback | None = None  # the task's feedback law, once a gains command set it
         self._started_at = 0.0
         self._steps_in_command = 0  # the "step" column: steps since the current command began
         self._task_state: tuple[int, np.ndarray] = (-1, np.zeros(0))
@@ -88,12 +89,23 @@ class EpisodeMachine:
                                 f"got index {cmd.index} of {cmd.max_commands}")
         self.episode.commands.append(raw)
         if isinstance(cmd, GainsCommand):
+            if cmd.task_gains is not None:
+                try:
+                    self.task.check_gains(cmd.task_gains)
+                except TaskError as exc:
+                    self.abort(Flag.INVALID_PAYLOAD, str(exc))
+                    return self._reply(cmd, Flag.INVALID_PAYLOAD, done=True, message=str(exc))
+                self._feedback = self._task_feedback(cmd.task_gains)
             self._gains = Gains(cmd.kp, cmd.kd, cmd.ki, cmd.feedforward)
             desired = Desired.hold(self._hold_q, self._steps(cmd.wait_time))
         else:
             desired = resample(cmd.q, cmd.qd, cmd.qdd, cmd.rate, self.robot.control_rate)
             desired = desired.then_hold(self._steps(cmd.wait_time))
         return self._segment(cmd, desired)
+
+    def _task_feedback(self, task_gains: np.ndarray) -> Feedback:
+        model, task = self.sim.model, self.task
+        return lambda data: task.feedback(model, data, task_gains)
 
     def _steps(self, seconds: float) -> int:
         return int(round(seconds * self.robot.control_rate))
@@ -128,6 +140,7 @@ class EpisodeMachine:
         self._steps_in_command = 0
         self._max_commands, self._next_index = cmd.max_commands, 1
         self._gains = self.default_gains()
+        self._feedback = None
         self.sim.reset_integral()
         target = self.task.start_posture(self.robot) if cmd.posture is None else cmd.posture
         self.state = MachineState.GOTO_START
@@ -160,7 +173,7 @@ class EpisodeMachine:
     def _segment(self, cmd, desired: Desired) -> Reply:
         self.state = MachineState.DO_MOTION
         self._steps_in_command = 0
-        record = self.sim.run(desired, self._gains)
+        record = self.sim.run(desired, self._gains, self._feedback)
         view = self._view(record)
         task_state = self.task.state(view)
         rewards = self.task.step_reward(view, task_state)
@@ -182,7 +195,7 @@ class EpisodeMachine:
             self.sim.set_state(record.state[-1], ROLLOUT_SPEC)
             view, task_state, rewards = self._trim(view, n), task_state[:n], rewards[:n]
         self._record(record, cmd.index, task_state, rewards, view)
-        self._hold_q = self.robot.clamp(record.desired.q[-1]) if n else self._hold_q
+        self._hold_q = self.robot.clamp(desired.q[n - 1]) if n else self._hold_q  # without feedback offsets
         reward = float(np.sum(rewards))
         self.episode.segments.append(dict(index=cmd.index, kind=int(cmd.kind), flag=int(flag),
                                           reward=reward, n_steps=n, state=self.current_task_state()))
@@ -202,7 +215,7 @@ class EpisodeMachine:
     def idle(self, n_steps: int = 1) -> None:
         """Hold the last desired posture for n_steps control steps (the non-blocking seam);
         logged in the running episode, if any."""
-        record = self.sim.run(Desired.hold(self._hold_q, n_steps), self._gains)
+        record = self.sim.run(Desired.hold(self._hold_q, n_steps), self._gains, self._feedback)
         if self.episode is not None:
             self._record(record, self._next_index - 1)
 

@@ -47,7 +47,7 @@ class Runner:
             "task": self.task.name, "task_params": self.task.params(), "robot": self.robot.name,
             "robot_settings": self.robot.settings_dict(), "mode": "blocking", "seed": self.seed,
             "control_rate": self.robot.control_rate, "timestep": self.scene.model.opt.timestep,
-            "substeps": self.robot.substeps, "state_columns": list(self.task.columns),
+            "substeps": self.scene.substeps, "state_columns": list(self.task.columns),
             "limits": dict(self.limits.__dict__), "versions": software_versions(),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "model_xml": self.scene.xml,

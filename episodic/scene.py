@@ -41,10 +41,8 @@ class Scene:
     arm_bodies: np.ndarray
     sensors: dict[str, slice]
     xml: str
+    substeps: int  # physics steps per control step
 
-    @property
-    def substeps(self) -> int:
-        return self.robot.substeps
 
     def sensor(self, sensordata: np.ndarray, name: str) -> np.ndarray:
         """Columns of sensor ``name`` from sensordata (..., nsensordata)."""
@@ -65,9 +63,9 @@ class Scene:
         return states[..., 1 + nq : 1 + nq + self.model.nv]
 
 
-def _robot_spec(robot: Robot) -> mujoco.MjSpec:
+def _robot_spec(robot: Robot, substeps: int) -> mujoco.MjSpec:
     spec = mujoco.MjSpec.from_file(str(robot.mjcf))
-    spec.option.timestep = robot.control_dt / robot.substeps
+    spec.option.timestep = robot.control_dt / substeps
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     for i, name in enumerate(robot.joint_names):
         joint = spec.joint(name)
@@ -103,7 +101,8 @@ def _add_controller(spec: mujoco.MjSpec, robot: Robot) -> None:
 
 def build_scene(robot: Robot, task) -> Scene:
     """Compile robot + controller + task into a Scene. ``task`` follows tasks.base.Task."""
-    dyn_spec = _robot_spec(robot)
+    substeps = max(robot.substeps, task.substeps)
+    dyn_spec = _robot_spec(robot, substeps)
     task.add_tool(dyn_spec, robot)
     dynamics = dyn_spec.compile()
     dynamics.body_gravcomp[:] = 0.0
@@ -113,7 +112,7 @@ def build_scene(robot: Robot, task) -> Scene:
         raise ValueError(f"{robot.mjcf} with the task's tool must have exactly the "
                          f"{robot.n_dofs} robot joints; found nq={dynamics.nq}")
 
-    spec = _robot_spec(robot)
+    spec = _robot_spec(robot, substeps)
     task.add_tool(spec, robot)
     _add_controller(spec, robot)
     task.add_scene(spec, robot)
@@ -135,4 +134,5 @@ def build_scene(robot: Robot, task) -> Scene:
         arm_bodies=np.flatnonzero(model.body_gravcomp > 0),
         sensors=sensors,
         xml=xml,
+        substeps=substeps,
     )

@@ -9,6 +9,7 @@ bit-identical results for the same ctrl sequence (tested).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import mujoco
 import numpy as np
@@ -18,6 +19,7 @@ from episodic.commands import Feedforward
 from episodic.scene import ROLLOUT_SPEC, STATE_SPEC, Scene
 from episodic.trajectory import Desired
 
+Feedback = Callable[[mujoco.MjData], np.ndarray]
 CONTROL_SPEC = int(mujoco.mjtState.mjSTATE_CTRL | mujoco.mjtState.mjSTATE_MOCAP_POS
                    | mujoco.mjtState.mjSTATE_MOCAP_QUAT)
 
@@ -135,14 +137,20 @@ class Simulation:
         mujoco.mj_inverse(m, d)
         return d.qfrc_inverse.copy()
 
-    def run(self, desired: Desired, gains: Gains) -> StepRecord:
-        """Run len(desired) control steps from the current state under ``gains``."""
+    def run(self, desired: Desired, gains: Gains, feedback: Feedback | None = None) -> StepRecord:
+        """Run len(desired) control steps from the current state under ``gains``.
+
+        ``feedback(data)``, when given, is called before each step with the present state and
+        returns offsets (n_dofs,) rad added to that step's desired q (a task's feedback law);
+        the record holds the desired q actually used.
+        """
         self.apply_gains(gains)
         self.touch()
         q_d = self.scene.robot.clamp(desired.q)
         reference = gains.kp * q_d + gains.kd * desired.qd
-        if gains.state_dependent:
-            states, sensordata, ctrl, u_ff = self._run_python(desired, q_d, reference, gains)
+        if gains.state_dependent or feedback is not None:
+            states, sensordata, ctrl, u_ff = self._run_python(desired, q_d, reference, gains, feedback)
+            desired = Desired(q_d, desired.qd, desired.qdd)
         else:
             states, sensordata, ctrl, u_ff = self._run_rollout(desired, q_d, reference, gains)
         if gains.feedforward == Feedforward.GRAVITY_COMPENSATION:
@@ -177,7 +185,7 @@ class Simulation:
         states = np.vstack([start[None], state[0, sub - 1 :: sub]])
         return states, sensordata[0, ::sub], ctrl, u_ff
 
-    def _run_python(self, desired, q_d, reference, gains):
+    def _run_python(self, desired, q_d, reference, gains, feedback):
         n = len(desired)
         m, d = self.model, self.data
         states = np.empty((n + 1, self.nstate))
@@ -189,6 +197,9 @@ class Simulation:
         for k in range(n):
             mujoco.mj_getState(m, d, states[k], ROLLOUT_SPEC)
             q = d.qpos[qa]
+            if feedback is not None:
+                q_d[k] = self.scene.robot.clamp(q_d[k] + feedback(d))
+                reference[k] = gains.kp * q_d[k] + gains.kd * desired.qd[k]
             if inverse:
                 u_ff[k] = self.inverse_dynamics(q, d.qvel[va], desired.qdd[k])
             ctrl[k] = reference[k] + gains.ki * self._integral + u_ff[k]

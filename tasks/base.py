@@ -44,6 +44,8 @@ class Task:
     name: ClassVar[str] = ""
     columns: ClassVar[tuple[str, ...]] = ()
     context_help: ClassVar[str] = "no context"
+    gains_help: ClassVar[str] = ""  # what task_gains of a gains command mean; "" = no feedback law
+    substeps: ClassVar[int] = 1  # physics steps per control step the task needs (at least the robot's)
 
     @classmethod
     def with_params(cls, params: dict[str, str | float]) -> "Task":
@@ -79,6 +81,17 @@ class Task:
         """Put the task's objects in their start state for this context; raise TaskError on a bad context."""
         if context.size:
             raise TaskError(f"task '{self.name}' takes {self.context_help}; got {context.size} values")
+
+    def check_gains(self, task_gains: np.ndarray) -> None:
+        """Raise TaskError unless ``task_gains`` suit this task's feedback law."""
+        if not self.gains_help:
+            raise TaskError(f"task '{self.name}' has no feedback law; send a gains command without task gains")
+
+    def feedback(self, model: mujoco.MjModel, data: mujoco.MjData, task_gains: np.ndarray) -> np.ndarray:
+        """Offsets (n_dofs,) rad to the desired joint positions at the present state, from the
+        task's feedback law with ``task_gains``. Read data.qpos / data.qvel (current); derived
+        fields such as xpos are one step old here."""
+        raise NotImplementedError(f"task '{self.name}' has no feedback law")
 
     # -- per step ------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:

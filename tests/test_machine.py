@@ -171,3 +171,47 @@ def test_idle_holds_the_posture_and_logs_the_steps(runner):
     runner.handle(ResetCommand(1))
     steps = runner.episodes[0].steps()
     assert (steps["machine_state"] == MachineState.WAIT_FOR_START).sum() == 500
+
+
+def test_task_gains_for_a_task_without_feedback_law_are_invalid(runner):
+    runner.handle(StartCommand(1, 1))
+    robot = runner.robot
+    reply = runner.handle(GainsCommand(1, 1, 1, robot.kp, robot.kd, task_gains=np.ones(2)))
+    assert reply.flag == Flag.INVALID_PAYLOAD and "no feedback law" in reply.message
+
+
+def test_a_task_feedback_law_shapes_the_desired_posture(monkeypatch):
+    """A task whose feedback law offsets joint 1 by task_gains[0] rad: the logged q_d carries the
+    offset, the arm follows it, and the posture held afterwards does not accumulate it."""
+    from dataclasses import dataclass
+
+    import tasks
+    from episodic.runner import Runner
+    from tasks.reach import Reach
+
+    @dataclass
+    class OffsetJoint1(Reach):
+        name = "offset_joint1"
+        gains_help = "one value: offset of joint 1, rad"
+
+        def check_gains(self, task_gains):
+            if task_gains.size != 1:
+                raise tasks.TaskError("one value")
+
+        def feedback(self, model, data, task_gains):
+            out = np.zeros(7)
+            out[0] = task_gains[0]
+            return out
+
+    monkeypatch.setitem(tasks.TASKS, "offset_joint1", OffsetJoint1)
+    with Runner("offset_joint1") as r:
+        robot = r.robot
+        r.handle(StartCommand(1, 3))
+        assert r.handle(GainsCommand(1, 1, 3, robot.kp, robot.kd, task_gains=[0.2], wait_time=1.0)).flag == Flag.OK
+        assert r.handle(GainsCommand(1, 2, 3, robot.kp, robot.kd, task_gains=[0.2], wait_time=1.0)).flag == Flag.OK
+        reply = r.handle(GainsCommand(1, 3, 3, robot.kp, robot.kd, task_gains=np.ones(3)))
+        assert reply.flag == Flag.INVALID_PAYLOAD
+        steps = r.episodes[0].steps()
+    held = steps["index"] == 2
+    np.testing.assert_allclose(steps["q_d"][held][:, 0], robot.home[0] + 0.2)
+    assert abs(steps["q"][held][-1, 0] - (robot.home[0] + 0.2)) < 2e-3
