@@ -17,7 +17,8 @@ import posix_ipc
 from bridge.blocks import Blocks
 from bridge.channel import DEFAULT_CHANNEL, Channel, locked, pid_alive
 from bridge.layout import COMMAND, COMMAND_STRUCT, MAGIC, REPLY, REPLY_STRUCT, VERSION, LayoutError
-from episodic.commands import Feedforward, Kind
+from episodic.commands import (Feedforward, GainsCommand, Kind, ResetCommand, StartCommand,
+                               TrajectoryCommand)
 from episodic.protocol import Flag, MachineState, Reply
 
 POLL = 0.2  # s between checks that the runner is still alive while waiting
@@ -108,6 +109,24 @@ class Client:
                 raise ValueError(f"task_gains has {n_context} values; the runner takes at most {self.sizes.max_context}")
         return self._segment(Kind.GAINS, arrays, index, max_commands, has_ki=ki is not None, n_context=n_context,
                              feedforward=int(Feedforward.parse(mode)), wait_time=wait_time)
+
+    def send(self, command) -> Reply:
+        """Send an episodic.commands command object (Start/Trajectory/Gains/ResetCommand) as it
+        is, episode id and index included: the same objects an in-process Runner takes."""
+        if isinstance(command, StartCommand):
+            return self.start_episode(command.context, command.posture, command.max_commands, command.episode_id)
+        if isinstance(command, ResetCommand):
+            self._episode_id = command.episode_id
+            return self.reset()
+        self._episode_id = command.episode_id
+        head = dict(wait_time=command.wait_time, index=command.index, max_commands=command.max_commands)
+        if isinstance(command, TrajectoryCommand):
+            return self.send_trajectory(command.q, command.qd, command.qdd, command.rate, **head)
+        if isinstance(command, GainsCommand):
+            ki = command.ki if command.ki is None else np.asarray(command.ki)
+            return self.send_gains(command.kp, command.kd, ki, int(Feedforward.parse(command.feedforward)),
+                                   task_gains=command.task_gains, **head)
+        raise TypeError(f"cannot send {type(command).__name__}; send a command from episodic.commands")
 
     def reset(self) -> Reply:
         """Abort the running episode."""

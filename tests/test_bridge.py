@@ -19,7 +19,7 @@ from bridge import Client, ProtocolError, RunnerGone
 from bridge.blocks import Blocks
 from bridge.channel import Channel, object_names, remove
 from bridge.layout import COMMAND, MAGIC, VERSION
-from episodic.commands import StartCommand, TrajectoryCommand
+from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
 from episodic.log import read_episodes
 from episodic.protocol import Flag, MachineState
 from episodic.runner import Runner
@@ -64,16 +64,21 @@ def test_episode_round_trip_and_log_fetch(served):
 
 
 def test_bridge_log_is_bit_identical_to_in_process(tmp_path):
+    robot_kp = np.array([200, 300, 100, 100, 10, 10, 2.5])
+    commands = [StartCommand(1, 4, context=np.array(CONTEXT)),
+                GainsCommand(1, 1, 4, 0.5 * robot_kp, 0.05 * robot_kp, feedforward="inverse_dynamics", wait_time=0.05)]
+    commands += [TrajectoryCommand(1, k + 2, 4, wave(HOME, phase=0.1 * k), rate=250.0 * (k + 1)) for k in range(2)]
+    commands += [TrajectoryCommand(1, 4, 4, wave(HOME), wait_time=0.1)]
     channel = channel_name()
     with Served(channel, tmp_path / "bridge.h5", "--seed", "7") as s:
         with Client(channel, timeout=10) as client:
-            episode_over_bridge(client, 1)
+            replies = [client.send(c) for c in commands]
             fetched = client.get_episode()
         assert s.stop() == 0
+    assert [r.flag for r in replies] == [Flag.OK] * 5
     with Runner("reach", log=tmp_path / "local.h5", seed=7) as r:
-        r.handle(StartCommand(1, 3, context=np.array(CONTEXT)))
-        for k in range(3):
-            r.handle(TrajectoryCommand(1, k + 1, 3, wave(HOME, phase=0.1 * k)))
+        local_replies = [r.handle(c) for c in commands]
+    assert [r.reward for r in replies] == [r.reward for r in local_replies]
     (bridged,), (local,) = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
     for name, values in local.steps.items():
         assert bridged.steps[name].tobytes() == values.tobytes(), name
