@@ -20,6 +20,7 @@ from episodic.protocol import Flag, Reply
 from episodic.runner import Runner
 
 log = logging.getLogger("episodic.serve")
+SPARE_TIME = 0.25  # share of a control period a waiting realtime runner spends writing its log
 
 
 def log_columns(n_dofs: int, n_state: int) -> tuple[tuple[str, int], ...]:
@@ -55,7 +56,12 @@ class Endpoint:
 
     # -- loop ----------------------------------------------------------------
     def serve(self, stop: Callable[[], bool], poll: float = 0.1) -> None:
-        """Answer commands until ``stop()`` is true (checked at least every ``poll`` s)."""
+        """Answer commands until ``stop()`` is true (checked at least every ``poll`` s). A paced
+        (real-time) runner ticks instead: the robot holds one control step at a time, and a
+        command is taken at the first tick after it arrives."""
+        if self.runner.sim.pacer is not None:
+            self._serve_ticking(stop, poll)
+            return
         while not stop():
             try:
                 self.channel.cmd_ready.acquire(poll)
@@ -64,6 +70,23 @@ class Endpoint:
                 continue
             except posix_ipc.SignalError:
                 continue  # a signal (e.g. SIGTERM) interrupted the wait: check stop()
+            self.serve_one()
+
+    def _serve_ticking(self, stop: Callable[[], bool], poll: float) -> None:
+        check_every = max(int(poll / self.runner.robot.control_dt), 1)
+        tick = 0
+        while not stop():
+            try:
+                self.channel.cmd_ready.acquire(0)
+            except posix_ipc.BusyError:
+                self.runner.machine.idle(1)
+                self.runner.spare_time(SPARE_TIME * self.runner.robot.control_dt)
+                tick += 1
+                if tick % check_every == 0:
+                    self._check_learner()
+                continue
+            except posix_ipc.SignalError:
+                continue
             self.serve_one()
 
     def serve_one(self) -> Reply | None:

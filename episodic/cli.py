@@ -124,21 +124,39 @@ def info(log: str) -> None:
             a = f["episodes"][name].attrs
             rows.append((name, a.get("episode_id", -1), a.get("return", float("nan")),
                          a.get("flag_name", "?"), a.get("success", False), a.get("n_steps", 0),
-                         a.get("wall_time", float("nan"))))
+                         a.get("wall_time", float("nan")), _timing(a)))
         rejected = f["rejected"].shape[0] if "rejected" in f else None
+        run_timing = _timing(f.attrs)
     if rows:
         click.echo()
+        timed = any(r[7] for r in rows)
         head = f"{'episode':>7} {'id':>8} {'return':>12} {'flag':<18} {'success':>7} {'steps':>7} {'wall ms':>9}"
+        if timed:
+            head += f" {TIMING_HEAD}"
         click.echo(head)
         click.echo("-" * len(head))
-        for name, eid, ret, flag, success, steps, wall in rows:
+        for name, eid, ret, flag, success, steps, wall, timing in rows:
             flag = flag.decode() if isinstance(flag, bytes) else flag
             click.echo(f"{int(name):>7} {int(eid):>8} {float(ret):>12.5g} {flag:<18} "
-                       f"{'yes' if success else 'no':>7} {int(steps):>7} {float(wall) * 1e3:>9.1f}")
+                       f"{'yes' if success else 'no':>7} {int(steps):>7} {float(wall) * 1e3:>9.1f}"
+                       + (f" {timing}" if timed else ""))
         n_success = sum(bool(r[4]) for r in rows)
         click.echo(f"{n_success} of {len(rows)} episodes successful")
     if rejected is not None:
         click.echo(f"rejected commands (outside any episode): {rejected}")
+    if run_timing:
+        click.echo(f"whole run tick timing: {TIMING_HEAD.strip()} = {run_timing.strip()}")
+
+
+TIMING_HEAD = f"{'period err p50/p99/max ms':>27} {'missed':>6}"
+
+
+def _timing(attrs) -> str:
+    """The tick timing columns of a realtime episode (or run), '' when not recorded."""
+    if "timing_ticks" not in attrs:
+        return ""
+    ms = [1e3 * float(attrs[f"timing_period_error_{p}"]) for p in ("p50", "p99", "max")]
+    return f"{ms[0]:>9.3f}/{ms[1]:.3f}/{ms[2]:.3f} {int(attrs['timing_missed']):>6}"
 
 
 @main.command()
@@ -201,20 +219,23 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
               help="Seconds of learner silence after which a running episode is aborted.")
 @click.option("--max-log-steps", default=60_000, show_default=True, type=click.IntRange(min=1),
               help="Largest episode log (steps) a client can fetch over the channel.")
+@click.option("--mode", type=click.Choice(["blocking", "realtime"]), default="blocking", show_default=True,
+              help="blocking: time stops while the runner waits (reproducible); realtime: the simulation "
+                   "ticks at the control rate and the robot holds while the learner is silent.")
 def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path: str | None, seed: int,
-          learner_timeout: float, max_log_steps: int) -> None:
+          learner_timeout: float, max_log_steps: int, mode: str) -> None:
     """Serve episodes to a learner over a shared-memory channel until Ctrl-C / SIGTERM."""
     from episodic.robot import RobotError
     from episodic.serve import serve as run_serve
     from tasks import TaskError
 
     def ready(endpoint) -> None:
-        click.echo(f"serving task {task} on robot {robot}, channel '{channel}' (pid {os.getpid()})"
+        click.echo(f"serving task {task} on robot {robot}, {mode} mode, channel '{channel}' (pid {os.getpid()})"
                    f"{f', log {log_path}' if log_path else ''}; stop with Ctrl-C")
 
     try:
         run_serve(task, robot, params=_parse_params(params), channel=channel, log_path=log_path, seed=seed,
-                  learner_timeout=learner_timeout, max_log_steps=max_log_steps, ready=ready)
+                  learner_timeout=learner_timeout, max_log_steps=max_log_steps, mode=mode, ready=ready)
     except (TaskError, RobotError, ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -15,7 +15,11 @@ File layout (one file per run; see the README):
 from __future__ import annotations
 
 import json
+import logging
 import platform
+import time
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +29,7 @@ import numpy as np
 from episodic.commands import Kind
 
 FORMAT = "episodic-log/1"
+_log = logging.getLogger("episodic.log")
 
 # name -> (dtype, per-dof?) ; per-dof columns are (n, n_dofs)
 STEP_COLUMNS = {
@@ -64,6 +69,7 @@ class EpisodeBuffer:
     flag: int = 0
     flag_name: str = "OK"
     message: str = ""
+    timing: dict = field(default_factory=dict)  # tick statistics (non-blocking mode), see episodic.pacing
     success: bool = False
     wall_time: float = 0.0
 
@@ -75,11 +81,13 @@ class EpisodeBuffer:
     def episode_return(self) -> float:
         return float(sum(s["reward"] for s in self.segments))
 
+    def column(self, name: str) -> np.ndarray:
+        """One per-step column over the episode."""
+        return np.concatenate([b[name] for b in self.blocks])
+
     def steps(self) -> dict[str, np.ndarray]:
         """Per-step columns concatenated over the episode."""
-        if not self.blocks:
-            return {}
-        return {k: np.concatenate([b[k] for b in self.blocks]) for k in self.blocks[0]}
+        return {k: self.column(k) for k in self.blocks[0]} if self.blocks else {}
 
     def segment_table(self) -> dict[str, np.ndarray]:
         out = {k: np.array([s[k] for s in self.segments], dtype=t) for k, t in SEGMENT_FIELDS.items()}
@@ -117,10 +125,20 @@ def _scalar(value):
 
 class RunLog:
     """One HDF5 file per run. Each finished episode is written whole and flushed, so a run
-    stopped mid-episode leaves a readable file holding every finished episode."""
+    stopped mid-episode leaves a readable file holding every finished episode.
 
-    def __init__(self, path: str | Path, metadata: dict):
+    ``incremental``: ``write_episode`` only queues the episode and ``work(budget)`` writes it a
+    dataset at a time, so a paced loop can spend its spare time per tick on it instead of
+    stalling for the milliseconds a whole episode takes (h5py holds the interpreter while it
+    writes, so a thread would not help). A write that fails (e.g. a full disk) is reported on
+    the ``episodic.log`` logger and counted in ``failed_writes``; the run goes on.
+    """
+
+    def __init__(self, path: str | Path, metadata: dict, incremental: bool = False):
         self.path = Path(path)
+        self.failed_writes = 0
+        self.incremental = incremental
+        self._pending: deque[Iterator[None]] = deque()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = h5py.File(self.path, "w")
         for key, value in metadata.items():
@@ -133,21 +151,56 @@ class RunLog:
         self._rejected: list[tuple[int, int, int]] = []
         self._file.flush()
 
+    def _submit(self, job: Iterator[None]) -> None:
+        self._pending.append(job)
+        if not self.incremental:
+            self.work()
+
+    def work(self, budget: float = float("inf")) -> bool:
+        """Write pending pieces for up to ``budget`` s; True while some remain."""
+        end = time.perf_counter() + budget
+        while self._pending and time.perf_counter() < end:
+            try:
+                next(self._pending[0])
+            except StopIteration:
+                self._pending.popleft()
+            except (OSError, ValueError, RuntimeError, KeyError) as exc:
+                self._pending.popleft()
+                self.failed_writes += 1
+                _log.error("could not write to %s (%s); the run goes on", self.path, exc)
+        return bool(self._pending)
+
     def write_episode(self, ep: EpisodeBuffer) -> None:
+        """Write a finished episode (queued when incremental)."""
+        self._submit(self._write_episode(ep))
+
+    def reject(self, episode_id, index, flag: int) -> None:
+        """Note a command refused while no episode ran."""
+        self._submit(self._reject(episode_id, index, flag))
+
+    def set_attrs(self, attrs: dict) -> None:
+        """Run-level attributes known only at the end (e.g. the whole run's tick timing)."""
+        self._submit(self._set_attrs(attrs))
+
+    def _write_episode(self, ep: EpisodeBuffer) -> Iterator[None]:
         g = self._episodes.create_group(f"{ep.number:06d}")
         g.attrs.update(episode_id=ep.episode_id, flag=ep.flag, flag_name=ep.flag_name, message=ep.message,
                        n_steps=ep.n_steps, wall_time=ep.wall_time, rng_seed=list(ep.rng_seed),
                        success=ep.success)
         g.attrs["return"] = ep.episode_return
+        g.attrs.update(ep.timing)
         g.create_dataset("initial_state", data=ep.initial_state)
+        yield
         steps = g.create_group("steps")
-        for name, values in ep.steps().items():
-            steps.create_dataset(name, data=values.astype(STEP_COLUMNS[name], copy=False))
+        for name in ep.blocks[0] if ep.blocks else ():
+            steps.create_dataset(name, data=ep.column(name).astype(STEP_COLUMNS[name], copy=False))
+            yield
         if "task_state" in steps:
             steps["task_state"].attrs["columns"] = list(ep.state_columns)
         seg = g.create_group("segments")
         for name, values in ep.segment_table().items():
             seg.create_dataset(name, data=values)
+        yield
         cmds = g.create_group("commands")
         for i, cmd in enumerate(ep.commands):
             attrs, arrays = _command_record(cmd)
@@ -155,19 +208,27 @@ class RunLog:
             c.attrs.update(attrs)
             for name, value in arrays.items():
                 c.create_dataset(name, data=value)
+            yield
         self._file.flush()
 
-    def reject(self, episode_id, index, flag: int) -> None:
-        """Note a command refused while no episode ran."""
+    def _reject(self, episode_id, index, flag: int) -> Iterator[None]:
         self._rejected.append((_int_or(episode_id), _int_or(index), flag))
         if "rejected" in self._file:
             del self._file["rejected"]
         self._file.create_dataset("rejected", data=np.array(self._rejected, dtype=np.int64).reshape(-1, 3))
         self._file["rejected"].attrs["columns"] = ["episode_id", "index", "flag"]
         self._file.flush()
+        yield
+
+    def _set_attrs(self, attrs: dict) -> Iterator[None]:
+        self._file.attrs.update(attrs)
+        self._file.flush()
+        yield
 
     def close(self) -> None:
+        """Finish pending writes and close the file."""
         if self._file.id.valid:
+            self.work()
             self._file.close()
 
 

@@ -47,6 +47,7 @@ class EpisodeMachine:
         self._gains = self.default_gains()
         self._hold_q = self.robot.home.copy()
         self._feedback: Feedback | None = None  # the task's feedback law, once a gains command set it
+        self._held: list[StepRecord] = []  # steps held while waiting, not yet logged
         self._started_at = 0.0
         self._steps_in_command = 0  # the "step" column: steps since the current command began
         self._task_state: tuple[int, np.ndarray] = (-1, np.zeros(0))
@@ -61,6 +62,7 @@ class EpisodeMachine:
     # -- commands ------------------------------------------------------------
     def handle(self, raw) -> Reply:
         """Process one command (possibly malformed) and return its reply."""
+        self._log_held()
         try:
             cmd = validate(raw, self.robot, self.limits)
         except CommandError as exc:
@@ -100,6 +102,13 @@ class EpisodeMachine:
             desired = Desired.hold(self._hold_q, self._steps(cmd.wait_time))
         else:
             desired = resample(cmd.q, cmd.qd, cmd.qdd, cmd.rate, self.robot.control_rate)
+            jump = np.abs(self.robot.clamp(desired.q[0]) - self._hold_q)
+            if jump.max() > self.robot.max_start_jump:
+                j = int(np.argmax(jump))
+                return self._refuse(raw, Flag.DISCONTINUOUS,
+                                    f"the segment starts {jump[j]:.3f} rad from the held posture on joint "
+                                    f"{self.robot.joint_names[j]} (at most {self.robot.max_start_jump} rad); "
+                                    f"start it where the previous segment ended")
             desired = desired.then_hold(self._steps(cmd.wait_time))
         return self._segment(cmd, desired)
 
@@ -138,6 +147,7 @@ class EpisodeMachine:
         self.episode.commands.append(raw)
         self._started_at = time.perf_counter()
         self._steps_in_command = 0
+        self._tick_mark = self.sim.pacer.mark() if self.sim.pacer is not None else 0
         self._max_commands, self._next_index = cmd.max_commands, 1
         self._gains = self.default_gains()
         self._feedback = None
@@ -173,7 +183,8 @@ class EpisodeMachine:
     def _segment(self, cmd, desired: Desired) -> Reply:
         self.state = MachineState.DO_MOTION
         self._steps_in_command = 0
-        record = self.sim.run(desired, self._gains, self._feedback)
+        stop = self._stop_early if self.sim.pacer is not None else None
+        record = self.sim.run(desired, self._gains, self._feedback, stop)
         view = self._view(record)
         task_state = self.task.state(view)
         rewards = self.task.step_reward(view, task_state)
@@ -200,8 +211,11 @@ class EpisodeMachine:
         self.episode.segments.append(dict(index=cmd.index, kind=int(cmd.kind), flag=int(flag),
                                           reward=reward, n_steps=n, state=self.current_task_state()))
         if flag != Flag.OK:
-            if flag == Flag.SAFETY_ABORT:
-                self._hold_q = self.sim.q
+            if flag == Flag.SAFETY_ABORT:  # hold where the robot is, under gravity compensation
+                self._hold_q = self.robot.clamp(self.sim.q)
+                self._gains = Gains(self.robot.kp, self.robot.kd, np.zeros(self.robot.n_dofs),
+                                    Feedforward.GRAVITY_COMPENSATION)
+                self._feedback = None
             self.abort(flag, message)
             return self._reply(cmd, flag, reward, n, True, message)
         self._next_index += 1
@@ -212,16 +226,36 @@ class EpisodeMachine:
             self.state = MachineState.WAIT_FOR_COMMAND
         return self._reply(cmd, Flag.OK, reward, n, done)
 
+    def _stop_early(self, k: int, states: np.ndarray, sensordata: np.ndarray) -> bool:
+        """Whether a paced segment must stop after step k: a velocity over its limit, or the
+        task's end of segment (asked on the steps so far)."""
+        qd = self.scene.qvel(states[k + 1])[self.scene.dof_adr]
+        if not np.all(np.abs(qd) <= self.robot.velocity_limit):
+            return True
+        s = self.scene
+        pre = states[: k + 1]
+        view = StepView(s.qpos(pre), s.qvel(pre), sensordata[: k + 1], s.applied_torque(sensordata[: k + 1]),
+                        s.sensor(sensordata[: k + 1], "ee_pos"), self.robot.control_dt, s.sensors)
+        return self.task.segment_end(view, self.task.state(view)) is not None
+
     def idle(self, n_steps: int = 1) -> None:
         """Hold the last desired posture for n_steps control steps (the non-blocking seam);
         logged in the running episode, if any."""
         record = self.sim.run(Desired.hold(self._hold_q, n_steps), self._gains, self._feedback)
         if self.episode is not None:
-            self._record(record, self._next_index - 1)
+            self._held.append(record)
+
+    def _log_held(self) -> None:
+        """Log the steps held since the last command as one block (a tick at a time would make
+        thousands of one-row blocks)."""
+        if self._held:
+            held, self._held = StepRecord.join(self._held), []
+            self._record(held, self._next_index - 1)
 
     def abort(self, flag: Flag, message: str) -> None:
         """End the running episode with ``flag`` (timeouts and learner aborts come here)."""
         if self.episode is not None:
+            self._log_held()
             self._finish(flag, message)
 
     def _finish(self, flag: Flag, message: str) -> None:
@@ -230,6 +264,8 @@ class EpisodeMachine:
         ep.message = message
         ep.success = flag == Flag.OK and self.task.success(self.current_task_state())
         ep.wall_time = time.perf_counter() - self._started_at
+        if self.sim.pacer is not None:
+            ep.timing = self.sim.pacer.timing(since=self._tick_mark).as_attrs()
         self.episode = None
         self._aborted = (ep.episode_id, flag, message) if flag != Flag.OK else (None, Flag.OK, "")
         self.state = MachineState.RESTART

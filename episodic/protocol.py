@@ -27,6 +27,7 @@ class Flag(enum.IntEnum):
     TIMEOUT = 5
     ABORTED_BY_LEARNER = 6
     INTERRUPTED = 7
+    DISCONTINUOUS = 8
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,9 @@ def replay(path: str | Path, episodes: list[int] | None = None) -> ReplayReport:
     """Re-execute the commands of ``episodes`` (sequence numbers; all when None) of the log
     at ``path`` from each episode's recorded initial state, and compare."""
     meta = read_metadata(path)
+    if meta.get("mode", "blocking") != "blocking":
+        raise ValueError(f"{path} was recorded in {meta['mode']} mode, where the robot's motion depends "
+                         f"on wall-clock timing; only blocking-mode logs replay bit-identically")
     stored = read_episodes(path, episodes)
     runner = Runner(meta["task"], meta["robot"], params=meta.get("task_params") or {},
                     seed=meta["seed"], limits=Limits(**meta.get("limits", {})), keep_episodes=True)

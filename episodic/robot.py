@@ -61,6 +61,7 @@ class Robot:
     control_rate: float
     substeps: int
     goto: GotoSettings
+    max_start_jump: float  # rad: a segment may start at most this far from the held posture
 
     @property
     def n_dofs(self) -> int:
@@ -155,6 +156,7 @@ def _from_settings(name: str, path: Path, cfg: dict) -> Robot:
         home=_vector(cfg["postures"], "home", n, where),
         control_rate=float(cfg["control"]["rate"]),
         substeps=int(cfg["control"].get("substeps", 1)),
+        max_start_jump=float(cfg["safety"]["max_start_jump"]),
         goto=GotoSettings(
             max_velocity=_vector(goto, "max_velocity", n, where),
             max_acceleration=_vector(goto, "max_acceleration", n, where),
@@ -185,6 +187,8 @@ def _check(robot: Robot, where: str) -> None:
         raise RobotError(f"{where}: every range_lower must be below its range_upper")
     if np.any(robot.home < robot.range_lower) or np.any(robot.home > robot.range_upper):
         raise RobotError(f"{where}: the home posture lies outside the joint range")
+    if robot.max_start_jump <= 0:
+        raise RobotError(f"{where}: safety.max_start_jump must be positive")
     if np.any(robot.velocity_limit <= 0) or np.any(robot.torque_limit <= 0):
         raise RobotError(f"{where}: velocity and torque limits must be positive")
     if robot.control_rate <= 0 or robot.substeps < 1:

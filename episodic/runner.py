@@ -13,10 +13,13 @@ from pathlib import Path
 from episodic.commands import Limits
 from episodic.log import EpisodeBuffer, RunLog, software_versions
 from episodic.machine import EpisodeMachine, Flag, Reply
+from episodic.pacing import Pacer
 from episodic.robot import load_robot
 from episodic.scene import build_scene
 from episodic.simulation import Simulation
 from tasks import make_task
+
+MODES = ("blocking", "realtime")
 
 
 class Runner:
@@ -24,20 +27,26 @@ class Runner:
 
     ``log``: HDF5 file for the run (None keeps episodes in memory only, in ``episodes``).
     ``seed``: the run's seed; episode k's random generator is seeded with (seed, k).
+    ``mode``: "blocking" (time stops between commands; results depend only on the commands)
+    or "realtime" (the simulation is paced to the wall clock and the robot holds while the
+    learner is silent: the stand-in for a real robot).
     """
 
     def __init__(self, task: str = "reach", robot: str = "wam", params: dict | None = None,
                  log: str | Path | None = None, seed: int = 0, limits: Limits = Limits(),
-                 keep_episodes: bool | None = None):
+                 keep_episodes: bool | None = None, mode: str = "blocking"):
+        if mode not in MODES:
+            raise ValueError(f"unknown mode '{mode}'; use one of {', '.join(MODES)}")
+        self.mode = mode
         self.robot = load_robot(robot)
         self.task = make_task(task, params)
         self.scene = build_scene(self.robot, self.task)
-        self.sim = Simulation(self.scene)
+        self.sim = Simulation(self.scene, Pacer(self.robot.control_dt) if mode == "realtime" else None)
         self.seed = int(seed)
         self.limits = limits
         self.keep_episodes = log is None if keep_episodes is None else keep_episodes
         self.episodes: list[EpisodeBuffer] = []
-        self.log = RunLog(log, self.metadata()) if log is not None else None
+        self.log = RunLog(log, self.metadata(), incremental=mode == "realtime") if log is not None else None
         self.machine = EpisodeMachine(self.scene, self.sim, self.task, self.seed, limits,
                                       on_episode=self._episode_done, on_reject=self._rejected)
 
@@ -45,7 +54,7 @@ class Runner:
         """What a log records about the run (enough to rebuild this runner for replay)."""
         return {
             "task": self.task.name, "task_params": self.task.params(), "robot": self.robot.name,
-            "robot_settings": self.robot.settings_dict(), "mode": "blocking", "seed": self.seed,
+            "robot_settings": self.robot.settings_dict(), "mode": self.mode, "seed": self.seed,
             "control_rate": self.robot.control_rate, "timestep": self.scene.model.opt.timestep,
             "substeps": self.scene.substeps, "state_columns": list(self.task.columns),
             "limits": dict(self.limits.__dict__), "versions": software_versions(),
@@ -56,6 +65,11 @@ class Runner:
     def handle(self, command) -> Reply:
         """Run one command; never raises on bad input (the reply's flag says what went wrong)."""
         return self.machine.handle(command)
+
+    def spare_time(self, budget: float) -> None:
+        """Use up to ``budget`` s of a tick's spare time (writing queued log pieces)."""
+        if self.log is not None:
+            self.log.work(budget)
 
     def abort(self, flag: Flag, message: str) -> None:
         """Abort the running episode (e.g. a silent learner: Flag.TIMEOUT)."""
@@ -74,6 +88,8 @@ class Runner:
     def close(self) -> None:
         """End a running episode with Flag.INTERRUPTED (so its steps are kept) and close the log."""
         self.machine.abort(Flag.INTERRUPTED, "the runner stopped during the episode")
+        if self.log is not None and self.sim.pacer is not None:
+            self.log.set_attrs(self.sim.pacer.timing().as_attrs())
         if self.log is not None:
             self.log.close()
 

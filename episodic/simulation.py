@@ -16,10 +16,12 @@ import numpy as np
 from mujoco import rollout
 
 from episodic.commands import Feedforward
+from episodic.pacing import Pacer
 from episodic.scene import ROLLOUT_SPEC, STATE_SPEC, Scene
 from episodic.trajectory import Desired
 
 Feedback = Callable[[mujoco.MjData], np.ndarray]
+Stop = Callable[[int, np.ndarray, np.ndarray], bool]
 CONTROL_SPEC = int(mujoco.mjtState.mjSTATE_CTRL | mujoco.mjtState.mjSTATE_MOCAP_POS
                    | mujoco.mjtState.mjSTATE_MOCAP_QUAT)
 
@@ -57,6 +59,14 @@ class StepRecord:
     def __len__(self) -> int:
         return self.sensordata.shape[0]
 
+    @classmethod
+    def join(cls, records: list["StepRecord"]) -> "StepRecord":
+        """Consecutive records (each starting where the previous ended) as one."""
+        desired = Desired(*(np.concatenate([getattr(r.desired, k) for r in records]) for k in ("q", "qd", "qdd")))
+        states = np.concatenate([r.state[:-1] for r in records] + [records[-1].state[-1:]])
+        return cls(desired, states, np.concatenate([r.sensordata for r in records]),
+                   np.concatenate([r.u_ff for r in records]))
+
     def truncate(self, n: int) -> "StepRecord":
         """The first n steps."""
         d = self.desired
@@ -67,8 +77,11 @@ class StepRecord:
 class Simulation:
     """One MjData stepping a Scene; the state between calls is the robot's state."""
 
-    def __init__(self, scene: Scene):
+    def __init__(self, scene: Scene, pacer: Pacer | None = None):
+        """``pacer``: step in wall-clock time, one control step per period (non-blocking mode);
+        None: as fast as the CPU allows (blocking mode)."""
         self.scene = scene
+        self.pacer = pacer
         self.model = scene.model
         self.data = mujoco.MjData(self.model)
         self._dyn_data = mujoco.MjData(scene.dynamics)
@@ -137,20 +150,24 @@ class Simulation:
         mujoco.mj_inverse(m, d)
         return d.qfrc_inverse.copy()
 
-    def run(self, desired: Desired, gains: Gains, feedback: Feedback | None = None) -> StepRecord:
+    def run(self, desired: Desired, gains: Gains, feedback: Feedback | None = None,
+            stop: Stop | None = None) -> StepRecord:
         """Run len(desired) control steps from the current state under ``gains``.
 
         ``feedback(data)``, when given, is called before each step with the present state and
         returns offsets (n_dofs,) rad added to that step's desired q (a task's feedback law);
-        the record holds the desired q actually used.
+        the record holds the desired q actually used. ``stop(k, states, sensordata)`` is asked
+        after step k when stepping one step at a time (paced, or state-dependent control) and
+        ends the run there when true; a run in one piece ignores it and the caller truncates.
         """
         self.apply_gains(gains)
         self.touch()
         q_d = self.scene.robot.clamp(desired.q)
         reference = gains.kp * q_d + gains.kd * desired.qd
-        if gains.state_dependent or feedback is not None:
-            states, sensordata, ctrl, u_ff = self._run_python(desired, q_d, reference, gains, feedback)
-            desired = Desired(q_d, desired.qd, desired.qdd)
+        if gains.state_dependent or feedback is not None or self.pacer is not None:
+            states, sensordata, ctrl, u_ff = self._run_python(desired, q_d, reference, gains, feedback, stop)
+            n = len(sensordata)
+            desired = Desired(q_d[:n], desired.qd[:n], desired.qdd[:n])
         else:
             states, sensordata, ctrl, u_ff = self._run_rollout(desired, q_d, reference, gains)
         if gains.feedforward == Feedforward.GRAVITY_COMPENSATION:
@@ -185,7 +202,7 @@ class Simulation:
         states = np.vstack([start[None], state[0, sub - 1 :: sub]])
         return states, sensordata[0, ::sub], ctrl, u_ff
 
-    def _run_python(self, desired, q_d, reference, gains, feedback):
+    def _run_python(self, desired, q_d, reference, gains, feedback, stop):
         n = len(desired)
         m, d = self.model, self.data
         states = np.empty((n + 1, self.nstate))
@@ -194,8 +211,10 @@ class Simulation:
         u_ff = self._planned_feedforward(desired, q_d, gains)
         qa, va, act = self.scene.qpos_adr, self.scene.dof_adr, self.scene.actuator
         inverse = gains.feedforward == Feedforward.INVERSE_DYNAMICS
+        mujoco.mj_getState(m, d, states[0], ROLLOUT_SPEC)
         for k in range(n):
-            mujoco.mj_getState(m, d, states[k], ROLLOUT_SPEC)
+            if self.pacer is not None:
+                self.pacer.wait()
             q = d.qpos[qa]
             if feedback is not None:
                 q_d[k] = self.scene.robot.clamp(q_d[k] + feedback(d))
@@ -209,5 +228,8 @@ class Simulation:
                 mujoco.mj_step(m, d)
                 if s == 0:
                     sensordata[k] = d.sensordata
-        mujoco.mj_getState(m, d, states[n], ROLLOUT_SPEC)
-        return states, sensordata, ctrl, u_ff
+            mujoco.mj_getState(m, d, states[k + 1], ROLLOUT_SPEC)
+            if stop is not None and stop(k, states, sensordata):
+                n = k + 1
+                break
+        return states[: n + 1], sensordata[:n], ctrl[:n], u_ff[:n]

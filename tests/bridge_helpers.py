@@ -17,8 +17,8 @@ def channel_name() -> str:
 
 
 def shm_leftovers() -> list[str]:
-    """Shared-memory objects (and semaphores) of this user's episodic channels."""
-    prefix = f"episodic.{os.getuid()}.test"
+    """Shared-memory objects (and semaphores) of the channels this test process named."""
+    prefix = f"episodic.{os.getuid()}.test{os.getpid()}-"
     return sorted(n for n in os.listdir("/dev/shm") if n.startswith(prefix) or n.startswith("sem." + prefix))
 
 

@@ -192,7 +192,7 @@ def test_tasks_lists_reach():
     result = invoke("tasks")
     assert result.exit_code == 0, result.output
     out = result.output
-    assert out.startswith("reach")
+    assert "\nreach:" in "\n" + out
     assert "target_x, target_y, target_z, distance" in out
     assert "tolerance=0.02" in out and "effort=0.0001" in out
     assert "context:" in out

@@ -191,7 +191,7 @@ def _both_paths(sim, robot, desired, g, q0, qd0):
     end_fast = sim.get_state()
     sim.set_state(state0)
     sim.reset_integral()
-    slow = sim._run_python(desired, q_d, reference, g, None)
+    slow = sim._run_python(desired, q_d, reference, g, None, None)
     end_slow = sim.get_state()
     return fast, slow, end_fast, end_slow
 

@@ -139,7 +139,7 @@ def test_velocity_over_the_limit_aborts_with_the_safety_flag(runner):
     home = runner.robot.home
     runner.handle(StartCommand(1, 2))
     jump = np.repeat(home[None], 400, axis=0)
-    jump[:, 0] += 1.5  # a step of 1.5 rad on joint 1: the PD drives it past its velocity limit
+    jump[10:, 0] += 1.5  # a step of 1.5 rad on joint 1: the PD drives it past its velocity limit
     reply = runner.handle(TrajectoryCommand(1, 1, 2, jump))
     assert reply.flag == Flag.SAFETY_ABORT and "j1" in reply.message
     assert 0 < reply.n_steps < 400 and reply.episode_done
@@ -215,3 +215,30 @@ def test_a_task_feedback_law_shapes_the_desired_posture(monkeypatch):
     held = steps["index"] == 2
     np.testing.assert_allclose(steps["q_d"][held][:, 0], robot.home[0] + 0.2)
     assert abs(steps["q"][held][-1, 0] - (robot.home[0] + 0.2)) < 2e-3
+
+
+def test_segment_far_from_the_held_posture_is_refused(runner):
+    home = runner.robot.home
+    runner.handle(StartCommand(1, 2))
+    far = wave(home) + np.array([0, 0, 0.3, 0, 0, 0, 0])
+    reply = runner.handle(TrajectoryCommand(1, 1, 2, far))
+    assert reply.flag == Flag.DISCONTINUOUS and "j3" in reply.message and reply.n_steps == 0
+    assert runner.episodes[0].flag == Flag.DISCONTINUOUS
+    # a segment that starts where the held posture is, within the allowance, runs
+    runner.handle(StartCommand(2, 1))
+    near = wave(home) + np.array([0, 0, 0.09, 0, 0, 0, 0])
+    assert runner.handle(TrajectoryCommand(2, 1, 1, near)).flag == Flag.OK
+
+
+def test_after_a_safety_abort_the_robot_holds_under_gravity_compensation(runner):
+    home = runner.robot.home
+    runner.handle(StartCommand(1, 1))
+    jump = np.repeat(home[None], 400, axis=0)
+    jump[10:, 0] += 1.5
+    assert runner.handle(TrajectoryCommand(1, 1, 1, jump)).flag == Flag.SAFETY_ABORT
+    gains = runner.machine._gains
+    assert gains.feedforward == Feedforward.GRAVITY_COMPENSATION and not gains.ki.any()
+    q_abort = runner.sim.q
+    runner.machine.idle(1000)  # what a non-blocking runner does while it waits
+    assert np.abs(runner.sim.qd).max() < 0.05
+    assert np.abs(runner.sim.q - q_abort).max() < 0.3  # braked where it was, not driven back

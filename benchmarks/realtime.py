@@ -1,0 +1,93 @@
+"""Non-blocking mode timing: `episodic serve --mode realtime` at the robot's control rate for
+60 s with a learner in another process, then the tick period error (|actual period - control
+period|) at p50 / p99 / max and the missed deadlines, over the whole run and per episode.
+
+The learner runs reach episodes (start + 3 one-second segments) with think times of 0-300 ms
+between commands, so the runner both moves and holds. The runner is pinned to one core and the
+learner to the other.
+
+    python benchmarks/realtime.py [--seconds 60]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+from bridge import Client  # noqa: E402
+from episodic.trajectory import min_jerk  # noqa: E402
+
+RUNNER_CORE, LEARNER_CORE = 1, 0
+HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
+
+
+def pin(core: int) -> None:
+    if os.cpu_count() and os.cpu_count() > 1:
+        os.sched_setaffinity(0, {core})
+
+
+def learn(channel: str, seconds: float, rng: np.random.Generator) -> int:
+    episodes = 0
+    end = time.monotonic() + seconds
+    with Client(channel, timeout=30) as client:
+        while time.monotonic() < end:
+            goal = HOME + rng.uniform(-0.3, 0.3, HOME.size)
+            client.start_episode(max_commands=3)
+            q = HOME
+            for target in (goal, HOME, goal):
+                time.sleep(rng.uniform(0.0, 0.3))
+                client.send_trajectory(min_jerk(q, target, 1.0, 0.002).q)
+                q = target
+            episodes += 1
+    return episodes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    args = parser.parse_args()
+    channel = f"rtbench{os.getpid()}"
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "realtime.h5"
+        server = subprocess.Popen([sys.executable, "-m", "episodic", "serve", "--mode", "realtime", "--task", "reach",
+                                   "--channel", channel, "--log", str(log)], cwd=ROOT, stdout=subprocess.PIPE,
+                                  text=True, preexec_fn=lambda: pin(RUNNER_CORE))
+        try:
+            if "serving" not in server.stdout.readline():
+                raise SystemExit("the runner did not start")
+            pin(LEARNER_CORE)
+            episodes = learn(channel, args.seconds, np.random.default_rng(0))
+        finally:
+            server.send_signal(signal.SIGINT)
+            server.wait()
+        with h5py.File(log) as f:
+            run = dict(f.attrs)
+            per_episode = [dict(g.attrs) for g in f["episodes"].values()]
+    dt = 1.0 / float(run["control_rate"])
+    ticks, missed = int(run["timing_ticks"]), int(run["timing_missed"])
+    us = 1e6
+    print(f"realtime runner at {1 / dt:g} Hz for {ticks * dt:.1f} s ({ticks} ticks, {episodes} learner episodes), "
+          f"runner on core {RUNNER_CORE}, learner on core {LEARNER_CORE}")
+    print(f"  period error p50 {run['timing_period_error_p50'] * us:8.1f} us")
+    print(f"  period error p99 {run['timing_period_error_p99'] * us:8.1f} us   (goal < 200 us)")
+    print(f"  period error max {run['timing_period_error_max'] * us:8.1f} us")
+    print(f"  missed deadlines {missed:8d}      ({100 * missed / max(ticks, 1):.3f} % of ticks; goal < 0.1 %)")
+    p99 = np.array([e["timing_period_error_p99"] for e in per_episode if "timing_period_error_p99" in e])
+    if p99.size:
+        print(f"  per-episode p99: median {np.median(p99) * us:.1f} us, worst {p99.max() * us:.1f} us "
+              f"over {p99.size} episodes")
+
+
+if __name__ == "__main__":
+    main()
