@@ -1,0 +1,156 @@
+/*
+ * episodic_client.h: a C client for `episodic serve` (the shared-memory protocol of
+ * docs/protocol.md, version 1). It mirrors the Python client, bridge/client.py.
+ *
+ *     ep_client *c;
+ *     ep_reply r;
+ *     if (ep_attach("default", 30.0, &c) != EP_OK) { fprintf(stderr, "%s\n", ep_last_error()); ... }
+ *     ep_start(c, EP_NEXT, 1, NULL, context, 3, &r);          start posture of the task, context
+ *     ep_send_trajectory(c, EP_NEXT, EP_DEFAULT, q, NULL, NULL, n_samples, 0.0, 0.0, &r);
+ *     rows = ep_log_rows(c);  ep_get_log(c, "q", buffer, rows, &rows);
+ *     ep_detach(c);
+ *
+ * Arrays are C row order (row-major), as on the wire: a trajectory is n_samples x n_dofs with
+ * q[r * n_dofs + j] the sample r of joint j; a log column is rows x width.
+ *
+ * Every function returning int returns EP_OK (0) or a negative error code (enum ep_error);
+ * ep_last_error() then says what went wrong (naming the channel), ep_strerror(code) the code.
+ * Whether the runner executed a command is the reply's `flag` (enum ep_flag), not the return code.
+ * A client is attached once and used by one thread at a time; one client per channel.
+ *
+ * Build: cc -std=c99 -O2 -c episodic_client.c; link with -lrt -lpthread (see Makefile).
+ */
+#ifndef EPISODIC_CLIENT_H
+#define EPISODIC_CLIENT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EP_PROTOCOL_VERSION 1
+#define EP_NAME_BYTES 32     /* longest state / log column name */
+#define EP_MESSAGE_BYTES 256 /* longest reply message */
+#define EP_NEXT (-1)         /* episode id: the client's next one; index: the next of the episode */
+#define EP_DEFAULT (-1)      /* max_commands: the running episode's (as given to ep_start) */
+
+enum ep_error {
+    EP_OK = 0,
+    EP_ERR_ARGUMENT = -1,    /* a bad argument: NULL, wrong size, out of range (nothing sent) */
+    EP_ERR_NO_CHANNEL = -2,  /* no runner serves the channel (its objects do not exist) */
+    EP_ERR_SYSTEM = -3,      /* a system call failed (errno in the message) */
+    EP_ERR_NOT_EPISODIC = -4,/* the object's magic is not EPISODIC */
+    EP_ERR_VERSION = -5,     /* the runner speaks another protocol version */
+    EP_ERR_LAYOUT = -6,      /* the header is inconsistent (corrupt channel) */
+    EP_ERR_TIMEOUT = -7,     /* no reply within the timeout (the runner is alive but silent) */
+    EP_ERR_RUNNER_GONE = -8, /* the runner process exited while the client waited */
+    EP_ERR_PROTOCOL = -9,    /* the reply is for another episode than the command's */
+    EP_ERR_NO_COLUMN = -10   /* no log column of that name */
+};
+
+enum ep_kind { EP_KIND_START = 0, EP_KIND_TRAJECTORY = 1, EP_KIND_GAINS = 2, EP_KIND_RESET = 3 };
+
+enum ep_feedforward {
+    EP_FF_NONE = 0,                 /* PD only */
+    EP_FF_GRAVITY_COMPENSATION = 1,
+    EP_FF_FEEDFORWARD = 2,          /* inverse dynamics of the desired state */
+    EP_FF_INVERSE_DYNAMICS = 3      /* inverse dynamics at the measured state */
+};
+
+enum ep_flag {
+    EP_FLAG_OK = 0, EP_FLAG_OUT_OF_ORDER = 1, EP_FLAG_STALE_EPISODE = 2, EP_FLAG_INVALID_PAYLOAD = 3,
+    EP_FLAG_SAFETY_ABORT = 4, EP_FLAG_TIMEOUT = 5, EP_FLAG_ABORTED_BY_LEARNER = 6, EP_FLAG_INTERRUPTED = 7,
+    EP_FLAG_DISCONTINUOUS = 8  /* the segment starts too far from the held posture */
+};
+
+enum ep_machine_state {
+    EP_RESTART = 0, EP_GOTO_START = 1, EP_WAIT_FOR_START = 2, EP_DO_MOTION = 3, EP_WAIT_FOR_COMMAND = 4
+};
+
+typedef struct ep_client ep_client;
+
+/* The channel's sizes, from the runner's header. */
+typedef struct {
+    const char *channel;
+    int64_t runner_pid;
+    int n_dofs;          /* joints */
+    int max_samples;     /* longest segment, samples */
+    int max_log_steps;   /* rows of the log block */
+    int max_context;     /* longest context / task gains */
+    int n_state;         /* task state columns (names: ep_state_name) */
+    int n_log_columns;   /* log columns (ep_log_column_name) */
+    double control_rate; /* Hz */
+} ep_info;
+
+/* A reply. `state` points into the client (n_state values) and stays valid until the next command. */
+typedef struct {
+    uint64_t seq;
+    int64_t episode_id;
+    int index;
+    int flag;            /* enum ep_flag */
+    double reward;
+    int n_steps;
+    int episode_done;
+    int machine_state;   /* enum ep_machine_state */
+    int log_rows;
+    int log_truncated;
+    char message[EP_MESSAGE_BYTES + 1];
+    int n_state;
+    const double *state;
+} ep_reply;
+
+/* Attach to `channel` (1-64 of A-Z a-z 0-9 _ -): map the object, open the semaphores, check
+ * magic and version. `timeout` s: longest wait for a reply (<= 0: 30 s). */
+int ep_attach(const char *channel, double timeout, ep_client **out);
+/* Unmap and close (the runner's objects stay). NULL is ignored. */
+void ep_detach(ep_client *c);
+
+const ep_info *ep_get_info(const ep_client *c);
+const char *ep_state_name(const ep_client *c, int i);                /* NULL when out of range */
+const char *ep_log_column_name(const ep_client *c, int i, int *width);/* NULL when out of range */
+int ep_find_log_column(const ep_client *c, const char *name, int *width); /* index, or EP_ERR_NO_COLUMN */
+
+void ep_set_timeout(ep_client *c, double seconds);
+/* The current episode id (the last started, or set); ep_start(EP_NEXT) uses this + 1. */
+int64_t ep_episode_id(const ep_client *c);
+void ep_set_episode_id(ep_client *c, int64_t episode_id);
+
+/* Index 0: go to `posture` (n_dofs rad; NULL = the task's start posture), reset the task from
+ * `context` (n_context values). episode_id EP_NEXT: the current id + 1. */
+int ep_start(ep_client *c, int64_t episode_id, int max_commands, const double *posture,
+             const double *context, int n_context, ep_reply *reply);
+
+/* A segment: q (and optionally qd, qdd; NULL = not given) n_samples x n_dofs row-major, rad,
+ * rad/s, rad/s^2, at `rate` Hz (0: the control rate); the final posture is held `wait_time` s.
+ * index EP_NEXT: the next of the episode; max_commands EP_DEFAULT: the episode's. */
+int ep_send_trajectory(ep_client *c, int index, int max_commands, const double *q, const double *qd,
+                       const double *qdd, int n_samples, double rate, double wait_time, ep_reply *reply);
+
+/* A gain set for the next segments: kp, kd, ki (n_dofs each; ki NULL = 0), the feedforward mode
+ * (enum ep_feedforward), task gains for the task's feedback law (n_task_gains, 0 = none); the
+ * posture is then held `wait_time` s. */
+int ep_send_gains(ep_client *c, int index, int max_commands, const double *kp, const double *kd,
+                  const double *ki, int feedforward, const double *task_gains, int n_task_gains,
+                  double wait_time, ep_reply *reply);
+
+/* Abort the running episode. */
+int ep_reset(ep_client *c, ep_reply *reply);
+
+/* Valid rows of the log block according to the last reply (0 before any). */
+int ep_log_rows(const ep_client *c);
+/* Copy the first ep_log_rows() rows of one log column, row-major (rows x width), into `out`
+ * (room for max_rows rows); *rows gets the count. */
+int ep_get_log(ep_client *c, const char *column, double *out, int max_rows, int *rows);
+/* The same for n columns (indices from ep_find_log_column) under one take of the lock. */
+int ep_get_log_columns(ep_client *c, int n, const int *columns, double *const *out, int max_rows,
+                       int *rows);
+
+const char *ep_strerror(int code);   /* what an error code means */
+const char *ep_last_error(void);     /* the last failure of this thread, in detail */
+const char *ep_flag_name(int flag);  /* "OK", "OUT_OF_ORDER", ...; "UNKNOWN" for a newer flag */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

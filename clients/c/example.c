@@ -1,0 +1,106 @@
+/*
+ * example.c: one reach episode from C against `episodic serve --task reach`.
+ *
+ *     episodic serve --task reach --channel demo &
+ *     make && ./build/example demo
+ *
+ * Starts an episode with a target (the context), sends three 1 s segments around the WAM's home
+ * posture, prints each reply, fetches the episode log and prints its row count.
+ * Exit status: 0 when every flag is OK, 1 on a client error, 2 when a flag is not OK.
+ */
+#include "episodic_client.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define N_SEGMENTS 3
+#define N_SAMPLES 500 /* 1 s at the WAM's 500 Hz */
+
+static const double HOME[7] = {0, 0.5876, 0, 1.36, 0, -0.321, -1.57};
+
+/* A smooth n x 7 segment around HOME (row-major): joint j moves by
+ * amplitude * (sin(pi t + phase) - sin(phase)) * (1 - 0.7 j / 6), t = 1/n .. 1. */
+static void wave(double *q, int n, double amplitude, double phase)
+{
+    const double pi = 3.14159265358979323846;
+    int r, j;
+    for (r = 0; r < n; r++) {
+        double t = (double)(r + 1) / n, shape = sin(pi * t + phase) - sin(phase);
+        for (j = 0; j < 7; j++)
+            q[r * 7 + j] = HOME[j] + amplitude * shape * (1.0 - 0.7 * j / 6.0);
+    }
+}
+
+static void print_reply(const char *what, const ep_reply *r)
+{
+    int i;
+    printf("%s: flag %d (%s), reward %.6f, %d steps, state [", what, r->flag, ep_flag_name(r->flag),
+           r->reward, r->n_steps);
+    for (i = 0; i < r->n_state; i++)
+        printf("%s%.4f", i ? ", " : "", r->state[i]);
+    printf("]%s%s\n", r->message[0] ? " " : "", r->message);
+}
+
+int main(int argc, char **argv)
+{
+    const char *channel = argc > 1 ? argv[1] : "default";
+    const double context[3] = {0.5, 0.2, 1.5}; /* reach target, m */
+    double *q = malloc(sizeof(double) * N_SAMPLES * 7), *log_q = NULL, total = 0;
+    const ep_info *info;
+    ep_client *c = NULL;
+    ep_reply reply;
+    int k, rows = 0, bad = 0, rc;
+    char what[32];
+
+    if (!q)
+        return 1;
+    if ((rc = ep_attach(channel, 30.0, &c)) != EP_OK) {
+        fprintf(stderr, "example: %s (%s)\n", ep_last_error(), ep_strerror(rc));
+        free(q);
+        return 1;
+    }
+    info = ep_get_info(c);
+    printf("channel '%s': runner pid %lld, %d joints, %d state columns, %.0f Hz\n", info->channel,
+           (long long)info->runner_pid, info->n_dofs, info->n_state, info->control_rate);
+    if (info->n_dofs != 7) {
+        fprintf(stderr, "example: this example drives a 7-joint WAM; the runner has %d joints\n", info->n_dofs);
+        goto error;
+    }
+
+    if ((rc = ep_start(c, EP_NEXT, N_SEGMENTS, NULL, context, 3, &reply)) != EP_OK)
+        goto error;
+    print_reply("start", &reply);
+    bad |= reply.flag != EP_FLAG_OK;
+    for (k = 0; k < N_SEGMENTS && !bad; k++) {
+        wave(q, N_SAMPLES, 0.2, 0.1 * k);
+        if ((rc = ep_send_trajectory(c, EP_NEXT, EP_DEFAULT, q, NULL, NULL, N_SAMPLES, 0.0, 0.0, &reply)) != EP_OK)
+            goto error;
+        sprintf(what, "segment %d", k + 1);
+        print_reply(what, &reply);
+        total += reply.reward;
+        bad |= reply.flag != EP_FLAG_OK;
+    }
+    printf("episode %lld: return %.6f, flags %s\n", (long long)ep_episode_id(c), total, bad ? "NOT OK" : "0");
+
+    rows = ep_log_rows(c);
+    log_q = malloc(sizeof(double) * (size_t)(rows ? rows : 1) * 7);
+    if (!log_q || (rc = ep_get_log(c, "q", log_q, rows, &rows)) != EP_OK)
+        goto error;
+    printf("log: %d rows", rows);
+    if (rows > 0)
+        printf(", final q[0..2] = %.4f %.4f %.4f", log_q[(rows - 1) * 7], log_q[(rows - 1) * 7 + 1],
+               log_q[(rows - 1) * 7 + 2]);
+    printf("\n");
+    free(log_q);
+    free(q);
+    ep_detach(c);
+    return bad ? 2 : 0;
+
+error:
+    fprintf(stderr, "example: %s\n", ep_last_error());
+    free(log_q);
+    free(q);
+    ep_detach(c);
+    return 1;
+}

@@ -1,0 +1,24 @@
+function info = SLConnect(channel)
+%SLCONNECT  Attach to the runner serving CHANNEL (`episodic serve --channel CHANNEL`).
+%   SLConnect(channel)          attach once; every SL* call then uses this channel
+%   info = SLConnect(channel)   also returns the channel's sizes: n_dofs, max_samples,
+%                               max_log_steps, max_context, control_rate (Hz), state_names,
+%                               log_columns, runner_pid, episode_id (of the last start)
+%   SLConnect()                 the channel 'default'
+%
+%   The attachment is kept in the MEX file until SLDisconnect, `clear episodic_mex` or the end
+%   of the session. Calling SLConnect again re-attaches (e.g. after the runner was restarted).
+%   Errors: episodic:noChannel (no runner serves it), episodic:version (the runner speaks
+%   another protocol version), episodic:channel (not an episodic channel / corrupt header).
+if nargin < 1 || isempty(channel)
+  channel = 'default';
+end
+if ~ischar(channel)
+  error('episodic:argument', 'SLConnect: channel must be a string');
+end
+if nargout > 0
+  info = episodic_call('connect', channel);
+else
+  episodic_call('connect', channel);
+end
+end

@@ -1,0 +1,8 @@
+function [reward, state, flag, info] = SLReset(timeOut)
+%SLRESET  Abort the running episode (its flag becomes ABORTED_BY_LEARNER, 6).
+%   [reward, state, flag, info] = SLReset(timeOut)   timeOut s ([] or omitted = 30 s)
+if nargin < 1
+  timeOut = [];
+end
+[reward, state, flag, info] = episodic_call('reset', timeOut);
+end

@@ -1,0 +1,66 @@
+function [reward, state, flag, info] = SLSendTrajectory(trajectory, waitTime, trajIdx, maxCommands, stateBuffer, timeOut, rate)
+%SLSENDTRAJECTORY  Start an episode (trajIdx 0) or send one trajectory segment (trajIdx >= 1).
+%   [reward, state, flag] = SLSendTrajectory(trajectory, waitTime, trajIdx, maxCommands, stateBuffer, timeOut)
+%   [reward, state, flag, info] = SLSendTrajectory(..., timeOut, rate)
+%
+%   trajIdx 0 starts episode (a new episode id each time, see SLEpisodeId):
+%     trajectory   the start posture, 1 x n_dofs rad, or [] for the task's start posture
+%     waitTime     unused
+%     maxCommands  segments the episode will have (1..1000)
+%     stateBuffer  the context, e.g. the reach target [x y z] m ([] for the task's default)
+%   The reply comes once the robot is at the start posture.
+%
+%   trajIdx k = 1..maxCommands sends segment k of the running episode:
+%     trajectory   desired joint positions, steps x n_dofs rad (one row per time step, one
+%                  column per joint, as in Python); sampled at the control rate (500 Hz on
+%                  the WAM) unless RATE (Hz) is given. A struct with fields q (steps x n_dofs),
+%                  and optionally qd (rad/s), qdd (rad/s^2) and rate also works.
+%     waitTime     s the final posture is held after the last sample (0..60)
+%     maxCommands  as given at the start
+%     stateBuffer  unused
+%
+%   timeOut  s to wait for the reply ([] = 30 s); on expiry error episodic:timeout names the
+%            channel; a runner that died gives episodic:runnerGone.
+%   reward   the segment's reward (0 for a start)
+%   state    1 x n_state: the task state after the command (reach: target x y z, distance)
+%   flag     0 OK; 1 out of order, 2 stale episode, 3 invalid payload, 4 safety abort,
+%            5 timeout, 6 aborted by learner, 7 interrupted (the episode is then over)
+%   info     struct: episode_id, index, flag_name, n_steps, episode_done, machine_state,
+%            log_rows, log_truncated, message (why the flag is not OK), state
+%
+%   Matlab stores matrices column-major and the protocol row-major; the MEX file converts.
+if nargin < 6
+  error('episodic:argument', ['SLSendTrajectory: usage: SLSendTrajectory(trajectory, waitTime, trajIdx, ' ...
+        'maxCommands, stateBuffer, timeOut [, rate])']);
+end
+if nargin < 7
+  rate = [];
+end
+qd = [];
+qdd = [];
+q = trajectory;
+if isstruct(trajectory)
+  if ~isfield(trajectory, 'q')
+    error('episodic:argument', 'SLSendTrajectory: a trajectory struct needs the field q (steps x joints)');
+  end
+  q = trajectory.q;
+  if isfield(trajectory, 'qd'), qd = trajectory.qd; end
+  if isfield(trajectory, 'qdd'), qdd = trajectory.qdd; end
+  if isfield(trajectory, 'rate') && isempty(rate), rate = trajectory.rate; end
+end
+if ~isnumeric(trajIdx) || ~isscalar(trajIdx)
+  error('episodic:argument', 'SLSendTrajectory: trajIdx must be a number (0 = start)');
+end
+if trajIdx == 0
+  [reward, state, flag, info] = episodic_call('start', as_double(q), as_double(stateBuffer), maxCommands, timeOut);
+else
+  [reward, state, flag, info] = episodic_call('trajectory', as_double(q), as_double(qd), as_double(qdd), ...
+                                             rate, waitTime, trajIdx, maxCommands, timeOut);
+end
+end
+
+function x = as_double(x)
+if isnumeric(x) || islogical(x)
+  x = double(x);
+end
+end

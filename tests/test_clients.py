@@ -1,0 +1,367 @@
+"""The C and Octave/Matlab clients (clients/) against a real `episodic serve`: the C example runs an
+episode; an episode sent from Octave gives the same log, bit for bit, as the same commands in
+Python; clear errors on a silent or dead runner, a version mismatch and wrong sizes; the Octave
+learner of clients/README.md runs as printed; round-trip times from Octave and Python (printed).
+
+Needs a C compiler and make (C client), Octave with mkoctfile (apt-get install -y
+--no-install-recommends octave liboctave-dev; .ci/run does). Missing tools skip these tests,
+except in CI (CI=true), where they fail.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bridge import Client
+from bridge.blocks import Blocks
+from bridge.channel import Channel, remove
+from bridge.layout import VERSION
+from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.log import read_episodes
+from episodic.protocol import Flag
+from episodic.runner import Runner
+from tests.bridge_helpers import ROOT, Served, channel_name, shm_leftovers
+from tests.conftest import wave
+
+HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
+CONTEXT = [0.5, 0.2, 1.5]
+ROBOT_KP = np.array([200, 300, 100, 100, 10, 10, 2.5])
+C_CLIENT = ROOT / "clients" / "c"
+MATLAB_CLIENT = ROOT / "clients" / "matlab"
+OCTAVE_TESTS = ROOT / "tests" / "octave"
+OCTAVE_EXIT_NOISE = "error: ignoring const execution_exception& while preparing to exit"  # Octave bug #62515
+
+
+def require(*tools: str) -> None:
+    """Skip (fail in CI) unless every tool is on PATH."""
+    missing = [t for t in tools if shutil.which(t) is None]
+    if not missing:
+        return
+    message = (f"{', '.join(missing)} not found; install Octave and a C toolchain with "
+               f"`apt-get install -y --no-install-recommends octave liboctave-dev` (.ci/run does)")
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true: {message}")
+    pytest.skip(message)
+
+
+def my_leftovers() -> list[str]:
+    """shm_leftovers() of this process's channels (other test runs may serve theirs meanwhile)."""
+    return [n for n in shm_leftovers() if f".test{os.getpid()}-" in n]
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers():
+    yield
+    assert my_leftovers() == [], "a test left shared-memory objects behind"
+
+
+@pytest.fixture(scope="session")
+def c_example(tmp_path_factory) -> Path:
+    require("cc")
+    build = tmp_path_factory.mktemp("c-client")
+    if shutil.which("make"):
+        cmd = ["make", "-s", "-C", str(C_CLIENT), f"BUILD={build}"]
+    else:  # the Makefile's by-hand command
+        cmd = ["cc", "-std=c99", "-O2", "-o", str(build / "example"), str(C_CLIENT / "example.c"),
+               str(C_CLIENT / "episodic_client.c"), "-lrt", "-lpthread", "-lm"]
+    out = subprocess.run(cmd, timeout=120, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return build / "example"
+
+
+@pytest.fixture(scope="session")
+def mex_dir(tmp_path_factory) -> Path:
+    require("octave", "mkoctfile")
+    build = tmp_path_factory.mktemp("mex")
+    out = run_octave(f"disp(episodic_build('{build}'))", mex=None)
+    assert (build / "episodic_mex.mex").is_file(), out.stdout + out.stderr
+    return build
+
+
+def octave_command() -> list[str]:
+    if shutil.which("octave-cli"):
+        return ["octave-cli", "--quiet", "--norc", "--no-history"]
+    return ["octave", "--no-gui", "--quiet", "--norc", "--no-history"]
+
+
+def run_octave(code: str, mex: Path | None, timeout: float = 60, check: bool = True, popen: bool = False):
+    """Run Octave code with the wrappers, the test scripts and (given) the MEX build on the path;
+    with ``popen`` return the running process instead of waiting for it."""
+    paths = [MATLAB_CLIENT, OCTAVE_TESTS] + ([mex] if mex is not None else [])
+    prelude = "".join(f"addpath('{p}');" for p in paths)
+    cmd = octave_command() + ["--eval", prelude + code]
+    if popen:
+        return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    out.stderr = out.stderr.replace(OCTAVE_EXIT_NOISE, "").strip()
+    if check and out.returncode != 0:
+        raise AssertionError(f"octave failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+    return out
+
+
+def cases(stdout: str) -> dict[str, tuple[str, str]]:
+    """The 'CASE name | identifier | message' lines of tests/octave/expect_error.m."""
+    out = {}
+    for line in stdout.splitlines():
+        if line.startswith("CASE "):
+            name, ident, message = (part.strip() for part in line[5:].split("|", 2))
+            out[name] = (ident, message)
+    return out
+
+
+@pytest.fixture
+def wrong_version(tmp_path):
+    """A served channel whose header claims the next protocol version."""
+    with Served(channel_name()) as s:
+        chan = Channel.attach(s.channel)
+        blocks = Blocks(chan.mm, chan.layout)
+        blocks.header["version"] = VERSION + 1
+        try:
+            yield s
+        finally:
+            blocks.header["version"] = VERSION
+            blocks.release()
+            chan.mm.close()
+
+
+# -- C ---------------------------------------------------------------------------------------
+def test_c_example_runs_a_reach_episode(c_example, tmp_path):
+    with Served(channel_name(), tmp_path / "c.h5") as s:
+        out = subprocess.run([str(c_example), s.channel], capture_output=True, text=True, timeout=60)
+        assert s.stop() == 0
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("flag 0 (OK)") == 4 and "flags 0" in out.stdout
+    rows = int(re.search(r"log: (\d+) rows", out.stdout).group(1))
+    (episode,) = read_episodes(tmp_path / "c.h5")
+    assert episode.attrs["flag"] == Flag.OK and episode.attrs["n_steps"] == rows >= 1500
+    assert [float(x) for x in re.findall(r"reward (-?[\d.]+)", out.stdout)[1:]] == pytest.approx(
+        list(episode.segments["reward"]), abs=1e-6)
+
+
+def test_c_client_errors(c_example, wrong_version):
+    out = subprocess.run([str(c_example), wrong_version.channel], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert f"channel '{wrong_version.channel}' speaks protocol version {VERSION + 1}" in out.stderr
+    out = subprocess.run([str(c_example), "no-such-channel"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "no runner serves channel 'no-such-channel'" in out.stderr
+
+
+# -- Octave ----------------------------------------------------------------------------------
+def reach_commands(episode_id: int):
+    """Start at a posture with a context, a gain set, then three segments: 250 Hz samples; with
+    qd and qdd; held at the end."""
+    posture = HOME + np.array([0.05, 0, 0, -0.05, 0, 0, 0])  # within max_start_jump of the first segment
+    q2 = wave(HOME, phase=0.1)
+    qd2 = np.gradient(q2, 1 / 500, axis=0)
+    qdd2 = np.gradient(qd2, 1 / 500, axis=0)
+    gains = np.column_stack([0.5 * ROBOT_KP, 0.05 * ROBOT_KP, 0.01 * ROBOT_KP])
+    commands = [
+        StartCommand(episode_id, 4, posture=posture, context=np.array(CONTEXT)),
+        GainsCommand(episode_id, 1, 4, gains[:, 0], gains[:, 1], gains[:, 2], feedforward="inverse_dynamics",
+                     wait_time=0.05),
+        TrajectoryCommand(episode_id, 2, 4, wave(HOME), rate=250.0),
+        TrajectoryCommand(episode_id, 3, 4, q2, qd=qd2, qdd=qdd2),
+        TrajectoryCommand(episode_id, 4, 4, wave(HOME, phase=0.2), wait_time=0.1),
+    ]
+    files = {"posture": posture, "context": np.array(CONTEXT), "gains": gains, "q1": commands[2].q,
+             "q2": q2, "qd2": qd2, "qdd2": qdd2, "q3": commands[4].q}
+    return commands, files
+
+
+def test_octave_episode_is_bit_identical_to_python(mex_dir, tmp_path):
+    episode_id = 4242
+    commands, files = reach_commands(episode_id)
+    data = tmp_path / "data"
+    data.mkdir()
+    for name, value in files.items():
+        np.ascontiguousarray(value, dtype="<f8").tofile(data / f"{name}.bin")
+    with Served(channel_name(), tmp_path / "octave.h5", "--seed", "7") as s:
+        run_octave(f"reach_episode('{s.channel}', '{data}', {episode_id})", mex_dir)
+        assert s.stop() == 0
+    with Runner("reach", log=tmp_path / "python.h5", seed=7) as runner:
+        python_replies = [runner.handle(c) for c in commands]
+    assert [r.flag for r in python_replies] == [Flag.OK] * 5
+
+    replies = np.fromfile(data / "replies.bin").reshape(5, -1)  # reward, flag, episode_id, n_steps, state
+    assert replies[:, 0].tobytes() == np.array([r.reward for r in python_replies]).tobytes()
+    assert list(replies[:, 1]) == [0] * 5 and list(replies[:, 2]) == [episode_id] * 5
+    assert list(replies[:, 3]) == [r.n_steps for r in python_replies]
+    assert replies[:, 4:].tobytes() == np.array([r.state for r in python_replies]).tobytes()
+
+    (octave,), (python,) = read_episodes(tmp_path / "octave.h5"), read_episodes(tmp_path / "python.h5")
+    assert octave.attrs["episode_id"] == python.attrs["episode_id"] == episode_id
+    assert octave.attrs["return"] == python.attrs["return"]
+    shapes = {line.split()[0]: (int(line.split()[1]), int(line.split()[2]))
+              for line in (data / "fields.txt").read_text().splitlines()}
+    fetched = {name: np.fromfile(data / f"{name}.bin").reshape(shape) for name, shape in shapes.items()}
+    assert set(python.steps) <= set(fetched)
+    for name, values in python.steps.items():
+        assert octave.steps[name].tobytes() == values.tobytes(), name
+        assert fetched[name].astype(values.dtype).reshape(values.shape).tobytes() == values.tobytes(), name
+    # SLGetEpisode: q is steps x joints, equal to the log's; one field per task state column
+    assert fetched["q"].shape == (octave.attrs["n_steps"], 7)
+    np.testing.assert_array_equal(fetched["q"], octave.steps["q"])
+    for i, name in enumerate(octave.state_columns):
+        np.testing.assert_array_equal(fetched[name][:, 0], octave.steps["task_state"][:, i])
+
+
+def test_octave_errors_name_the_problem(mex_dir, tmp_path):
+    with Served(channel_name(), tmp_path / "errors.h5") as s:
+        code = f"""
+            home = [0, 0.5876, 0, 1.36, 0, -0.321, -1.57];
+            q = repmat(home, 50, 1);
+            expect_error('before_connect', @() SLSendTrajectory(q, 0, 1, 1, [], 5));
+            expect_error('no_channel', @() SLConnect('no-such-channel'));
+            SLConnect('{s.channel}');
+            [~, ~, f1, i1] = SLSendTrajectory([], 0, 0, 2, [0.5 0.2 1.5], 10);
+            [~, ~, f2, i2] = SLSendTrajectory([], 0, 0, 2, [0.5 0.2 1.5], 10);
+            printf('IDS %d %d %d\\n', f1, f2, i2.episode_id - i1.episode_id);
+            expect_error('width', @() SLSendTrajectory(q(:, 1:6), 0, 1, 2, [], 5));
+            expect_error('transposed', @() SLSendTrajectory(q.', 0, 1, 2, [], 5));
+            expect_error('qd_size', @() SLSendTrajectory(struct('q', q, 'qd', q(1:10, :)), 0, 1, 2, [], 5));
+            expect_error('posture', @() SLSendTrajectory([1 2 3], 0, 0, 2, [], 5));
+            expect_error('context', @() SLSendTrajectory([], 0, 0, 2, zeros(1, 65), 5));
+            expect_error('gains', @() SLSendController(ones(6, 3), 0, 1, 2, [], 5));
+            expect_error('gains_index', @() SLSendController(ones(7, 3), 0, 0, 2, [], 5));
+            expect_error('mode', @() SLSendController(ones(7, 3), 0, 1, 2, [], 5, 'magic'));
+            expect_error('timeout_arg', @() SLSendTrajectory(q, 0, 1, 2, [], -1));
+            [~, ~, f] = SLSendTrajectory(q, 0, 2, 2, [], 5);
+            printf('OUT_OF_ORDER %d\\n', f);
+            [~, ~, f, info] = SLSendTrajectory([], 0, 0, 2, 1:5, 5);
+            printf('INVALID %d %s\\n', f, info.message);
+            SLDisconnect();
+            expect_error('after_disconnect', @() SLGetEpisode());
+        """
+        out = run_octave(code, mex_dir)
+    found = cases(out.stdout)
+    ch = s.channel
+    assert found["before_connect"][0] == "episodic:notConnected" and "SLConnect" in found["before_connect"][1]
+    assert found["no_channel"][0] == "episodic:noChannel"
+    assert "no runner serves channel 'no-such-channel'" in found["no_channel"][1]
+    assert "IDS 0 0 1" in out.stdout  # each start takes the next episode id
+    assert found["width"] == ("episodic:size", "SLSendTrajectory: the trajectory must be steps x 7 "
+                              "(one row per time step, one column per joint), got 50 x 6")
+    assert found["transposed"][0] == "episodic:size" and "got 7 x 50; pass its transpose" in found["transposed"][1]
+    assert found["qd_size"][0] == "episodic:size" and "qd must have the trajectory's size 50 x 7" in found["qd_size"][1]
+    assert found["posture"][0] == "episodic:size" and "start posture, 1 x 7" in found["posture"][1]
+    assert found["context"][0] == "episodic:size" and f"channel '{ch}' takes at most 64" in found["context"][1]
+    assert found["gains"][0] == "episodic:size" and "7 x 3 ([kp kd ki]" in found["gains"][1]
+    assert found["gains_index"][0] == "episodic:argument" and "trajIdx 0 starts an episode" in found["gains_index"][1]
+    assert found["mode"][0] == "episodic:argument" and "feedforward mode" in found["mode"][1]
+    assert found["timeout_arg"][0] == "episodic:argument" and "timeOut" in found["timeout_arg"][1]
+    assert f"OUT_OF_ORDER {int(Flag.OUT_OF_ORDER)}" in out.stdout  # a runner's refusal is a flag, not an error
+    assert f"INVALID {int(Flag.INVALID_PAYLOAD)} " in out.stdout and "reach takes" in out.stdout
+    assert found["after_disconnect"][0] == "episodic:notConnected"
+
+
+def test_octave_version_mismatch(mex_dir, wrong_version):
+    out = run_octave(f"expect_error('version', @() SLConnect('{wrong_version.channel}'))", mex_dir)
+    ident, message = cases(out.stdout)["version"]
+    assert ident == "episodic:version"
+    assert (f"the runner on channel '{wrong_version.channel}' speaks protocol version {VERSION + 1}, "
+            f"this client version {VERSION}") in message
+
+
+def test_octave_without_the_mex_file_says_how_to_build_it():
+    require("octave")
+    out = run_octave("expect_error('unbuilt', @() SLConnect('default'))", mex=None)
+    ident, message = cases(out.stdout)["unbuilt"]
+    assert ident == "episodic:notBuilt" and "episodic_build()" in message
+
+
+README_PATHS = "addpath('clients/matlab', 'clients/matlab/build');"
+
+
+def test_readme_octave_learner_runs_as_printed(mex_dir):
+    readme = (ROOT / "clients" / "README.md").read_text()
+    section = readme.split("### A learner in Octave", 1)[1]
+    (learner,) = re.findall(r"^```matlab\n(.*?)^```", section, flags=re.M | re.S)
+    assert learner.count(README_PATHS) == 1 and learner.count("SLConnect('default')") == 1
+    with Served(channel_name()) as s:
+        code = learner.replace(README_PATHS, "").replace("SLConnect('default')", f"SLConnect('{s.channel}')")
+        out = run_octave(code, mex_dir)
+    lines = [line.split() for line in out.stdout.splitlines() if "reward" in line]
+    assert len(lines) == 20 and all(line[-2:] == ["flag", "0"] for line in lines), out.stdout
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"octave exited early:\n{proc.stdout.read()}\n{proc.stderr.read()}")
+        assert time.monotonic() < deadline, f"no {path.name} marker from octave"
+        time.sleep(0.02)
+
+
+def test_octave_silent_then_dead_runner(mex_dir, tmp_path):
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    channel = channel_name()
+    s = Served(channel)
+    octave = None
+    try:
+        assert s.ready, s.banner
+        octave = run_octave(f"dead_runner('{channel}', '{sync}')", mex_dir, popen=True)
+        wait_for(sync / "started", octave)
+        os.kill(s.proc.pid, signal.SIGSTOP)
+        (sync / "stopped").touch()
+        wait_for(sync / "timed_out", octave)
+        os.kill(s.proc.pid, signal.SIGCONT)
+        (sync / "continued").touch()
+        wait_for(sync / "restarted", octave)
+        s.stop(signal.SIGKILL)  # reaped: its pid is gone
+        (sync / "killed").touch()
+        stdout, stderr = octave.communicate(timeout=60)
+    finally:
+        if octave is not None and octave.poll() is None:
+            octave.kill()
+            octave.wait()
+        if s.proc.poll() is None:
+            os.kill(s.proc.pid, signal.SIGCONT)
+            s.stop(signal.SIGKILL)
+        remove(channel)  # the killed runner's objects
+    assert octave.returncode == 0, stdout + stderr
+    found = cases(stdout)
+    assert "START 0" in stdout and "RESTART 0 1" in stdout
+    assert found["silent"] == ("episodic:timeout", f"SLSendTrajectory: the runner on channel "
+                               f"'{channel}' did not answer within 0.5 s")
+    assert 0.5 <= float(re.search(r"ELAPSED silent ([\d.]+)", stdout).group(1)) < 2
+    assert found["dead"][0] == "episodic:runnerGone"
+    assert f"the runner of channel '{channel}' (pid {s.proc.pid}) has exited" in found["dead"][1]
+    assert float(re.search(r"ELAPSED dead ([\d.]+)", stdout).group(1)) < 2  # found out within a poll, not the timeout
+    assert found["after"][0] == "episodic:notConnected" and f"channel '{channel}' has exited" in found["after"][1]
+
+
+def test_round_trip_time_octave_vs_python(mex_dir, capsys):
+    """A 2 s segment (1000 x 7) and its log fetch, median of 20, from Octave and from Python."""
+    n = 20
+    q = wave(HOME, n=1000)
+    with Served(channel_name()) as s:
+        out = run_octave(f"round_trip('{s.channel}', {n})", mex_dir, timeout=120)
+        found = re.search(r"ROUNDTRIP ([\d.]+) SEND ([\d.]+)", out.stdout)
+        octave_median, octave_send = float(found.group(1)), float(found.group(2))
+        times, sends = [], []
+        with Client(s.channel, timeout=10) as client:
+            for _ in range(n + 1):
+                client.start_episode(context=CONTEXT, max_commands=1)
+                t0 = time.perf_counter()
+                reply = client.send_trajectory(q)
+                sends.append(time.perf_counter() - t0)
+                log = client.get_episode()
+                times.append(time.perf_counter() - t0)
+                assert reply.flag == Flag.OK and len(log["q"]) >= 1000
+    python_median, python_send = statistics.median(times[1:]), statistics.median(sends[1:])
+    with capsys.disabled():
+        print(f"\nround trip of a 2 s segment (1000 x 7) with its log, median of {n}: "
+              f"Octave {1e3 * octave_median:.1f} ms (segment alone {1e3 * octave_send:.1f} ms), "
+              f"Python {1e3 * python_median:.1f} ms (segment alone {1e3 * python_send:.1f} ms)")
+    assert octave_median < 5 * python_median + 0.05  # the MEX adds copies, not another order of magnitude
