@@ -99,6 +99,7 @@ class EpisodeMachine:
                     return self._reply(cmd, Flag.INVALID_PAYLOAD, done=True, message=str(exc))
                 self._feedback = self._task_feedback(cmd.task_gains)
             self._gains = Gains(cmd.kp, cmd.kd, cmd.ki, cmd.feedforward)
+            self.sim.reset_integral()  # the integral term starts anew with every gain set
             desired = Desired.hold(self._hold_q, self._steps(cmd.wait_time))
         else:
             desired = resample(cmd.q, cmd.qd, cmd.qdd, cmd.rate, self.robot.control_rate)

@@ -36,21 +36,29 @@ class Pacer:
         self._starts = array("d")  # perf_counter() at the start of every tick
         self._missed = array("q")  # indices of the ticks that started late
 
-    def wait(self) -> None:
-        """Block until the next tick is due (call at the start of every control step)."""
+    def wait(self) -> tuple[float, bool]:
+        """Block until the next tick is due (call at the start of every control step); returns
+        when the tick started (perf_counter s) and whether it was late."""
         now = time.perf_counter()
-        if self._next is None:
-            self._next = now
-        elif now > self._next:
-            self._missed.append(len(self._starts))
+        late = self._next is not None and now > self._next
+        if self._next is None or late:
             self._next = now
         else:
             if self._next - now > SPIN:
                 time.sleep(self._next - now - SPIN)
             while time.perf_counter() < self._next:
                 pass
-        self._starts.append(time.perf_counter())
+        start = time.perf_counter()
+        self.record(start, late)
         self._next += self.dt
+        return start, late
+
+    def record(self, start: float, late: bool) -> None:
+        """Note a tick that started at ``start`` (perf_counter s), late or not (for clocks kept
+        elsewhere, e.g. by a robot driver)."""
+        if late:
+            self._missed.append(len(self._starts))
+        self._starts.append(start)
 
     def mark(self) -> int:
         """A position in the tick record, for ``timing(since=...)``."""

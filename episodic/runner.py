@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
+from typing import Callable
 
+from episodic.backend import DriverBackend, JointDriver
 from episodic.commands import Limits
 from episodic.log import EpisodeBuffer, RunLog, software_versions
 from episodic.machine import EpisodeMachine, Flag, Reply
 from episodic.pacing import Pacer
 from episodic.robot import load_robot
-from episodic.scene import build_scene
+from episodic.scene import Scene, build_scene
 from episodic.simulation import Simulation
 from tasks import make_task
 
@@ -29,19 +31,24 @@ class Runner:
     ``seed``: the run's seed; episode k's random generator is seeded with (seed, k).
     ``mode``: "blocking" (time stops between commands; results depend only on the commands)
     or "realtime" (the simulation is paced to the wall clock and the robot holds while the
-    learner is silent: the stand-in for a real robot).
+    learner is silent: the stand-in for a real robot). ``driver(scene)``: build the JointDriver
+    of a robot driven tick by tick (episodic.backend); the run is then in realtime mode.
     """
 
     def __init__(self, task: str = "reach", robot: str = "wam", params: dict | None = None,
                  log: str | Path | None = None, seed: int = 0, limits: Limits = Limits(),
-                 keep_episodes: bool | None = None, mode: str = "blocking"):
+                 keep_episodes: bool | None = None, mode: str = "blocking",
+                 driver: Callable[[Scene], JointDriver] | None = None):
         if mode not in MODES:
             raise ValueError(f"unknown mode '{mode}'; use one of {', '.join(MODES)}")
-        self.mode = mode
+        self.mode = "realtime" if driver is not None else mode
         self.robot = load_robot(robot)
         self.task = make_task(task, params)
         self.scene = build_scene(self.robot, self.task)
-        self.sim = Simulation(self.scene, Pacer(self.robot.control_dt) if mode == "realtime" else None)
+        if driver is not None:
+            self.sim = DriverBackend(self.scene, driver(self.scene))
+        else:
+            self.sim = Simulation(self.scene, Pacer(self.robot.control_dt) if mode == "realtime" else None)
         self.seed = int(seed)
         self.limits = limits
         self.keep_episodes = log is None if keep_episodes is None else keep_episodes

@@ -1,0 +1,74 @@
+"""The robot seam: a JointDriver (here the MuJoCo reference driver) behind DriverBackend drives
+the same episodes as the simulation backend."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from episodic.backend import MujocoDriver
+from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.protocol import Flag, MachineState
+from episodic.runner import Runner
+from episodic.trajectory import min_jerk
+
+HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
+GOAL = HOME + np.array([0.3, -0.2, 0.2, 0.3, 0.2, 0.2, 0.3])
+KP = np.array([200, 300, 100, 100, 10, 10, 2.5])
+KD = np.array([7, 15, 5, 2.5, 0.3, 0.3, 0.05])
+
+
+def episode(mode: str):
+    move = min_jerk(HOME, GOAL, 0.6, 0.002).q
+    back = min_jerk(GOAL, HOME, 0.6, 0.002).q
+    return [StartCommand(1, 4), TrajectoryCommand(1, 1, 4, move),
+            GainsCommand(1, 2, 4, KP, KD, feedforward=mode, wait_time=0.1),
+            TrajectoryCommand(1, 3, 4, back, wait_time=0.1),
+            GainsCommand(1, 4, 4, KP, KD, ki=np.full(7, 5.0), wait_time=0.2)]
+
+
+@pytest.mark.parametrize("mode", ["none", "feedforward", "inverse_dynamics"])
+def test_a_driver_moves_the_robot_as_the_simulation_does(mode):
+    steps = {}
+    for name, kw in (("simulation", {}), ("driver", {"driver": MujocoDriver})):
+        with Runner("reach", **kw) as r:
+            assert [r.handle(c).flag for c in episode(mode)] == [Flag.OK] * 5
+            steps[name] = r.episodes[0].steps()
+    sim, drv = steps["simulation"], steps["driver"]
+    assert sim["q"].shape == drv["q"].shape
+    # the same physics, the law split between runner and driver: equal to rounding
+    np.testing.assert_allclose(drv["q"], sim["q"], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(drv["u"], sim["u"], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(drv["ee_pos"], sim["ee_pos"], rtol=0, atol=1e-9)
+    np.testing.assert_array_equal(drv["q_d"], sim["q_d"])
+
+
+def test_driver_backend_takes_the_robot_where_it_is_and_records_ticks():
+    def bent(scene):
+        driver = MujocoDriver(scene)
+        driver.data.qpos[scene.qpos_adr] = HOME + 0.2
+        return driver
+
+    with Runner("reach", driver=bent) as r:
+        assert r.mode == "realtime"
+        np.testing.assert_allclose(r.sim.q, HOME + 0.2)          # not teleported home
+        assert r.handle(StartCommand(1, 1)).flag == Flag.OK       # goes home the robot's way
+        np.testing.assert_allclose(r.sim.q, HOME, atol=r.robot.goto.tolerance_q)
+        r.handle(TrajectoryCommand(1, 1, 1, min_jerk(HOME, GOAL, 0.4, 0.002).q))
+        ep = r.episodes[0]
+    steps = ep.steps()
+    assert (steps["machine_state"] == MachineState.GOTO_START).sum() > 100
+    assert ep.timing["timing_ticks"] == ep.n_steps
+    with pytest.raises(RuntimeError, match="replay"):
+        r.sim.set_state(np.zeros(3))
+
+
+def test_a_velocity_over_the_limit_stops_the_driver_at_that_tick():
+    jump = np.repeat(HOME[None], 400, axis=0)
+    jump[10:, 0] += 1.5
+    with Runner("reach", driver=MujocoDriver) as r:
+        r.handle(StartCommand(1, 1))
+        reply = r.handle(TrajectoryCommand(1, 1, 1, jump))
+        assert reply.flag == Flag.SAFETY_ABORT and 10 < reply.n_steps < 400
+        assert np.abs(r.sim.qd[0]) > r.robot.velocity_limit[0]
+        motion = r.episodes[0].steps()["machine_state"] == MachineState.DO_MOTION
+        assert motion.sum() == reply.n_steps
