@@ -14,9 +14,11 @@ File layout (one file per run; see the README):
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import platform
+import shutil
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -30,6 +32,7 @@ from episodic.commands import Kind
 
 FORMAT = "episodic-log/1"
 _log = logging.getLogger("episodic.log")
+SPACE_MARGIN = 4 << 20  # bytes kept free on the log's disk beyond twice an episode's data
 
 # name -> (dtype, per-dof?) ; per-dof columns are (n, n_dofs)
 STEP_COLUMNS = {
@@ -182,7 +185,16 @@ class RunLog:
         """Run-level attributes known only at the end (e.g. the whole run's tick timing)."""
         self._submit(self._set_attrs(attrs))
 
+    def _check_space(self, n_bytes: int) -> None:
+        """Refuse a write the disk cannot take: HDF5 does not survive running out of space
+        mid-write, so an episode that does not fit is left out whole and the file stays sound."""
+        free = shutil.disk_usage(self.path.parent).free
+        if free < 2 * n_bytes + SPACE_MARGIN:
+            raise OSError(errno.ENOSPC, f"{free} bytes free, about {n_bytes} needed; free some space "
+                          f"or log elsewhere (--log)")
+
     def _write_episode(self, ep: EpisodeBuffer) -> Iterator[None]:
+        self._check_space(sum(v.nbytes for b in ep.blocks for v in b.values()) + ep.initial_state.nbytes)
         g = self._episodes.create_group(f"{ep.number:06d}")
         g.attrs.update(episode_id=ep.episode_id, flag=ep.flag, flag_name=ep.flag_name, message=ep.message,
                        n_steps=ep.n_steps, wall_time=ep.wall_time, rng_seed=list(ep.rng_seed),
@@ -212,6 +224,7 @@ class RunLog:
         self._file.flush()
 
     def _reject(self, episode_id, index, flag: int) -> Iterator[None]:
+        self._check_space(24 * (len(self._rejected) + 1))
         self._rejected.append((_int_or(episode_id), _int_or(index), flag))
         if "rejected" in self._file:
             del self._file["rejected"]

@@ -126,3 +126,31 @@ def test_killed_run_leaves_a_readable_file(tmp_path):
     assert [e.attrs["episode_id"] for e in episodes] == [1, 2]
     assert all(e.attrs["flag"] == Flag.OK for e in episodes)
     assert replay(path).identical
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 12 MB tmpfs (needs root; skipped where it cannot be mounted)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_disk_loses_no_episode_already_written(small_disk, caplog):
+    path = small_disk / "run.h5"
+    with Runner("reach", log=path) as r:
+        for episode_id in range(10):
+            assert r.handle(StartCommand(episode_id, 1)).flag == Flag.OK
+            assert r.handle(TrajectoryCommand(episode_id, 1, 1, wave(r.robot.home, n=2000))).flag == Flag.OK
+        failed = r.log.failed_writes
+    assert 0 < failed < 10
+    assert "No space" in caplog.text or "bytes free" in caplog.text
+    episodes = read_episodes(path)
+    assert len(episodes) == 10 - failed and all(e.attrs["flag"] == Flag.OK for e in episodes)
+    assert replay(path).identical

@@ -1,0 +1,198 @@
+"""A scripted tetherball stroke: move the racket behind the hanging ball, then hit it so that
+it swings up through the target.
+
+The ball hangs still at the start, so a reachable target is a point of the sphere of the
+string's length around the anchor, above the ball's rest position: a ball hit horizontally
+toward the target's azimuth with speed v swings, string taut, in the vertical plane through
+the anchor and the target and rises v^2 / 2g; if that apex lies above the target, the arc
+passes through it. The racket points away from the robot, so the strokes are sideways:
+targets whose azimuth around the anchor lies within about 30 degrees of the +y or -y
+direction (seen from the robot: to its left or right) and up to about 50 degrees of swing
+are reached; straight ahead or back toward the robot are not.
+
+1. Segment 1 moves, minimum jerk in joint space, to the backswing posture, passing below
+   the ball (down, across, up): the blade's centre ``BACKSWING`` m behind the ball's rest
+   position, opposite the target's azimuth.
+2. Segment 2 is the stroke: a straight line in joint space through the impact posture (found
+   by inverse kinematics: the blade's centre at the ball's rest position, its face normal
+   toward the target's azimuth) along the joint rates that move the blade at 1 m/s toward
+   the target's azimuth without turning it, spread over the joints in proportion to their
+   velocity limits. The stroke follows a minimum-jerk profile whose peak speed (at the ball)
+   is the ball speed needed to rise ``APEX_MARGIN`` m above the target, divided by ``GAIN``
+   (ball speed / blade speed in the impact, found by a small search over the strokes of
+   several targets and frozen here). It then pulls the racket down and back out of the
+   ball's plane of swing and holds ``FLIGHT_WAIT`` s while the ball swings up and back.
+
+Only what a remote learner could know is used: the robot and task models (for kinematics)
+and the target. ``reference_commands`` returns the episode's commands;
+
+    python examples/tetherball_reference.py [--out runs/tetherball_reference.h5] [--target X Y Z]
+
+runs them in-process and prints the return, the closest approach and the simulation speed.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import mujoco
+import numpy as np
+
+from episodic.commands import StartCommand, TrajectoryCommand
+from episodic.robot import Robot, load_robot
+from episodic.scene import build_scene
+from episodic.trajectory import Desired, min_jerk, min_jerk_duration
+from tasks import make_task
+
+BACKSWING = 0.35       # m, blade centre behind the ball before the stroke
+FOLLOW_THROUGH = 0.35  # m, blade centre past the ball's rest position at the stroke's end
+GAIN = 1.9             # ball speed after the impact / blade speed (searched; see the docstring)
+APEX_MARGIN = 0.05     # m, the swing's apex above the target
+RETRACT = (0.25, 0.25)  # m, the racket's final pull back toward the robot and down
+RETRACT_TIME = 0.8     # s
+APPROACH_DROP = 0.35   # m, the approach passes this far below the start and backswing points
+MIN_MOVE_TIME = 0.5    # s, shortest of the approach's three moves
+FLIGHT_WAIT = 0.5      # s, held at the end while the ball flies
+GRAVITY = 9.81
+
+
+class RacketIK:
+    """Damped-least-squares inverse kinematics of the blade's centre (site racket_centre) and
+    its face normal (the site's x axis, either sign) on a private MjData."""
+
+    def __init__(self, model: mujoco.MjModel, qpos_adr, dof_adr, lower, upper):
+        self.model, self.data = model, mujoco.MjData(model)
+        self.qpos_adr, self.dof_adr = np.asarray(qpos_adr), np.asarray(dof_adr)
+        self.lower, self.upper = np.asarray(lower, float), np.asarray(upper, float)
+        self.site = model.site("racket_centre").id
+        self._jp, self._jr = np.zeros((3, model.nv)), np.zeros((3, model.nv))
+
+    def pose(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Blade centre (3,) m and face normal (3,) at posture q."""
+        self.data.qpos[self.qpos_adr] = q
+        mujoco.mj_kinematics(self.model, self.data)
+        return self.data.site_xpos[self.site].copy(), self.data.site_xmat[self.site].reshape(3, 3)[:, 0].copy()
+
+    def jacobian(self, q: np.ndarray) -> np.ndarray:
+        """(6, n_dofs): blade centre velocity m/s and racket angular velocity rad/s per joint rate."""
+        self.pose(q)
+        mujoco.mj_comPos(self.model, self.data)
+        mujoco.mj_jacSite(self.model, self.data, self._jp, self._jr, self.site)
+        return np.vstack([self._jp[:, self.dof_adr], self._jr[:, self.dof_adr]])
+
+    def solve(self, q0: np.ndarray, position: np.ndarray, normal: np.ndarray | None = None,
+              iterations: int = 200, tolerance: float = 1e-7, damping: float = 0.02,
+              normal_weight: float = 0.3) -> tuple[np.ndarray, float]:
+        """Posture near q0 putting the blade centre at ``position`` (and the face normal along
+        ``normal``, either way round); returns it and the remaining error (m + rad)."""
+        q = np.clip(np.asarray(q0, float).copy(), self.lower, self.upper)
+        for _ in range(iterations):
+            p, x = self.pose(q)
+            e = [position - p]
+            if normal is not None:
+                e.append(normal_weight * np.cross(x, normal if x @ normal >= 0 else -normal))
+            e = np.concatenate(e)
+            if np.linalg.norm(e) < tolerance:
+                break
+            J = self.jacobian(q)
+            J = J[:3] if normal is None else np.vstack([J[:3], normal_weight * J[3:]])
+            dq = J.T @ np.linalg.solve(J @ J.T + damping**2 * np.eye(len(e)), e)
+            dq *= min(1.0, 0.2 / max(np.max(np.abs(dq)), 1e-12))
+            q = np.clip(q + dq, self.lower, self.upper)
+        p, x = self.pose(q)
+        error = float(np.linalg.norm(position - p))
+        if normal is not None:
+            error += float(np.linalg.norm(np.cross(x, normal)))
+        return q, error
+
+
+def stroke_plan(task, target: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Where and how fast to hit: the ball's rest position (3,) m, the unit horizontal
+    direction (3,) toward the target's azimuth, and the blade's peak speed m/s."""
+    rest = task.rest_position
+    towards = np.asarray(target, float) - task.anchor
+    towards[2] = 0.0
+    if np.linalg.norm(towards) < 1e-6:
+        raise ValueError("the target lies straight below or above the anchor: no swing reaches it")
+    rise = max(float(target[2] - rest[2]), 0.0) + APEX_MARGIN
+    return rest, towards / np.linalg.norm(towards), np.sqrt(2 * GRAVITY * rise) / GAIN
+
+
+def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, target=None,
+                       params: dict | None = None) -> list:
+    """The reference episode for ``target`` (3,) m (None: the task's default target), as
+    episodic.commands objects: StartCommand (context = target), the approach and the stroke."""
+    robot = load_robot(robot) if isinstance(robot, str) else robot
+    task = make_task("tetherball", params)
+    scene = build_scene(robot, task)
+    target = task.default_target if target is None else np.asarray(target, float)
+    ik = RacketIK(scene.model, scene.qpos_adr, scene.dof_adr, robot.range_lower, robot.range_upper)
+    rest, u, speed = stroke_plan(task, target)
+    dt = robot.control_dt
+
+    # the impact posture: blade centre at the ball's rest position, face normal toward the target
+    q_start = task.start_posture(robot)
+    q_contact, err = ik.solve(q_start, rest, u)
+    if err > 1e-4:
+        raise ValueError(f"the ball's rest position is out of the racket's reach (error {err:.3g})")
+    # joint rates w moving the blade centre at 1 m/s along u without turning the racket, least
+    # squares in q_dot / velocity limit
+    scale = np.diag(robot.velocity_limit)
+    w = scale @ np.linalg.pinv(ik.jacobian(q_contact) @ scale) @ np.concatenate([u, np.zeros(3)])
+    q_back = q_contact - BACKSWING * w
+    if np.any(q_back < robot.range_lower) or np.any(q_back > robot.range_upper):
+        raise ValueError("the backswing leaves the joint range")
+
+    # segment 1: to the backswing posture, passing below the ball: down, across, up
+    low = np.array([0.0, 0.0, APPROACH_DROP])
+    q_start_low, _ = ik.solve(q_start, ik.pose(q_start)[0] - low)
+    q_back_low, _ = ik.solve(q_back, ik.pose(q_back)[0] - low)
+    moves = []
+    for a, b in zip([q_start, q_start_low, q_back_low], [q_start_low, q_back_low, q_back]):
+        duration = max(MIN_MOVE_TIME, min_jerk_duration(a, b, robot.goto.max_velocity, robot.goto.max_acceleration))
+        moves.append(min_jerk(a, b, duration, dt))
+    approach = Desired(*(np.vstack([getattr(m, f) for m in moves]) for f in ("q", "qd", "qdd")))
+
+    # segment 2: minimum-jerk along the line, peak speed at the ball, then pull back and wait
+    length = BACKSWING + FOLLOW_THROUGH
+    stroke = min_jerk(np.zeros(1), np.full(1, length), 1.875 * length / speed, dt)
+    q_stroke = q_back + stroke.q * w
+    end, _ = ik.pose(q_stroke[-1])
+    radial = np.array([end[0], end[1], 0.0]) / np.hypot(end[0], end[1])
+    q_away, _ = ik.solve(q_stroke[-1], end - RETRACT[0] * radial - np.array([0, 0, RETRACT[1]]))
+    retract = min_jerk(q_stroke[-1], q_away, RETRACT_TIME, dt)
+    q2 = np.vstack([q_stroke, retract.q])
+    qd2 = np.vstack([stroke.qd * w, retract.qd])
+    qdd2 = np.vstack([stroke.qdd * w, retract.qdd])
+    return [
+        StartCommand(episode_id, 2, context=np.asarray(target, float)),
+        TrajectoryCommand(episode_id, 1, 2, approach.q, approach.qd, approach.qdd),
+        TrajectoryCommand(episode_id, 2, 2, q2, qd2, qdd2, wait_time=FLIGHT_WAIT),
+    ]
+
+
+def main() -> None:
+    from episodic.runner import Runner
+
+    parser = argparse.ArgumentParser(description="Run the scripted tetherball stroke and log it.")
+    parser.add_argument("--out", default=None, help="HDF5 log to write (default: none)")
+    parser.add_argument("--target", type=float, nargs=3, default=None, metavar=("X", "Y", "Z"),
+                        help="target of the ball's centre, m (default: the task's)")
+    args = parser.parse_args()
+    with Runner("tetherball", log=args.out, keep_episodes=True) as runner:
+        commands = reference_commands(runner.robot, 1, args.target)
+        wall = time.perf_counter()
+        replies = [runner.handle(c) for c in commands]
+        wall = time.perf_counter() - wall
+        closest = runner.task.closest_approach()
+    ep = runner.episodes[-1]
+    steps = ep.n_steps
+    sim_time = steps * runner.robot.control_dt
+    print(f"flags {[r.flag.name for r in replies]}; return {ep.episode_return:.4f}; closest approach "
+          f"{closest:.4f} m; success {ep.success}")
+    print(f"{steps} steps ({sim_time:.2f} s simulated) in {wall:.3f} s: {steps / wall:,.0f} steps/s, "
+          f"{sim_time / wall:.0f}x real time")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""tetherball: hit a ball hung from the ceiling on an elastic string through a target.
+
+Scene. A table-tennis racket is bolted to the tool flange (site "ee"): a handle along the
+flange axis and a round blade (a thin cylinder) beyond it, whose face normal is the flange's
+local x axis (at the home posture the racket points forward and the blade faces sideways).
+Its mass and inertia are part of the arm's dynamics, and gravity compensation includes it.
+The ball (a free body) hangs from a fixed anchor above the workspace on a string of length
+``string_length``: a spatial tendon from the anchor to the ball's centre with a dead-band
+spring (MuJoCo's two-value ``springlength`` = [0, L]): no force while the string is slack
+(shorter than L), Hooke's law ``F = string_stiffness * (l - L)`` while it is stretched. So the
+ball flies freely when the string is slack and the string is elastic and lossless when taut
+(the string's internal damping and air drag are neglected). The ball collides with the racket
+and the arm (bouncy contact: coefficient of restitution about ``restitution``), not with the
+string. A translucent mocap sphere of radius ``tolerance`` marks the target.
+
+Context (command 0): the target (x, y, z) m of the ball's centre in the world frame, or
+nothing for (``target_x``, ``target_y``, ``target_z``). Start: the ball hangs still below the
+anchor at its loaded length, anchor - (L + m g / k) e_z, zero velocity.
+
+Reward. d_t = |p_ball - p_target| at each control step. Over the steps of the episode's
+segments so far (since the start command), the running minimum is m_t = min(d_0..d_t), and the
+step reward is its decrease, r_t = m_{t-1} - m_t with m_{-1} = 0 (so r_0 = -d_0 and later steps
+earn what they bring the closest approach down by). A segment's reward is thus minus its own
+closest approach for the first segment and its improvement on the closest approach so far
+for later ones, and the episode return is exactly minus the closest approach of the ball to
+the target over all segments: return = -min_t d_t. Steps outside segments (going to the start,
+a real-time hold while the learner is late) earn nothing and do not count. Success: that
+closest approach is below ``tolerance``.
+
+State columns: ball_x, ball_y, ball_z m, ball_vx, ball_vy, ball_vz m/s, target_x, target_y,
+target_z m, distance m (d_t), min_distance m: the running minimum of d over the rows of the
+current command (per segment: it restarts at each segment, and a reply's state, being the
+single present state, has min_distance = distance). The episode's closest approach so far
+is minus the sum of the segment rewards so far.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import mujoco
+import numpy as np
+
+from episodic.robot import Robot
+from tasks.base import StepView, Task, TaskError
+
+GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
+CONTACT_OMEGA = 300.0  # rad/s, ball contacts: a ball-racket impact lasts pi / omega, about 10 ms
+
+
+@dataclass
+class Tetherball(Task):
+    name: ClassVar[str] = "tetherball"
+    columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
+                                          "target_x", "target_y", "target_z", "distance", "min_distance")
+    context_help: ClassVar[str] = "a target (x, y, z) m for the ball's centre, or no context for the default"
+    substeps: ClassVar[int] = 1
+
+    # string and ball
+    string_length: float = 1.0       # m, anchor to ball centre when just taut
+    string_stiffness: float = 300.0  # N/m, elasticity of the string when stretched
+    ball_mass: float = 0.06          # kg (about a tennis ball)
+    ball_radius: float = 0.035       # m
+    restitution: float = 0.8         # ball-racket coefficient of restitution (approximate)
+    anchor_x: float = 0.85           # m, the string's fixed point on the ceiling
+    anchor_y: float = 0.0
+    anchor_z: float = 2.35
+    # racket (table tennis: blade about 15 cm across, 0.17 kg in all)
+    blade_radius: float = 0.075      # m
+    blade_thickness: float = 0.014   # m, wood and both rubbers
+    blade_mass: float = 0.13         # kg
+    handle_length: float = 0.10      # m, flange to the blade's edge
+    handle_mass: float = 0.04        # kg
+    # target and success
+    tolerance: float = 0.1           # m
+    target_x: float = 0.85
+    target_y: float = 0.6
+    target_z: float = 1.55
+
+    def __post_init__(self) -> None:
+        # reward memory (not a parameter): control-step times and the running minimum of d over
+        # the segment steps since the start command (see the module docstring)
+        self._times, self._mins = np.zeros(0), np.zeros(0)
+        positive = ("string_length", "string_stiffness", "ball_mass", "ball_radius", "blade_radius",
+                    "blade_thickness", "blade_mass", "handle_length", "handle_mass", "tolerance")
+        for name in positive:
+            value = getattr(self, name)
+            if not np.isfinite(value) or value <= 0:
+                raise TaskError(f"tetherball parameter '{name}' must be a positive number, got {value}")
+        if not 0 <= self.restitution < 1:
+            raise TaskError(f"tetherball parameter 'restitution' must be in [0, 1), got {self.restitution}")
+        for name in ("anchor_x", "anchor_y", "anchor_z", "target_x", "target_y", "target_z"):
+            if not np.isfinite(getattr(self, name)):
+                raise TaskError(f"tetherball parameter '{name}' must be finite")
+
+    # -- derived quantities ----------------------------------------------------
+    @property
+    def anchor(self) -> np.ndarray:
+        return np.array([self.anchor_x, self.anchor_y, self.anchor_z])
+
+    @property
+    def default_target(self) -> np.ndarray:
+        return np.array([self.target_x, self.target_y, self.target_z])
+
+    @property
+    def static_stretch(self) -> float:
+        """m, how far the ball's weight stretches the string."""
+        return self.ball_mass * GRAVITY / self.string_stiffness
+
+    @property
+    def rest_position(self) -> np.ndarray:
+        """Where the ball hangs still: below the anchor at the loaded string length."""
+        return self.anchor - np.array([0.0, 0.0, self.string_length + self.static_stretch])
+
+    @property
+    def stretch_allowance(self) -> float:
+        """m, how far past its length the string may stretch in play: as far as it stretches
+        catching the ball dropped from the anchor (a fall of L: 4.4 m/s for L = 1 m, faster
+        than the WAM can hit the ball), from m g (L + x) = k x^2 / 2. 6.6 cm with the defaults."""
+        mg, k = self.ball_mass * GRAVITY, self.string_stiffness
+        return (mg + np.sqrt(mg**2 + 2 * k * mg * self.string_length)) / k
+
+    def contact_solref(self) -> list[float]:
+        """The ball's contacts as a mass-normalised spring-damper (MuJoCo's negative solref:
+        -stiffness 1/s^2, -damping 1/s) of natural frequency CONTACT_OMEGA and the damping ratio z
+        that rebounds with ``restitution`` e = exp(-pi z / sqrt(1 - z^2))."""
+        e = self.restitution
+        z = 1.0 if e <= 0 else -np.log(e) / np.sqrt(np.pi**2 + np.log(e) ** 2)
+        return [-CONTACT_OMEGA**2, -2.0 * z * CONTACT_OMEGA]
+
+    # -- scene ------------------------------------------------------------------
+    def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
+        flange = spec.site(robot.end_effector_site)
+        link = flange.parent
+        handle_r, blade_r, half_t = 0.014, self.blade_radius, self.blade_thickness / 2
+        centre = self.handle_length + blade_r
+        # racket frame = flange frame; the handle runs along +z, the blade's face normal is +x
+        geoms = [
+            dict(name="racket_handle", type=mujoco.mjtGeom.mjGEOM_CAPSULE, size=[handle_r, 0, 0],
+                 fromto=[0, 0, handle_r, 0, 0, self.handle_length + 0.01], mass=self.handle_mass,
+                 rgba=[0.55, 0.35, 0.2, 1]),
+            dict(name="racket_blade", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[blade_r, half_t, 0],
+                 pos=[0, 0, centre], quat=[np.sqrt(0.5), 0, np.sqrt(0.5), 0], mass=self.blade_mass,
+                 rgba=[0.8, 0.1, 0.1, 1]),
+        ]
+        mass, ipos, iquat, inertia = _rigid_inertia(geoms)
+        body = link.add_body(name="racket", pos=flange.pos, quat=flange.quat)
+        body.explicitinertial = True
+        body.mass, body.ipos, body.iquat, body.inertia = mass, ipos, iquat, inertia
+        body.gravcomp = 1.0  # the controller's gravity compensation includes the racket
+        for g in geoms:
+            geom = body.add_geom(**g)
+            # like the robot's geoms: no collisions with the arm, collisions with the ball
+            geom.contype, geom.conaffinity = 2, 1
+            geom.mass = 0.0
+        body.add_site(name="racket_centre", pos=[0, 0, centre], group=3)
+
+    def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
+        world = spec.worldbody
+        anchor = world.add_body(name="anchor", pos=self.anchor)
+        anchor.add_geom(type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.04, 0.04, 0.01], pos=[0, 0, 0.01],
+                        rgba=[0.4, 0.4, 0.45, 1], contype=0, conaffinity=0)
+        anchor.add_site(name="anchor", pos=[0, 0, 0])
+
+        ball = world.add_body(name="ball", pos=self.rest_position)
+        ball.add_freejoint(name="ball")
+        ball.explicitinertial = True
+        ball.mass, ball.ipos = self.ball_mass, [0.0, 0.0, 0.0]
+        ball.inertia = [0.4 * self.ball_mass * self.ball_radius**2] * 3  # solid sphere
+        ball.add_geom(name="ball", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[self.ball_radius, 0, 0],
+                      rgba=[0.95, 0.85, 0.2, 1], contype=1, conaffinity=1, condim=3, priority=1,
+                      friction=[0.6, 0.005, 0.0001],
+                      solref=self.contact_solref(), solimp=[0.95, 0.99, 0.001, 0.5, 2])
+        ball.add_site(name="ball", pos=[0, 0, 0])
+
+        string = spec.add_tendon(name="string", stiffness=self.string_stiffness,
+                                 springlength=[0.0, self.string_length], width=0.003,
+                                 rgba=[0.9, 0.9, 0.9, 1])
+        string.wrap_site("anchor")
+        string.wrap_site("ball")
+
+        target = world.add_body(name="target", mocap=True, pos=self.default_target)
+        target.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[self.tolerance, 0, 0],
+                        rgba=[0.2, 0.8, 0.2, 0.25], contype=0, conaffinity=0)
+
+        obj = mujoco.mjtObj
+        spec.add_sensor(name="ball_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
+                        objtype=obj.mjOBJ_SITE, objname="ball")
+        spec.add_sensor(name="ball_vel", type=mujoco.mjtSensor.mjSENS_FRAMELINVEL,
+                        objtype=obj.mjOBJ_SITE, objname="ball")
+        spec.add_sensor(name="target_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
+                        objtype=obj.mjOBJ_XBODY, objname="target")
+        spec.add_sensor(name="clock", type=mujoco.mjtSensor.mjSENS_CLOCK)
+
+    def start_posture(self, robot: Robot) -> np.ndarray:
+        """Home with the first joint turned -0.5 rad: the racket waits beside the ball."""
+        q = robot.home.copy()
+        q[0] -= 0.5
+        return q
+
+    def reset(self, model, data, context, rng) -> None:
+        if context.size not in (0, 3):
+            raise TaskError(f"tetherball takes {self.context_help}; got {context.size} values")
+        data.mocap_pos[model.body("target").mocapid[0]] = context if context.size else self.default_target
+        joint = model.joint("ball")
+        qa, va = int(joint.qposadr[0]), int(joint.dofadr[0])
+        data.qpos[qa : qa + 7] = [*self.rest_position, 1, 0, 0, 0]
+        data.qvel[va : va + 6] = 0.0
+        mujoco.mj_forward(model, data)
+        ball = model.geom("ball").id
+        for c in data.contact[: data.ncon]:
+            if ball in (c.geom1, c.geom2):
+                other = c.geom2 if c.geom1 == ball else c.geom1
+                raise TaskError(f"the ball's rest position {np.round(self.rest_position, 3).tolist()} touches "
+                                f"geom '{model.geom(other).name}' at the start posture; start the robot "
+                                f"elsewhere or move the anchor")
+        self._times, self._mins = np.zeros(0), np.zeros(0)
+
+    # -- per step ----------------------------------------------------------------
+    def state(self, steps: StepView) -> np.ndarray:
+        ball, vel, target = steps.sensor("ball_pos"), steps.sensor("ball_vel"), steps.sensor("target_pos")
+        distance = np.linalg.norm(ball - target, axis=1)
+        return np.column_stack([ball, vel, target, distance, np.minimum.accumulate(distance)])
+
+    def step_reward(self, steps: StepView, state: np.ndarray) -> np.ndarray:
+        times = steps.sensor("clock")[:, 0]
+        if len(times) == 0:
+            return np.zeros(0)
+        earlier = self._times < times[0]  # drop steps a truncated segment did not keep
+        self._times, self._mins = self._times[earlier], self._mins[earlier]
+        before = self._mins[-1] if self._mins.size else np.inf
+        mins = np.minimum.accumulate(np.minimum(state[:, 9], before))
+        previous = np.concatenate([[before if self._mins.size else 0.0], mins[:-1]])
+        self._times = np.concatenate([self._times, times])
+        self._mins = np.concatenate([self._mins, mins])
+        return previous - mins
+
+    def closest_approach(self) -> float:
+        """m, the smallest ball-target distance over the segment steps since the start command."""
+        return float(self._mins[-1]) if self._mins.size else np.inf
+
+    def success(self, state: np.ndarray) -> bool:
+        return bool(min(self.closest_approach(), state[10]) < self.tolerance)
+
+
+def _rigid_inertia(geoms: list[dict]) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """Mass, centre of mass, principal axes (quat) and principal moments of rigidly joined
+    geoms (dicts of MjsGeom attributes with ``mass``) in their common frame: MuJoCo's own geom
+    inertia, computed on a scratch model (the robot's model takes inertias only explicitly)."""
+    spec = mujoco.MjSpec()
+    spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_TRUE
+    body = spec.worldbody.add_body(name="tool")
+    body.add_freejoint()
+    for g in geoms:
+        body.add_geom(**{k: v for k, v in g.items() if k != "name"})
+    model = spec.compile()
+    b = model.body("tool")
+    return float(b.mass[0]), b.ipos.copy(), b.iquat.copy(), b.inertia.copy()
