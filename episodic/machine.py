@@ -89,14 +89,12 @@ class EpisodeMachine:
             return self._refuse(raw, Flag.OUT_OF_ORDER,
                                 f"expected index {self._next_index} of {self._max_commands}, "
                                 f"got index {cmd.index} of {cmd.max_commands}")
-        self.episode.commands.append(raw)
         if isinstance(cmd, GainsCommand):
             if cmd.task_gains is not None:
                 try:
                     self.task.check_gains(cmd.task_gains)
                 except TaskError as exc:
-                    self.abort(Flag.INVALID_PAYLOAD, str(exc))
-                    return self._reply(cmd, Flag.INVALID_PAYLOAD, done=True, message=str(exc))
+                    return self._refuse(raw, Flag.INVALID_PAYLOAD, str(exc))
                 self._feedback = self._task_feedback(cmd.task_gains)
             self._gains = Gains(cmd.kp, cmd.kd, cmd.ki, cmd.feedforward)
             self.sim.reset_integral()  # the integral term starts anew with every gain set
@@ -111,6 +109,7 @@ class EpisodeMachine:
                                     f"{self.robot.joint_names[j]} (at most {self.robot.max_start_jump} rad); "
                                     f"start it where the previous segment ended")
             desired = desired.then_hold(self._steps(cmd.wait_time))
+        self.episode.commands.append(raw)
         return self._segment(cmd, desired)
 
     def _task_feedback(self, task_gains: np.ndarray) -> Feedback:

@@ -242,3 +242,22 @@ def test_after_a_safety_abort_the_robot_holds_under_gravity_compensation(runner)
     runner.machine.idle(1000)  # what a non-blocking runner does while it waits
     assert np.abs(runner.sim.qd).max() < 0.05
     assert np.abs(runner.sim.q - q_abort).max() < 0.3  # braked where it was, not driven back
+
+
+@pytest.mark.parametrize("bad", ["discontinuous", "task_gains"])
+def test_a_refused_segment_is_stored_once_and_replays(tmp_path, bad):
+    from episodic.replay import replay
+    from episodic.runner import Runner
+
+    path = tmp_path / "r.h5"
+    with Runner("reach", log=path) as r:
+        home = r.robot.home
+        r.handle(StartCommand(1, 2))
+        command = (TrajectoryCommand(1, 1, 2, wave(home) + 0.5) if bad == "discontinuous"
+                   else GainsCommand(1, 1, 2, r.robot.kp, r.robot.kd, task_gains=[1.0]))
+        assert r.handle(command).flag in (Flag.DISCONTINUOUS, Flag.INVALID_PAYLOAD)
+    from episodic.log import read_episodes
+
+    (ep,) = read_episodes(path)
+    assert len(ep.commands) == 2
+    assert replay(path).identical
