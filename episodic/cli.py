@@ -4,7 +4,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-import time
 from pathlib import Path
 
 import click
@@ -242,24 +241,27 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
 
 @main.command()
 @click.option("--out", default="runs/demo.h5", show_default=True, type=click.Path(dir_okay=False),
-              help="HDF5 log to write.")
+              help="HDF5 log the runner writes.")
 @click.option("--episodes", "n_episodes", default=5, show_default=True, type=click.IntRange(1, 1000),
-              help="Number of reach targets (one episode each).")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run and of the targets.")
-def demo(out: str, n_episodes: int, seed: int) -> None:
-    """Run a short in-process reach session and write its log."""
-    from episodic.demo import demo_targets, format_rows, run_reach_demo
-    from episodic.runner import Runner
+              help="Episodes: the reference swing, then perturbed variants of it.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run and of the perturbations.")
+@click.option("--noise", default=None, type=click.FloatRange(min=0),
+              help="Standard deviation (rad) of the perturbations of the swing's via-points.  [default: 0.03]")
+def demo(out: str, n_episodes: int, seed: int, noise: float | None) -> None:
+    """Ball-in-a-cup end to end: serve the task in a subprocess, swing over the bridge, log."""
+    from episodic.demo import DEMO_NOISE, DemoError, format_swing_rows, run_demo
 
-    t0 = time.perf_counter()
-    with Runner("reach", log=out, seed=seed) as runner:
-        targets = demo_targets(runner, n_episodes, seed)
-        click.echo(f"reach on {runner.robot.name}: {n_episodes} targets within 0.2 m of the home "
-                   f"end-effector position, each episode = start + 3 trajectory segments")
-        rows = run_reach_demo(runner, targets)
-        tolerance = runner.task.tolerance
-    click.echo(format_rows(rows, tolerance))
-    click.echo(f"log written to {out} ({time.perf_counter() - t0:.1f} s)")
+    noise = DEMO_NOISE if noise is None else noise
+    click.echo(f"ball_in_cup on wam: a blocking runner in a subprocess, a scripted learner over shared "
+               f"memory; {n_episodes} episode{'s' if n_episodes != 1 else ''}: the reference swing"
+               f"{f' and {n_episodes - 1} perturbed by {noise:g} rad' if n_episodes > 1 else ''}")
+    try:
+        result = run_demo(out, n_episodes, seed, noise, echo=click.echo)
+    except DemoError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(format_swing_rows(result.rows))
+    click.echo(f"runner stopped; log written to {out} ({result.logged_episodes} episodes, "
+               f"{result.seconds:.1f} s in all)")
     click.echo(f"  inspect it:  episodic info {out}")
     click.echo(f"  replay it:   episodic replay {out}")
 

@@ -2,9 +2,12 @@
 installed console script in a subprocess. Real MuJoCo and HDF5 files, no mocks."""
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import h5py
@@ -15,7 +18,7 @@ from click.testing import CliRunner
 import episodic
 from episodic.cli import main
 from episodic.commands import TrajectoryCommand
-from episodic.demo import demo_targets, home_position, run_reach_demo
+from episodic.demo import demo_targets, format_rows, run_reach_demo
 from episodic.log import read_episodes, read_metadata
 from episodic.runner import Runner
 
@@ -28,10 +31,12 @@ def invoke(*args: str):
 
 @pytest.fixture(scope="module")
 def demo_log(tmp_path_factory) -> tuple[Path, str]:
-    path = tmp_path_factory.mktemp("demo") / "demo.h5"
-    result = invoke("demo", "--out", str(path), "--episodes", str(N_EPISODES), "--seed", "0")
-    assert result.exit_code == 0, result.output
-    return path, result.output
+    """A reach session's log (five targets, seed 0), written in-process by the reach learner of
+    episodic/demo.py: what the info and replay tests below read."""
+    path = tmp_path_factory.mktemp("reach") / "reach.h5"
+    with Runner("reach", log=path, seed=0) as runner:
+        rows = run_reach_demo(runner, demo_targets(runner, N_EPISODES, 0))
+    return path, format_rows(rows)
 
 
 @pytest.fixture
@@ -41,32 +46,113 @@ def log_copy(demo_log, tmp_path) -> Path:
     return path
 
 
+def demo_shm(pid: int | None = None) -> set[str]:
+    """Shared-memory objects and semaphores of this user's demo channels (those of the demo
+    run by process ``pid`` only, when given: other sessions may run demos meanwhile)."""
+    prefix = f"episodic.{os.getuid()}.demo{'' if pid is None else f'{pid}-'}"
+    return {n for n in os.listdir("/dev/shm") if n.startswith(prefix) or n.startswith("sem." + prefix)}
+
+
+def demo_channel_of(output: str) -> str:
+    """The channel name a demo printed."""
+    return output.split("channel '", 1)[1].split("'", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def ball_demo(tmp_path_factory) -> tuple[Path, str]:
+    """`episodic demo` (ball_in_cup over the bridge) run once: its log and its output."""
+    path = tmp_path_factory.mktemp("demo") / "demo.h5"
+    result = invoke("demo", "--out", str(path), "--episodes", str(N_EPISODES), "--seed", "0")
+    assert result.exit_code == 0, result.output
+    assert demo_channel_of(result.output).startswith(f"demo{os.getpid()}-")
+    assert not demo_shm(os.getpid()), "the demo left shared-memory objects behind"
+    return path, result.output
+
+
 # -- demo -----------------------------------------------------------------------
-def test_demo_writes_a_log_whose_episodes_reach_their_targets(demo_log):
-    path, output = demo_log
+def test_demo_serves_ball_in_cup_and_logs_a_catch(ball_demo):
+    path, output = ball_demo
     meta = read_metadata(path)
-    assert meta["task"] == "reach" and meta["robot"] == "wam" and meta["seed"] == 0
-    assert meta["n_episodes"] == N_EPISODES
-    tolerance = meta["task_params"]["tolerance"]
+    assert meta["task"] == "ball_in_cup" and meta["robot"] == "wam" and meta["seed"] == 0
+    assert meta["mode"] == "blocking" and meta["n_episodes"] == N_EPISODES
     episodes = read_episodes(path)
-    centre = None
     for ep in episodes:
         assert ep.attrs["flag_name"] == "OK"
-        assert len(ep.commands) == 4  # start + 3 segments
-        assert [a["index"] for a, _ in ep.commands] == [0, 1, 2, 3]
-        target = ep.commands[0][1]["context"]
-        distance_col = ep.state_columns.index("distance")
-        final_distance = ep.segments["state"][-1, distance_col]
-        np.testing.assert_array_equal(ep.steps["task_state"][-1, :3], target)
-        if centre is None:
-            with Runner("reach", seed=0) as runner:
-                centre = home_position(runner)
-        assert np.linalg.norm(target - centre) <= 0.2 + 1e-9
-        assert ep.attrs["success"] == (final_distance < tolerance)
-    assert sum(bool(ep.attrs["success"]) for ep in episodes) >= N_EPISODES - 1
-    assert "log written to" in output and str(path) in output
+        assert [a["index"] for a, _ in ep.commands] == [0, 1, 2, 3]  # start + 3 segments
+    first = episodes[0]
+    assert first.attrs["success"] and first.attrs["return"] > 3.9
+    caught = first.segments["state"][-1, first.state_columns.index("caught")]
+    assert caught == 1
+    # the table: one row per episode, the reference first and caught
+    lines = output.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["episode", "swing"])
+    for word in ("return", "caught", "steps", "flag"):
+        assert word in lines[header]
+    rows = [line.split() for line in lines[header + 2 : header + 2 + N_EPISODES]]
+    assert rows[0][:2] == ["1", "reference"] and rows[0][3] == "yes"
+    for row, ep in zip(rows, episodes):
+        label_words = 1 if row[1] == "reference" else 2
+        ret, yes, steps, flag = row[1 + label_words : 5 + label_words]
+        assert float(ret) == pytest.approx(ep.attrs["return"], abs=1e-3)
+        assert yes == ("yes" if ep.attrs["success"] else "no") and flag == "OK"
+        assert int(steps) == sum(ep.segments["n_steps"])
+    n_caught = sum(bool(ep.attrs["success"]) for ep in episodes)
+    assert f"{n_caught} of {N_EPISODES} swings caught the ball" in output
+    assert "serving" not in output and "channel 'demo" in output
+    assert f"log written to {path}" in output
     assert f"episodic info {path}" in output and f"episodic replay {path}" in output
-    assert f"of {N_EPISODES} targets reached" in output
+
+
+def test_demo_log_replays_bit_identically(ball_demo):
+    path, _ = ball_demo
+    result = invoke("replay", str(path))
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"{N_EPISODES} episodes replayed bit-identically"
+
+
+def test_demo_cleans_up_when_the_learner_fails(tmp_path, monkeypatch):
+    import episodic.demo as demo_module
+    from bridge.channel import object_names, pid_alive
+
+    seen = {}
+
+    def failing_learner(send, robot, swings, first_id=1):
+        client = send.__self__
+        seen.update(channel=client.channel_name, pid=client.runner_pid)
+        assert os.path.exists("/dev/shm" + object_names(client.channel_name)["shm"])
+        raise KeyboardInterrupt  # as if Ctrl-C hit the learner mid-run
+
+    monkeypatch.setattr(demo_module, "run_swings", failing_learner)
+    with pytest.raises(KeyboardInterrupt):
+        demo_module.run_demo(tmp_path / "demo.h5", 2, echo=lambda text: None)
+    assert seen["channel"].startswith(f"demo{os.getpid()}-")
+    assert not pid_alive(seen["pid"]), "the runner was stopped"
+    assert not demo_shm(os.getpid())
+
+
+@pytest.mark.parametrize("whom", ["process group", "demo only"])
+def test_demo_interrupted_by_ctrl_c_leaves_nothing_behind(tmp_path, whom):
+    proc = subprocess.Popen([sys.executable, "-m", "episodic", "demo", "--episodes", "1000"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not demo_shm(proc.pid):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.02)
+        time.sleep(0.3)  # episodes are running
+        if whom == "process group":  # what Ctrl-C in a terminal does
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0
+    assert "Traceback" not in err, err  # click prints "Aborted!"
+    assert not demo_shm(proc.pid), "Ctrl-C left shared-memory objects behind"
+    assert (tmp_path / "runs" / "demo.h5").is_file(), "the runner closed its log"
 
 
 def test_reach_learner_solves_most_targets():
@@ -223,10 +309,14 @@ def test_installed_console_script_runs_demo_info_and_replay(tmp_path):
     demo = run("demo", "--episodes", "3", "--seed", "2")
     assert demo.returncode == 0, demo.stderr
     assert (tmp_path / "runs" / "demo.h5").is_file()
-    assert "3 of 3 targets reached" in demo.stdout
+    assert "swings caught the ball" in demo.stdout
+    reference = next(line for line in demo.stdout.splitlines() if line.split()[:2] == ["1", "reference"])
+    assert reference.split()[3] == "yes"
+    channel = demo_channel_of(demo.stdout)
+    assert channel.startswith("demo") and not demo_shm(int(channel[4:].split("-")[0]))
     info = run("info", "runs/demo.h5")
     assert info.returncode == 0, info.stderr
-    assert "3 of 3 episodes successful" in info.stdout
+    assert "ball_in_cup" in info.stdout and "of 3 episodes successful" in info.stdout
     replay = run("replay", "runs/demo.h5")
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert "3 episodes replayed bit-identically" in replay.stdout
