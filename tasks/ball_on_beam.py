@@ -1,0 +1,259 @@
+"""ball_on_beam: keep a ball rolling on a beam at the beam's centre with little effort.
+
+The gain-set task: the learner does not send a trajectory but a gains command whose
+``task_gains`` are feedback gains on the ball's position and velocity along the beam.
+
+Scene. A framed beam (a plank of ``beam_length`` m between two side rails, ``beam_mass`` kg,
+gravity-compensated like the arm) is bolted to the tool flange (site "ee", link 7) by a
+bracket: the beam is perpendicular to the flange axis, and its centre line (the line the
+ball's centre rolls along) crosses the flange axis 0.05 m + half the channel width in front
+of the flange, so j7 turns the beam about its own centre. At the default start posture
+``[0, 0.8, 0, 1.6, 0, pi/2 - 2.4, 0]`` the flange axis points horizontally forward (world +x);
+with j7 = 0 the beam is level and runs sideways (world y), and j7 tilts it about the flange axis:
+near this posture the beam angle equals q7. The ball (``ball_radius`` m, ``ball_mass`` kg, a
+solid sphere, inertia 2/5 m r^2) is a free body lying in the channel; it rolls on the plank
+without slipping (Coulomb friction ``friction``), so on a beam tilted by theta it accelerates
+at (5/7) g sin(theta) (tested); the side rails are frictionless guides that only keep it in
+line. The ends are open: a ball rolling past an end falls to the floor.
+
+Frames and signs. x is the ball centre's coordinate along the beam, m, from the beam centre,
+positive towards the beam end at world +y at the start posture; xd = dx/dt m/s in the
+(moving) beam frame; the beam angle theta rad is positive when the +x end is higher, so the
+ball accelerates towards -x when theta > 0.
+
+Context (command 0): nothing (the ball starts at rest at ``x0``), [x0] m, or [x0, xd0] m, m/s:
+the ball's start position and rolling velocity along the beam (|x0| < beam_length/2 - ball_radius).
+The ball is placed on the beam, rolling without slipping, once the arm has reached the start.
+
+Feedback law (task_gains of a gains command): [k_x, k_v] in rad/m and rad s/m:
+    q7_desired = q7_held + clip(k_x * x + k_v * xd, -max_tilt, max_tilt)
+with x, xd measured at the present state each control step (all other joints keep their held
+posture). Near the start posture the beam angle is q7, so positive gains are restoring: a ball
+at x > 0 raises the +x end and rolls back towards the centre. The joint gains kp, kd of the
+same command set how stiffly j7 follows (the reference uses kp7 = 5 N m/rad, kd7 = 0.4 N m s/rad).
+
+State columns: ball_x m, ball_xd m/s, beam_angle rad, on_beam (1 while |x| <= beam_length/2 and
+the ball lies in the channel, else 0).
+
+Step reward, while the ball is on the beam: r = -(x^2 + effort * u7^2) * dt, with u7 N m the
+torque applied at j7 (the energy spent tilting the beam and carrying the ball). The first step
+at which the ball is off the beam ends the segment and gets -fall_cost * (n - k) * dt: the
+off-beam cost rate ``fall_cost`` (per second, larger than any on-beam cost rate) for the
+n - k planned steps of the segment the ball no longer spends on the beam (a later segment
+that starts with the ball off is charged its whole planned length at its first step and ends
+at once). The episode return is the sum: minus the time-integrated squared distance from
+the centre and effort, with falling off always worse than staying on.
+Success: the ball is on the beam at the end of the episode (it cannot come back after
+falling, so it stayed on the whole time) and |x| < ``tolerance``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import mujoco
+import numpy as np
+
+from episodic.robot import Robot
+from tasks.base import StepView, Task, TaskError
+
+BEAM = "beam"
+BALL = "ball"
+_BEAM_TYPE = 4       # contype bit of the beam's geoms: the ball touches them, the arm does not
+_BALL_TYPE = 8       # contype bit of the ball
+_FLOOR_AFFINITY = 1  # the ball also lands on the floor
+# beam frame (x along the beam, y = -flange axis, z = up at the start posture) in the flange frame
+_BEAM_QUAT = np.empty(4)
+mujoco.mju_mat2Quat(_BEAM_QUAT, np.array([[0.0, 0.0, -1.0], [1.0, 0.0, 0.0], [0.0, -1.0, 0.0]]).ravel())
+
+
+@dataclass
+class BallOnBeam(Task):
+    name: ClassVar[str] = "ball_on_beam"
+    columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_xd", "beam_angle", "on_beam")
+    context_help: ClassVar[str] = ("nothing, [x0] m or [x0, xd0] m, m/s: the ball's start position and "
+                                   "velocity along the beam")
+    gains_help: ClassVar[str] = ("[k_x, k_v] rad/m, rad s/m: q7_desired = q7_held + "
+                                 "clip(k_x x + k_v xd, +-max_tilt), x m and xd m/s the ball along the beam")
+
+    beam_length: float = 0.8
+    beam_mass: float = 0.3
+    ball_radius: float = 0.02
+    ball_mass: float = 0.05
+    friction: float = 1.0
+    x0: float = 0.1
+    max_tilt: float = 0.3
+    effort: float = 0.01
+    fall_cost: float = 1.0
+    tolerance: float = 0.03
+
+    def __post_init__(self) -> None:
+        self._ids: tuple = (None,)  # (model, beam body, ball qpos address, ball dof address), looked up once
+        self._vel = np.empty(6)
+        self._n_dofs = 7  # the robot's, set by add_tool; the law moves the last joint (j7 on the WAM)
+        for key in ("beam_length", "beam_mass", "ball_radius", "ball_mass", "friction", "max_tilt", "tolerance"):
+            if not getattr(self, key) > 0:
+                raise TaskError(f"parameter '{key}' of ball_on_beam must be positive, got {getattr(self, key)}")
+        if self.ball_radius * 8 > self.beam_length:
+            raise TaskError(f"ball_radius {self.ball_radius} m is too large for a {self.beam_length} m beam")
+        if not abs(self.x0) < self.half_length - self.ball_radius:
+            raise TaskError(f"x0 must lie on the beam: |x0| < {self.half_length - self.ball_radius:g} m, got {self.x0}")
+        if self.effort < 0 or self.fall_cost < 0:
+            raise TaskError("effort and fall_cost of ball_on_beam must be non-negative")
+
+    # -- geometry ------------------------------------------------------------
+    @property
+    def half_length(self) -> float:
+        return 0.5 * self.beam_length
+
+    @property
+    def channel_width(self) -> float:
+        """Gap between the rails, m (the ball has 10 % of its radius of play on each side)."""
+        return 2.2 * self.ball_radius
+
+    @property
+    def beam_offset(self) -> float:
+        """Distance of the ball's rolling line from the flange along the flange axis, m."""
+        return 0.05 + 0.5 * self.channel_width
+
+    def start_posture(self, robot: Robot) -> np.ndarray:
+        q2, q4 = 0.8, 1.6
+        return np.array([0.0, q2, 0.0, q4, 0.0, 0.5 * np.pi - q2 - q4, 0.0])
+
+    def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
+        self._n_dofs = robot.n_dofs
+        flange = spec.site(robot.end_effector_site).parent
+        r, half, w = self.ball_radius, self.half_length, self.channel_width
+        plank_h, rail_t, rail_h = 0.01, 0.006, 0.8 * r
+        beam = flange.add_body(name=BEAM, pos=[0, 0, self.beam_offset], quat=_BEAM_QUAT)
+        beam.gravcomp = 1.0
+        beam.explicitinertial = True
+        beam.mass = self.beam_mass
+        width = w + 2 * rail_t
+        beam.ipos = [0, 0, -r - plank_h / 2]
+        beam.inertia = self.beam_mass / 12 * np.array([width**2 + plank_h**2, self.beam_length**2 + plank_h**2,
+                                                       self.beam_length**2 + width**2])
+        look = dict(contype=_BEAM_TYPE, conaffinity=_BALL_TYPE, friction=[self.friction, 0.005, 0.0001],
+                    rgba=[0.55, 0.45, 0.3, 1])
+        box = mujoco.mjtGeom.mjGEOM_BOX
+        beam.add_geom(name="beam_plank", type=box, size=[half, w / 2 + rail_t, plank_h / 2],
+                      pos=[0, 0, -r - plank_h / 2], **look)
+        # frictionless guide rails (condim 1 wins by priority): they only keep the ball in line
+        rails = dict(look, condim=1, priority=1)
+        for side in (-1, 1):
+            beam.add_geom(name=f"beam_rail{'_neg' if side < 0 else '_pos'}", type=box,
+                          size=[half, rail_t / 2, rail_h / 2], pos=[0, side * (w / 2 + rail_t / 2), -r + rail_h / 2],
+                          **rails)
+        # the bracket from the flange plate to the back rail (looks only)
+        gap = self.beam_offset - w / 2 - rail_t
+        beam.add_geom(name="beam_bracket", type=box, size=[0.03, gap / 2, 0.02],
+                      pos=[0, w / 2 + rail_t + gap / 2, -r], contype=0, conaffinity=0, rgba=[0.3, 0.3, 0.33, 1])
+
+    def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
+        r, m = self.ball_radius, self.ball_mass
+        ball = spec.worldbody.add_body(name=BALL, pos=[0.8, 0, 0.5 + r])
+        ball.add_freejoint(name=BALL)
+        ball.explicitinertial = True
+        ball.mass = m
+        ball.ipos = [0, 0, 0]
+        ball.inertia = [0.4 * m * r * r] * 3
+        ball.add_geom(name=BALL, type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[r, 0, 0],
+                      contype=_BALL_TYPE, conaffinity=_BEAM_TYPE | _FLOOR_AFFINITY,
+                      friction=[self.friction, 0.005, 0.0001], rgba=[0.85, 0.85, 0.9, 1])
+        ref = dict(objtype=mujoco.mjtObj.mjOBJ_XBODY, objname=BALL, reftype=mujoco.mjtObj.mjOBJ_XBODY, refname=BEAM)
+        spec.add_sensor(name="ball_in_beam", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, **ref)
+        spec.add_sensor(name="ball_vel_in_beam", type=mujoco.mjtSensor.mjSENS_FRAMELINVEL, **ref)
+        spec.add_sensor(name="beam_axis", type=mujoco.mjtSensor.mjSENS_FRAMEXAXIS,
+                        objtype=mujoco.mjtObj.mjOBJ_XBODY, objname=BEAM)
+
+    # -- episode start -------------------------------------------------------
+    def reset(self, model, data, context, rng) -> None:
+        if context.size > 2:
+            raise TaskError(f"ball_on_beam takes {self.context_help}; got {context.size} values")
+        x0 = float(context[0]) if context.size >= 1 else self.x0
+        v0 = float(context[1]) if context.size == 2 else 0.0
+        if not abs(x0) < self.half_length - self.ball_radius:
+            raise TaskError(f"the ball's start x0 must lie on the beam: |x0| < "
+                            f"{self.half_length - self.ball_radius:g} m, got {x0}")
+        if abs(v0) > 5.0:
+            raise TaskError(f"the ball's start velocity must be within +-5 m/s, got {v0}")
+        mujoco.mj_forward(model, data)
+        _, beam, qa, va = self._lookup(model)
+        origin, frame = data.xpos[beam].copy(), data.xmat[beam].reshape(3, 3).copy()
+        along, up = frame[:, 0], frame[:, 2]
+        spin_lin = np.empty(6)
+        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, beam, spin_lin, 0)
+        omega, v_origin = spin_lin[:3], spin_lin[3:]
+        pos = origin + x0 * along
+        data.qpos[qa : qa + 3] = pos
+        data.qpos[qa + 3 : qa + 7] = [1, 0, 0, 0]
+        data.qvel[va : va + 3] = v_origin + np.cross(omega, pos - origin) + v0 * along
+        data.qvel[va + 3 : va + 6] = omega + np.cross(up, v0 * along) / self.ball_radius
+
+    # -- feedback law --------------------------------------------------------
+    def check_gains(self, task_gains: np.ndarray) -> None:
+        if task_gains.size != 2:
+            raise TaskError(f"ball_on_beam's task gains are {self.gains_help}; got {task_gains.size} values")
+
+    def _lookup(self, model) -> tuple:
+        if self._ids[0] is not model:
+            joint = model.joint(BALL)
+            self._ids = (model, model.body(BEAM).id, int(joint.qposadr[0]), int(joint.dofadr[0]))
+        return self._ids
+
+    def ball_along_beam(self, model: mujoco.MjModel, data: mujoco.MjData) -> tuple[float, float]:
+        """(x m, xd m/s) of the ball along the beam at data's present qpos, qvel (the derived
+        fields are recomputed here: they are one step old when a feedback law runs)."""
+        mujoco.mj_kinematics(model, data)
+        mujoco.mj_comPos(model, data)
+        mujoco.mj_comVel(model, data)
+        _, beam, qa, va = self._lookup(model)
+        vel = self._vel
+        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, beam, vel, 0)
+        wx, wy, wz, vx, vy, vz = vel.tolist()
+        ox, oy, oz = data.xpos[beam].tolist()
+        r = data.xmat[beam].tolist()
+        ex, ey, ez = r[0], r[3], r[6]  # the beam's axis, world frame
+        px, py, pz = data.qpos[qa : qa + 3].tolist()
+        bx, by, bz = data.qvel[va : va + 3].tolist()
+        rx, ry, rz = px - ox, py - oy, pz - oz
+        x = rx * ex + ry * ey + rz * ez
+        # d/dt ((p - o) . e) = (v_ball - v_o) . e + (p - o) . (w x e)
+        xd = ((bx - vx) * ex + (by - vy) * ey + (bz - vz) * ez
+              + rx * (wy * ez - wz * ey) + ry * (wz * ex - wx * ez) + rz * (wx * ey - wy * ex))
+        return x, xd
+
+    def feedback(self, model, data, task_gains) -> np.ndarray:
+        x, xd = self.ball_along_beam(model, data)
+        tilt = float(task_gains[0]) * x + float(task_gains[1]) * xd
+        out = np.zeros(self._n_dofs)
+        out[-1] = min(max(tilt, -self.max_tilt), self.max_tilt)
+        return out
+
+    # -- per step ------------------------------------------------------------
+    def state(self, steps: StepView) -> np.ndarray:
+        pos = steps.sensor("ball_in_beam")
+        vel = steps.sensor("ball_vel_in_beam")
+        axis = steps.sensor("beam_axis")
+        on = ((np.abs(pos[:, 0]) <= self.half_length) & (np.abs(pos[:, 2]) < self.ball_radius)
+              & (np.abs(pos[:, 1]) < self.channel_width))
+        return np.column_stack([pos[:, 0], vel[:, 0], np.arcsin(np.clip(axis[:, 2], -1, 1)), on.astype(float)])
+
+    def _first_off(self, state: np.ndarray) -> int | None:
+        off = np.flatnonzero(state[:, 3] < 0.5)
+        return int(off[0]) if off.size else None
+
+    def step_reward(self, steps: StepView, state: np.ndarray) -> np.ndarray:
+        reward = -(state[:, 0] ** 2 + self.effort * steps.u[:, -1] ** 2) * steps.dt  # u7: the last joint
+        k = self._first_off(state)
+        if k is not None:
+            reward[k] = -self.fall_cost * (len(state) - k) * steps.dt
+            reward[k + 1 :] = 0.0
+        return reward
+
+    def segment_end(self, steps: StepView, state: np.ndarray) -> int | None:
+        k = self._first_off(state)
+        return None if k is None else k + 1
+
+    def success(self, state: np.ndarray) -> bool:
+        return bool(state[3] > 0.5 and abs(state[0]) < self.tolerance)

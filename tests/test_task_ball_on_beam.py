@@ -1,0 +1,156 @@
+"""ball_on_beam with real MuJoCo: rolling physics, the reference gain set, a bad gain set, and the
+task over the bridge from another process, bit-identical to in-process and to its replay."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bridge import Client
+from episodic.commands import GainsCommand, StartCommand
+from episodic.log import read_episodes, read_metadata
+from episodic.protocol import Flag
+from episodic.replay import replay
+from episodic.runner import Runner
+from examples.ball_on_beam_reference import reference_commands
+from tasks import TaskError, make_task
+from tests.bridge_helpers import Served, channel_name, shm_leftovers
+
+G = 9.81
+
+
+@pytest.fixture(scope="module")
+def runner():
+    with Runner("ball_on_beam") as r:
+        yield r
+
+
+def stiff_gains(robot):
+    """The arm held stiffly, so the beam keeps the tilt it is given while the ball rolls."""
+    kp, kd = robot.kp * 5, robot.kd * np.sqrt(5)
+    kp[6], kd[6] = 50.0, 1.0
+    return kp, kd
+
+
+def run_episode(runner, commands):
+    runner.episodes.clear()
+    replies = [runner.handle(c) for c in commands]
+    (episode,) = runner.episodes
+    return replies, episode, episode.steps()
+
+
+@pytest.mark.parametrize("tilt, x0", [(0.05, 0.3), (-0.1, -0.3)])
+def test_a_ball_on_a_tilted_beam_rolls_at_five_sevenths_g_sin_theta(runner, tilt, x0):
+    robot = runner.robot
+    posture = runner.task.start_posture(robot)
+    posture[6] = tilt  # near the start posture the beam angle is q7
+    kp, kd = stiff_gains(robot)
+    _, episode, steps = run_episode(runner, [StartCommand(1, 1, posture=posture, context=[x0]),
+                                             GainsCommand(1, 1, 1, kp, kd, wait_time=1.0)])
+    state = steps["task_state"][steps["index"] == 1]
+    x, xd, theta, on = state.T
+    assert on.all() and abs(x[-1] - x0) > 0.1  # it rolled a good way, downhill, and stayed on
+    a, b = 50, len(x) - 1  # from 0.1 s on (the ball has settled on the plank)
+    measured = xd[b] - xd[a]  # = integral of the acceleration over [a, b]
+    rolling = -(5 / 7) * G * np.sum(np.sin(theta[a:b])) * robot.control_dt
+    assert np.mean(theta[a:b]) == pytest.approx(tilt, rel=0.2)
+    assert measured / rolling == pytest.approx(1.0, abs=0.05)
+    assert measured / (rolling * 7 / 5) < 0.8  # not sliding: sliding would give g sin(theta)
+
+
+def test_a_ball_at_rest_on_a_level_beam_stays_still(runner):
+    """With the beam level (q7 = 0, held stiffly; 0.5 s to settle after the start), a ball at
+    rest at the centre stays put: it keeps the millimetres per second left from the start's
+    settling, with no acceleration (creep or drift from the contact model)."""
+    kp, kd = stiff_gains(runner.robot)
+    _, episode, steps = run_episode(runner, [StartCommand(1, 2, context=[0.0]),
+                                             GainsCommand(1, 1, 2, kp, kd, wait_time=0.5),
+                                             GainsCommand(1, 2, 2, kp, kd, wait_time=2.0)])
+    x, xd, theta, on = steps["task_state"][steps["index"] == 2].T
+    assert on.all() and len(x) == 1000
+    assert np.max(np.abs(theta)) < 1e-4
+    assert np.max(np.abs(x - x[0])) < 5e-3 and np.max(np.abs(xd)) < 2e-3
+    assert abs(xd[-1] - xd[0]) / 2.0 < 1e-3  # m/s^2; a 0.05 rad tilt gives 0.34
+
+
+def test_the_reference_gain_set_keeps_the_ball_on_the_beam_and_centres_it(runner):
+    replies, episode, steps = run_episode(runner, reference_commands(runner.robot))
+    assert [r.flag for r in replies] == [Flag.OK, Flag.OK]
+    motion = steps["index"] == 1
+    x, xd, theta, on = steps["task_state"][motion].T
+    assert motion.sum() == 5000 and on.all()  # the whole 10 s on the beam
+    assert abs(x[-1]) < 0.005 and np.max(np.abs(x)) < 0.105
+    assert np.max(np.abs(theta)) < runner.task.max_tilt + 0.05
+    assert episode.success and replies[-1].episode_done
+    # the return is minus the integral of x^2 and effort u7^2
+    expected = -np.sum(x**2 + runner.task.effort * steps["u"][motion, 6] ** 2) * runner.robot.control_dt
+    assert episode.episode_return == pytest.approx(expected, rel=1e-9)
+    assert -0.01 < episode.episode_return < 0
+
+
+def test_a_positive_feedback_gain_set_drops_the_ball_and_the_task_says_so(runner):
+    commands = reference_commands(runner.robot, task_gains=[-0.6, -0.4])
+    replies, episode, steps = run_episode(runner, commands)
+    reply = replies[-1]
+    x, xd, theta, on = reply.state
+    assert reply.flag == Flag.OK and reply.episode_done
+    assert on == 0.0 and abs(x) > runner.task.half_length  # it rolled off an end
+    assert reply.n_steps < 5000  # the segment ended when the ball left the beam
+    # the fall is charged the off-beam cost for the rest of the planned 10 s
+    left = (5000 - reply.n_steps + 1) * runner.robot.control_dt
+    assert reply.reward < -runner.task.fall_cost * left
+    assert not episode.success
+    motion = steps["task_state"][steps["index"] == 1]
+    assert motion[:-1, 3].all() and motion[-1, 3] == 0.0
+
+
+def test_bad_contexts_gains_and_parameters_are_refused(runner):
+    robot = runner.robot
+    for context in ([0.1, 0.0, 0.0], [0.45]):
+        reply = runner.handle(StartCommand(1, 1, context=context))
+        assert reply.flag == Flag.INVALID_PAYLOAD and reply.episode_done, reply.message
+    runner.handle(StartCommand(2, 1))
+    reply = runner.handle(GainsCommand(2, 1, 1, robot.kp, robot.kd, task_gains=[1.0, 2.0, 3.0]))
+    assert reply.flag == Flag.INVALID_PAYLOAD and "k_x" in reply.message
+    with pytest.raises(TaskError, match="x0"):
+        make_task("ball_on_beam", {"x0": "0.5"})
+    with pytest.raises(TaskError, match="beam_lenght"):
+        make_task("ball_on_beam", {"beam_lenght": "1"})
+
+
+def test_context_sets_the_balls_start_position_and_velocity(runner):
+    reply = runner.handle(StartCommand(3, 1, context=[-0.2, 0.3]))
+    x, xd, theta, on = reply.state
+    assert reply.flag == Flag.OK
+    assert x == pytest.approx(-0.2, abs=1e-3) and xd == pytest.approx(0.3, abs=1e-3) and on == 1.0
+    runner.handle(GainsCommand(3, 1, 1, runner.robot.kp, runner.robot.kd, wait_time=0.01))
+
+
+def test_over_the_bridge_bit_identical_to_in_process_and_to_replay(tmp_path):
+    before = shm_leftovers()
+    params = ["--param", "beam_length=0.9", "--param", "x0=-0.15"]
+    robot_commands = None
+    channel = channel_name()
+    with Served(channel, tmp_path / "bridge.h5", "--seed", "3", *params, task="ball_on_beam") as served:
+        with Client(channel, timeout=30) as client:
+            from episodic.robot import load_robot
+            robot_commands = reference_commands(load_robot("wam"), episode_id=7)
+            replies = [client.send(c) for c in robot_commands]
+            fetched = client.get_episode()
+        assert served.stop() == 0
+    assert shm_leftovers() == before
+    assert [r.flag for r in replies] == [Flag.OK, Flag.OK] and replies[-1].episode_done
+    meta = read_metadata(tmp_path / "bridge.h5")
+    assert meta["task"] == "ball_on_beam" and meta["task_params"]["beam_length"] == 0.9
+    assert meta["state_columns"] == ["ball_x", "ball_xd", "beam_angle", "on_beam"]
+    with Runner("ball_on_beam", params={"beam_length": 0.9, "x0": -0.15}, log=tmp_path / "local.h5", seed=3) as r:
+        local = [r.handle(c) for c in robot_commands]
+    assert [a.reward for a in replies] == [b.reward for b in local]
+    (bridged,), (in_process,) = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
+    for name, values in in_process.steps.items():
+        assert bridged.steps[name].tobytes() == values.tobytes(), name
+        assert fetched[name].astype(values.dtype).reshape(values.shape).tobytes() == values.tobytes(), name
+    assert bridged.attrs["return"] == in_process.attrs["return"] and bridged.attrs["success"]
+    x = bridged.steps["task_state"][:, 0]
+    assert x[np.flatnonzero(bridged.steps["index"] == 1)[0]] == pytest.approx(-0.15, abs=1e-3)
+    report = replay(tmp_path / "bridge.h5")
+    assert report.identical, report.differences
