@@ -92,23 +92,13 @@ class BallInCup(Task):
     rest_time: float = 0.2          # s, caught this long ends the segment with the bonus
 
     def __post_init__(self) -> None:
-        checks = {
-            "string_length": self.string_length > 0,
-            "string_timeconst": self.string_timeconst > 0,
-            "string_dampratio": self.string_dampratio > 0,
-            "ball_radius": self.ball_radius > 0,
-            "ball_mass": self.ball_mass > 0,
-            "cup_radius": self.cup_radius > self.ball_radius,
-            "cup_depth": self.cup_depth > 0,
-            "cup_mass": self.cup_mass > 0,
-            "rest_speed": self.rest_speed > 0,
-            "rest_time": self.rest_time >= 0,
-        }
-        for key, ok in checks.items():
-            if not ok:
-                need = "larger than ball_radius" if key == "cup_radius" else \
-                    "non-negative" if key == "rest_time" else "positive"
-                raise TaskError(f"parameter '{key}' of task 'ball_in_cup' must be {need}, got {getattr(self, key)}")
+        self.require_positive("string_length", "string_timeconst", "string_dampratio", "ball_radius", "ball_mass",
+                              "cup_depth", "cup_mass", "rest_speed")
+        if not self.cup_radius > self.ball_radius:
+            raise TaskError(f"parameter 'cup_radius' of task 'ball_in_cup' must be larger than ball_radius, "
+                            f"got {self.cup_radius}")
+        if not self.rest_time >= 0:
+            raise TaskError(f"parameter 'rest_time' of task 'ball_in_cup' must be non-negative, got {self.rest_time}")
 
     # -- scene ---------------------------------------------------------------
     @property

@@ -91,9 +91,8 @@ class BallOnBeam(Task):
         self._ids: tuple = (None,)  # (model, beam body, ball qpos address, ball dof address), looked up once
         self._vel = np.empty(6)
         self._n_dofs = 7  # the robot's, set by add_tool; the law moves the last joint (j7 on the WAM)
-        for key in ("beam_length", "beam_mass", "ball_radius", "ball_mass", "friction", "max_tilt", "tolerance"):
-            if not getattr(self, key) > 0:
-                raise TaskError(f"parameter '{key}' of ball_on_beam must be positive, got {getattr(self, key)}")
+        self.require_positive("beam_length", "beam_mass", "ball_radius", "ball_mass", "friction", "max_tilt",
+                              "tolerance")
         if self.ball_radius * 8 > self.beam_length:
             raise TaskError(f"ball_radius {self.ball_radius} m is too large for a {self.beam_length} m beam")
         if not abs(self.x0) < self.half_length - self.ball_radius:

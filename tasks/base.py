@@ -65,6 +65,13 @@ class Task:
     def params(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def require_positive(self, *names: str) -> None:
+        """Raise TaskError naming the first of these parameters that is not a finite positive number."""
+        for key in names:
+            value = getattr(self, key)
+            if not (np.isfinite(value) and value > 0):
+                raise TaskError(f"parameter '{key}' of task '{self.name}' must be a positive number, got {value}")
+
     # -- scene ---------------------------------------------------------------
     def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
         """Add bodies rigidly attached to the end effector (part of the arm's dynamics)."""

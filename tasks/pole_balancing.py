@@ -96,9 +96,8 @@ class PoleBalancing(Task):
         self._q_start = 0.0
         self._ids: tuple = (None,)  # (model, pole body, j7 qpos address, j7 dof address), looked up once
         self._vel = np.empty(6)
-        for key in ("pole_length", "pole_mass", "pole_radius", "lever_length", "lever_mass", "upright", "max_offset"):
-            if not getattr(self, key) > 0:
-                raise TaskError(f"parameter '{key}' of pole_balancing must be positive, got {getattr(self, key)}")
+        self.require_positive("pole_length", "pole_mass", "pole_radius", "lever_length", "lever_mass", "upright",
+                              "max_offset")
         if self.pole_length > 1.2:
             raise TaskError(f"pole_length must be at most 1.2 m (the pivot is 1.31 m above the floor at the start), "
                             f"got {self.pole_length}")

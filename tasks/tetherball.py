@@ -81,12 +81,8 @@ class Tetherball(Task):
         # reward memory (not a parameter): control-step times and the running minimum of d over
         # the segment steps since the start command (see the module docstring)
         self._times, self._mins = np.zeros(0), np.zeros(0)
-        positive = ("string_length", "string_stiffness", "ball_mass", "ball_radius", "blade_radius",
-                    "blade_thickness", "blade_mass", "handle_length", "handle_mass", "tolerance")
-        for name in positive:
-            value = getattr(self, name)
-            if not np.isfinite(value) or value <= 0:
-                raise TaskError(f"tetherball parameter '{name}' must be a positive number, got {value}")
+        self.require_positive("string_length", "string_stiffness", "ball_mass", "ball_radius", "blade_radius",
+                              "blade_thickness", "blade_mass", "handle_length", "handle_mass", "tolerance")
         if not 0 <= self.restitution < 1:
             raise TaskError(f"tetherball parameter 'restitution' must be in [0, 1), got {self.restitution}")
         for name in ("anchor_x", "anchor_y", "anchor_z", "target_x", "target_y", "target_z"):

@@ -48,3 +48,12 @@ class Served:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def assert_same_steps(expected, other, fetched: dict | None = None) -> None:
+    """Every per-step dataset of StoredEpisode ``other`` (and of a client's fetched log, whose
+    columns come back as float64) is bit-identical to ``expected``'s."""
+    for name, values in expected.steps.items():
+        assert other.steps[name].tobytes() == values.tobytes(), name
+        if fetched is not None:
+            assert fetched[name].astype(values.dtype).reshape(values.shape).tobytes() == values.tobytes(), name

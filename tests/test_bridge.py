@@ -23,7 +23,7 @@ from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
 from episodic.log import read_episodes
 from episodic.protocol import Flag, MachineState
 from episodic.runner import Runner
-from tests.bridge_helpers import ROOT, Served, channel_name, shm_leftovers
+from tests.bridge_helpers import ROOT, Served, assert_same_steps, channel_name, shm_leftovers
 from tests.conftest import wave
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
@@ -80,9 +80,7 @@ def test_bridge_log_is_bit_identical_to_in_process(tmp_path):
         local_replies = [r.handle(c) for c in commands]
     assert [r.reward for r in replies] == [r.reward for r in local_replies]
     (bridged,), (local,) = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
-    for name, values in local.steps.items():
-        assert bridged.steps[name].tobytes() == values.tobytes(), name
-        assert fetched[name].astype(values.dtype).reshape(values.shape).tobytes() == values.tobytes(), name
+    assert_same_steps(local, bridged, fetched)
     assert bridged.attrs["return"] == local.attrs["return"]
 
 

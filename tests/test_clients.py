@@ -29,7 +29,7 @@ from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
 from episodic.log import read_episodes
 from episodic.protocol import Flag
 from episodic.runner import Runner
-from tests.bridge_helpers import ROOT, Served, channel_name, shm_leftovers
+from tests.bridge_helpers import ROOT, Served, assert_same_steps, channel_name, shm_leftovers
 from tests.conftest import wave
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
@@ -204,9 +204,7 @@ def test_octave_episode_is_bit_identical_to_python(mex_dir, tmp_path):
               for line in (data / "fields.txt").read_text().splitlines()}
     fetched = {name: np.fromfile(data / f"{name}.bin").reshape(shape) for name, shape in shapes.items()}
     assert set(python.steps) <= set(fetched)
-    for name, values in python.steps.items():
-        assert octave.steps[name].tobytes() == values.tobytes(), name
-        assert fetched[name].astype(values.dtype).reshape(values.shape).tobytes() == values.tobytes(), name
+    assert_same_steps(python, octave, fetched)
     # SLGetEpisode: q is steps x joints, equal to the log's; one field per task state column
     assert fetched["q"].shape == (octave.attrs["n_steps"], 7)
     np.testing.assert_array_equal(fetched["q"], octave.steps["q"])

@@ -17,7 +17,7 @@ from episodic.runner import Runner
 from examples.ball_in_cup_reference import reference_commands
 from tasks import TaskError, make_task
 from tasks.ball_in_cup import BallInCup
-from tests.bridge_helpers import Served, channel_name, shm_leftovers
+from tests.bridge_helpers import Served, assert_same_steps, channel_name, shm_leftovers
 
 COLUMNS = BallInCup.columns
 G = 9.81
@@ -249,8 +249,7 @@ def test_reference_over_the_bridge_is_bit_identical_and_replays(tmp_path):
     bridged, here = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
     assert len(bridged) == len(here) == 2 and bridged[0].attrs["success"]
     for b, h in zip(bridged, here):
-        for name, values in h.steps.items():
-            assert b.steps[name].tobytes() == values.tobytes(), name
+        assert_same_steps(h, b)
         assert b.attrs["return"] == h.attrs["return"]
     assert read_metadata(tmp_path / "bridge.h5")["task_params"]["rest_time"] == 0.2
     report = replay(tmp_path / "bridge.h5")

@@ -13,7 +13,7 @@ from episodic.replay import replay
 from episodic.runner import Runner
 from examples.ball_on_beam_reference import reference_commands
 from tasks import TaskError, make_task
-from tests.bridge_helpers import Served, channel_name, shm_leftovers
+from tests.bridge_helpers import Served, assert_same_steps, channel_name, shm_leftovers
 
 G = 9.81
 
@@ -146,9 +146,7 @@ def test_over_the_bridge_bit_identical_to_in_process_and_to_replay(tmp_path):
         local = [r.handle(c) for c in robot_commands]
     assert [a.reward for a in replies] == [b.reward for b in local]
     (bridged,), (in_process,) = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
-    for name, values in in_process.steps.items():
-        assert bridged.steps[name].tobytes() == values.tobytes(), name
-        assert fetched[name].astype(values.dtype).reshape(values.shape).tobytes() == values.tobytes(), name
+    assert_same_steps(in_process, bridged, fetched)
     assert bridged.attrs["return"] == in_process.attrs["return"] and bridged.attrs["success"]
     x = bridged.steps["task_state"][:, 0]
     assert x[np.flatnonzero(bridged.steps["index"] == 1)[0]] == pytest.approx(-0.15, abs=1e-3)

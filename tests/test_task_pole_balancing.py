@@ -15,7 +15,7 @@ from episodic.robot import load_robot
 from episodic.runner import Runner
 from examples.pole_balancing_reference import KD, KP, reference_commands, task_gains
 from tasks import TaskError, make_task
-from tests.bridge_helpers import Served, channel_name, shm_leftovers
+from tests.bridge_helpers import Served, assert_same_steps, channel_name, shm_leftovers
 
 G = 9.81
 
@@ -144,9 +144,7 @@ def test_over_the_bridge_bit_identical_to_in_process_and_to_replay(tmp_path):
         local = [r.handle(c) for c in commands]
     assert [a.reward for a in replies] == [b.reward for b in local]
     (bridged,), (in_process,) = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
-    for name, values in in_process.steps.items():
-        assert bridged.steps[name].tobytes() == values.tobytes(), name
-        assert fetched[name].astype(values.dtype).reshape(values.shape).tobytes() == values.tobytes(), name
+    assert_same_steps(in_process, bridged, fetched)
     assert bridged.attrs["return"] == in_process.attrs["return"]
     assert bridged.attrs["success"] and upright_for_the_last(bridged.steps, 4.0)  # swung up and balanced
     report = replay(tmp_path / "bridge.h5")

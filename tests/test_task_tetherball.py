@@ -14,7 +14,7 @@ from episodic.machine import Flag, MachineState
 from episodic.replay import replay
 from episodic.runner import Runner
 from tasks import TaskError, make_task
-from tests.bridge_helpers import ROOT, Served, channel_name
+from tests.bridge_helpers import ROOT, Served, assert_same_steps, channel_name
 
 _spec = importlib.util.spec_from_file_location("tetherball_reference", ROOT / "examples" / "tetherball_reference.py")
 reference = importlib.util.module_from_spec(_spec)
@@ -229,9 +229,7 @@ def test_reference_over_the_bridge_is_bit_identical_and_replays(tmp_path):
     for remote, local in zip(replies, local_replies):
         assert remote.state.tobytes() == local.state.tobytes()
     (bridged,), (local, _) = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
-    for name, values in local.steps.items():
-        assert bridged.steps[name].tobytes() == values.tobytes(), name
-        assert fetched[name].astype(values.dtype).reshape(values.shape).tobytes() == values.tobytes(), name
+    assert_same_steps(local, bridged, fetched)
     assert bridged.attrs["return"] == local.attrs["return"] and bridged.attrs["success"]
     np.testing.assert_array_equal(fetched["distance"], local.steps["task_state"][:, 9])
     for log in ("bridge.h5", "local.h5"):  # the second episode starts where the first left off
