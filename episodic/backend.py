@@ -109,7 +109,7 @@ class DriverBackend(Simulation):
     def run(self, desired: Desired, gains: Gains, feedback: Feedback | None = None,
             stop: Stop | None = None) -> StepRecord:
         n = len(desired)
-        robot, scene = self.scene.robot, self.scene
+        robot = self.scene.robot
         q_d = robot.clamp(desired.q)
         states = np.empty((n + 1, self.nstate))
         sensordata = np.empty((n, self.model.nsensordata))

@@ -17,7 +17,7 @@ import mujoco
 import numpy as np
 
 from episodic.commands import (CommandError, Feedforward, GainsCommand, Limits, ResetCommand,
-                               StartCommand, TrajectoryCommand, validate)
+                               StartCommand, validate)
 from episodic.log import EpisodeBuffer
 from episodic.protocol import Flag, MachineState, Reply
 from episodic.scene import ROLLOUT_SPEC, Scene
