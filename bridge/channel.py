@@ -35,6 +35,8 @@ def object_names(channel: str) -> dict[str, str]:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie, exited but not yet reaped by
+    its parent, counts as gone: a learner that started its own runner would otherwise wait)."""
     if pid <= 0:
         return False
     try:
@@ -43,7 +45,11 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 def runner_pid_of(channel: str) -> int | None:

@@ -319,3 +319,15 @@ def test_a_lock_held_by_a_dead_process_is_taken_over_once(monkeypatch):
     finally:
         sem.unlink()
         sem.close()
+
+
+def test_an_exited_child_counts_as_gone_before_it_is_reaped():
+    from bridge.channel import pid_alive
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 10
+    while pid_alive(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not pid_alive(child.pid) and child.returncode is None  # exited, not yet waited for
+    child.wait()
+    assert pid_alive(os.getpid())
