@@ -26,6 +26,7 @@ from episodic.trajectory import Desired, min_jerk, min_jerk_duration, resample
 from tasks.base import StepView, Task, TaskError
 
 SETTLE_CHUNK = 0.05  # s of holding between "close and slow" checks in GOTO_START
+SEGMENT_END_WINDOW = 2.0  # s of recent steps a paced segment shows the task's segment_end each tick
 
 
 class EpisodeMachine:
@@ -228,14 +229,16 @@ class EpisodeMachine:
 
     def _stop_early(self, k: int, states: np.ndarray, sensordata: np.ndarray) -> bool:
         """Whether a paced segment must stop after step k: a velocity over its limit, or the
-        task's end of segment (asked on the steps so far)."""
+        task's end of segment (asked on the last SEGMENT_END_WINDOW s of steps, so the cost of a
+        tick does not grow with the segment)."""
         qd = self.scene.qvel(states[k + 1])[self.scene.dof_adr]
         if not np.all(np.abs(qd) <= self.robot.velocity_limit):
             return True
         s = self.scene
-        pre = states[: k + 1]
-        view = StepView(s.qpos(pre), s.qvel(pre), sensordata[: k + 1], s.applied_torque(sensordata[: k + 1]),
-                        s.sensor(sensordata[: k + 1], "ee_pos"), self.robot.control_dt, s.sensors)
+        rows = slice(max(k + 1 - self._steps(SEGMENT_END_WINDOW), 0), k + 1)
+        pre, sensed = states[rows], sensordata[rows]
+        view = StepView(s.qpos(pre), s.qvel(pre), sensed, s.applied_torque(sensed), s.sensor(sensed, "ee_pos"),
+                        self.robot.control_dt, s.sensors)
         return self.task.segment_end(view, self.task.state(view)) is not None
 
     def idle(self, n_steps: int = 1) -> None:

@@ -110,7 +110,9 @@ class Task:
         return np.zeros(len(steps.qpos))
 
     def segment_end(self, steps: StepView, state: np.ndarray) -> int | None:
-        """Number of steps after which the segment is over early, or None to run it whole."""
+        """Number of steps after which the segment is over early, or None to run it whole. In
+        realtime mode it is asked after every step with the last 2 s of steps
+        (episodic.machine.SEGMENT_END_WINDOW), so decide from those."""
         return None
 
     def success(self, state: np.ndarray) -> bool:
