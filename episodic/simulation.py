@@ -104,10 +104,11 @@ class Simulation:
         self._integral[:] = 0.0
         self.touch()
 
-    def get_state(self) -> np.ndarray:
-        """Full integration state (time, qpos, qvel, act, warmstart, ctrl, mocap, ...)."""
-        out = np.empty(mujoco.mj_stateSize(self.model, STATE_SPEC))
-        mujoco.mj_getState(self.model, self.data, out, STATE_SPEC)
+    def get_state(self, spec: int = STATE_SPEC) -> np.ndarray:
+        """The state of ``spec``; by default the full integration state (time, qpos, qvel, act,
+        warmstart, ctrl, mocap, ...)."""
+        out = np.empty(mujoco.mj_stateSize(self.model, spec))
+        mujoco.mj_getState(self.model, self.data, out, spec)
         return out
 
     def set_state(self, state: np.ndarray, spec: int = STATE_SPEC) -> None:
@@ -125,11 +126,6 @@ class Simulation:
     @property
     def qd(self) -> np.ndarray:
         return self.data.qvel[self.scene.dof_adr].copy()
-
-    def _full_state(self) -> np.ndarray:
-        out = np.empty(self.nstate)
-        mujoco.mj_getState(self.model, self.data, out, ROLLOUT_SPEC)
-        return out
 
     # -- control -------------------------------------------------------------
     def apply_gains(self, gains: Gains) -> None:
@@ -194,7 +190,7 @@ class Simulation:
         mocap = np.concatenate([self.data.mocap_pos.ravel(), self.data.mocap_quat.ravel()])
         control = np.hstack([control, np.broadcast_to(mocap, (n, mocap.size))])
         sub = self.scene.substeps
-        start = self._full_state()
+        start = self.get_state(ROLLOUT_SPEC)
         state, sensordata = self._rollout.rollout(
             self.model, self.data, start, np.repeat(control, sub, axis=0)[None],
             control_spec=CONTROL_SPEC, initial_warmstart=self.data.qacc_warmstart.copy()[None],
