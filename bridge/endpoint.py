@@ -100,8 +100,15 @@ class Endpoint:
             command = self.decode(c)
         reply = self.runner.handle(command)
         with locked(self.channel.lock):
-            truncated = self._update_log()
-            self._write_reply(c["seq"], reply, truncated)
+            try:
+                truncated = self._update_log()
+                self._write_reply(c["seq"], reply, truncated)
+            except Exception as exc:  # noqa: BLE001 - the learner gets an answer whatever happens
+                log.exception("could not write the reply")
+                reply = Reply(reply.episode_id, reply.index, Flag.INTERNAL_ERROR, 0.0,
+                              np.full(len(self.blocks.reply_state), np.nan), 0, True,
+                              f"the runner could not write its reply ({type(exc).__name__}: {exc})")
+                self._write_reply(c["seq"], reply, False)
             self._last_seq = c["seq"]
         self._last_command = time.monotonic()
         self.channel.reply_ready.release()

@@ -56,13 +56,18 @@ class Limits:
     """Size limits a runner accepts (the bridge sizes its buffers from these).
 
     max_segment_steps: samples in one trajectory; max_context: entries of a context vector;
-    max_commands: largest max_commands; max_wait_time s.
+    max_commands: largest max_commands; max_wait_time s; max_rate Hz: fastest sample rate of a
+    segment; max_magnitude: largest |value| of any array entry (rad, rad/s, rad/s^2, gains,
+    context), far beyond anything physical, so that no finite input can overflow the
+    resampling or the control law.
     """
 
     max_segment_steps: int = 20_000
     max_context: int = 64
     max_commands: int = 1_000
     max_wait_time: float = 60.0
+    max_rate: float = 1e6
+    max_magnitude: float = 1e6
 
 
 @dataclass(frozen=True)
@@ -146,7 +151,7 @@ class MalformedCommand:
 Command = StartCommand | TrajectoryCommand | GainsCommand | ResetCommand
 
 
-def _array(name: str, value, shape: tuple[int, ...] | None, ndim: int) -> np.ndarray:
+def _array(name: str, value, shape: tuple[int, ...] | None, ndim: int, limits: Limits) -> np.ndarray:
     try:
         arr = np.asarray(value)
         if arr.dtype.kind not in "biuf":
@@ -160,6 +165,9 @@ def _array(name: str, value, shape: tuple[int, ...] | None, ndim: int) -> np.nda
         raise CommandError(f"{name} must have shape {shape}, got {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise CommandError(f"{name} contains NaN or inf; send finite values")
+    if arr.size and np.max(np.abs(arr)) > limits.max_magnitude:
+        raise CommandError(f"{name} has a value of magnitude {np.max(np.abs(arr)):.7g}; "
+                           f"values must be at most {limits.max_magnitude:g} in magnitude")
     return arr
 
 
@@ -203,13 +211,13 @@ def validate(cmd, robot: Robot, limits: Limits) -> Command:
     if isinstance(cmd, StartCommand):
         if cmd.index != 0:
             raise CommandError("a start command has index 0")
-        posture = None if cmd.posture is None else _array("posture", cmd.posture, (n,), 1)
+        posture = None if cmd.posture is None else _array("posture", cmd.posture, (n,), 1, limits)
         if posture is not None and (np.any(posture < robot.range_lower) or np.any(posture > robot.range_upper)):
             raise CommandError(
                 f"posture {np.round(posture, 4).tolist()} lies outside the joint range "
                 f"[{robot.range_lower.tolist()}, {robot.range_upper.tolist()}] rad"
             )
-        context = _array("context", cmd.context, None, 1)
+        context = _array("context", cmd.context, None, 1, limits)
         if context.size > limits.max_context:
             raise CommandError(f"context has {context.size} entries; at most {limits.max_context}")
         return StartCommand(cmd.episode_id, cmd.max_commands, posture, context)
@@ -219,29 +227,30 @@ def validate(cmd, robot: Robot, limits: Limits) -> Command:
         raise CommandError(f"a {cmd.kind.name.lower()} command needs index >= 1; index 0 is the start")
     wait = _wait(cmd.wait_time, limits)
     if isinstance(cmd, GainsCommand):
-        kp = _array("kp", cmd.kp, (n,), 1)
-        kd = _array("kd", cmd.kd, (n,), 1)
-        ki = np.zeros(n) if cmd.ki is None else _array("ki", cmd.ki, (n,), 1)
+        kp = _array("kp", cmd.kp, (n,), 1, limits)
+        kd = _array("kd", cmd.kd, (n,), 1, limits)
+        ki = np.zeros(n) if cmd.ki is None else _array("ki", cmd.ki, (n,), 1, limits)
         for name, gain in (("kp", kp), ("kd", kd), ("ki", ki)):
             if np.any(gain < 0):
                 raise CommandError(f"{name} must be non-negative, got {gain.tolist()}")
         mode = Feedforward.parse(cmd.feedforward)
-        task_gains = None if cmd.task_gains is None else _array("task_gains", cmd.task_gains, None, 1)
+        task_gains = None if cmd.task_gains is None else _array("task_gains", cmd.task_gains, None, 1, limits)
         if task_gains is not None and task_gains.size > limits.max_context:
             raise CommandError(f"task_gains has {task_gains.size} entries; at most {limits.max_context}")
         return GainsCommand(cmd.episode_id, cmd.index, cmd.max_commands, kp, kd, ki, mode, wait, task_gains)
-    q = _array("q", cmd.q, None, 2)
+    q = _array("q", cmd.q, None, 2, limits)
     if q.shape[1] != n:
         raise CommandError(f"q must be (n_samples, {n}) for this robot, got {q.shape}")
     if not 1 <= q.shape[0] <= limits.max_segment_steps:
         raise CommandError(f"q has {q.shape[0]} samples; send 1..{limits.max_segment_steps}")
-    qd = None if cmd.qd is None else _array("qd", cmd.qd, q.shape, 2)
-    qdd = None if cmd.qdd is None else _array("qdd", cmd.qdd, q.shape, 2)
+    qd = None if cmd.qd is None else _array("qd", cmd.qd, q.shape, 2, limits)
+    qdd = None if cmd.qdd is None else _array("qdd", cmd.qdd, q.shape, 2, limits)
     if qdd is not None and qd is None:
         raise CommandError("qdd given without qd; send qd too")
     rate = robot.control_rate if cmd.rate is None else _real("rate", cmd.rate)
-    if rate <= 0:
-        raise CommandError(f"rate must be a positive number of samples per second, got {cmd.rate}")
+    if not 0 < rate <= limits.max_rate:
+        raise CommandError(f"rate must be a positive number of samples per second up to "
+                           f"{limits.max_rate:g}, got {cmd.rate}")
     if q.shape[0] / rate * robot.control_rate > limits.max_segment_steps:
         raise CommandError(
             f"the segment lasts {q.shape[0] / rate:.3f} s, over the limit of "

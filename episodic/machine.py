@@ -10,6 +10,7 @@ loop calls ``idle`` once per tick, which holds the robot and logs the steps.
 """
 from __future__ import annotations
 
+import logging
 import time
 from typing import Callable
 
@@ -21,12 +22,13 @@ from episodic.commands import (CommandError, Feedforward, GainsCommand, Limits, 
 from episodic.log import EpisodeBuffer
 from episodic.protocol import Flag, MachineState, Reply
 from episodic.scene import ROLLOUT_SPEC, Scene
-from episodic.simulation import Feedback, Gains, Simulation, StepRecord
+from episodic.simulation import Feedback, Gains, Simulation, SimulationUnstable, StepRecord
 from episodic.trajectory import Desired, min_jerk, min_jerk_duration, resample
 from tasks.base import StepView, Task, TaskError
 
 SETTLE_CHUNK = 0.05  # s of holding between "close and slow" checks in GOTO_START
 SEGMENT_END_WINDOW = 2.0  # s of recent steps a paced segment shows the task's segment_end each tick
+_log = logging.getLogger("episodic.machine")
 
 
 class EpisodeMachine:
@@ -62,7 +64,37 @@ class EpisodeMachine:
 
     # -- commands ------------------------------------------------------------
     def handle(self, raw) -> Reply:
-        """Process one command (possibly malformed) and return its reply."""
+        """Process one command (possibly malformed) and return its reply. Never raises: a
+        failure while running it (an unstable simulation, a task's or the runner's own bug)
+        ends the episode with a flag that says so, and the robot holds."""
+        try:
+            return self._handle(raw)
+        except SimulationUnstable as exc:
+            return self._fail(raw, Flag.SAFETY_ABORT, str(exc))
+        except Exception as exc:  # noqa: BLE001 - the boundary: nothing may end the runner
+            _log.exception("command %r failed inside the runner", type(raw).__name__)
+            return self._fail(raw, Flag.INTERNAL_ERROR,
+                              f"the runner failed on this command ({type(exc).__name__}: {exc}); "
+                              f"the episode is aborted and the robot holds; please report it")
+
+    def _fail(self, raw, flag: Flag, message: str) -> Reply:
+        """End the running episode after a failure inside ``handle`` and hold where the robot is."""
+        self._hold_q = self.robot.clamp(self.sim.q)
+        self._gains, self._feedback = self._holding_gains(), None
+        try:
+            return self._refuse(raw, flag, message)
+        except Exception:  # noqa: BLE001 - the episode's own end failed too: drop it, keep serving
+            _log.exception("could not end the episode after a failure")
+            self.episode, self.state = None, MachineState.RESTART
+            return Reply(_int(getattr(raw, "episode_id", -1)), _int(getattr(raw, "index", -1)), flag, 0.0,
+                         self._no_state(), 0, True, message, self.state)
+
+    def _holding_gains(self) -> Gains:
+        """The robot's PD gains under gravity compensation, no integral: how it holds after an abort."""
+        r = self.robot
+        return Gains(r.kp, r.kd, np.zeros(r.n_dofs), Feedforward.GRAVITY_COMPENSATION)
+
+    def _handle(self, raw) -> Reply:
         self._log_held()
         try:
             cmd = validate(raw, self.robot, self.limits)
@@ -121,12 +153,15 @@ class EpisodeMachine:
         return int(round(seconds * self.robot.control_rate))
 
     def _refuse(self, raw, flag: Flag, message: str) -> Reply:
+        """End the episode (or note the refusal outside one) with ``flag``; ``raw`` is stored once
+        in the episode's commands (it may be there already when it failed while running)."""
         episode_id = getattr(raw, "episode_id", -1)
         index = getattr(raw, "index", -1)
         if self.episode is None:
             self.on_reject(raw, flag)
         else:
-            self.episode.commands.append(raw)
+            if raw is not None and not (self.episode.commands and self.episode.commands[-1] is raw):
+                self.episode.commands.append(raw)
             self.abort(flag, message)
         return Reply(_int(episode_id), _int(index), flag, 0.0, self._no_state(), 0, True, message, self.state)
 
@@ -214,9 +249,7 @@ class EpisodeMachine:
         if flag != Flag.OK:
             if flag == Flag.SAFETY_ABORT:  # hold where the robot is, under gravity compensation
                 self._hold_q = self.robot.clamp(self.sim.q)
-                self._gains = Gains(self.robot.kp, self.robot.kd, np.zeros(self.robot.n_dofs),
-                                    Feedforward.GRAVITY_COMPENSATION)
-                self._feedback = None
+                self._gains, self._feedback = self._holding_gains(), None
             self.abort(flag, message)
             return self._reply(cmd, flag, reward, n, True, message)
         self._next_index += 1
@@ -243,8 +276,15 @@ class EpisodeMachine:
 
     def idle(self, n_steps: int = 1) -> None:
         """Hold the last desired posture for n_steps control steps (the non-blocking seam);
-        logged in the running episode, if any."""
-        record = self.sim.run(Desired.hold(self._hold_q, n_steps), self._gains, self._feedback)
+        logged in the running episode, if any. Never raises: a failure (e.g. the task's feedback
+        law) ends the episode and the robot holds under its own gains."""
+        try:
+            record = self.sim.run(Desired.hold(self._hold_q, n_steps), self._gains, self._feedback)
+        except Exception as exc:  # noqa: BLE001 - a paced loop must go on ticking
+            _log.exception("holding failed")
+            self._held = []
+            self._fail(None, Flag.INTERNAL_ERROR, f"holding failed ({type(exc).__name__}: {exc})")
+            return
         if self.episode is not None:
             self._held.append(record)
 

@@ -28,6 +28,7 @@ class Flag(enum.IntEnum):
     ABORTED_BY_LEARNER = 6
     INTERRUPTED = 7
     DISCONTINUOUS = 8
+    INTERNAL_ERROR = 9
 
 
 @dataclass(frozen=True)

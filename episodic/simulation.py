@@ -24,6 +24,17 @@ Feedback = Callable[[mujoco.MjData], np.ndarray]
 Stop = Callable[[int, np.ndarray, np.ndarray], bool]
 CONTROL_SPEC = int(mujoco.mjtState.mjSTATE_CTRL | mujoco.mjtState.mjSTATE_MOCAP_POS
                    | mujoco.mjtState.mjSTATE_MOCAP_QUAT)
+# |ctrl| N m at most: far above every torque limit (the joint torque saturates there anyway) and
+# below MuJoCo's "huge value" threshold (1e10), past which it would zero the controls
+CTRL_BOUND = 1e9
+# MuJoCo's warnings that it met a non-finite or huge value and reset or zeroed something
+UNSTABLE_WARNINGS = tuple(int(w) for w in (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQPOS,
+                                            mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADCTRL))
+
+
+class SimulationUnstable(RuntimeError):
+    """The physics met a non-finite or huge value during a run (MuJoCo reset or zeroed part of
+    its state); the simulation was put back where the run started."""
 
 
 @dataclass(frozen=True)
@@ -156,8 +167,12 @@ class Simulation:
         after step k when stepping one step at a time (paced, or state-dependent control) and
         ends the run there when true; a run in one piece ignores it and the caller truncates.
         """
+        if len(desired) == 0:
+            return StepRecord(desired, self.get_state(ROLLOUT_SPEC)[None], np.zeros((0, self.model.nsensordata)),
+                              np.zeros((0, self.scene.robot.n_dofs)))
         self.apply_gains(gains)
         self.touch()
+        start, warnings = self.get_state(ROLLOUT_SPEC), self._warnings()
         q_d = self.scene.robot.clamp(desired.q)
         reference = gains.kp * q_d + gains.kd * desired.qd
         if gains.state_dependent or feedback is not None or self.pacer is not None:
@@ -171,7 +186,16 @@ class Simulation:
             q = self.scene.qpos(states[:-1])[:, self.scene.qpos_adr]
             qd = self.scene.qvel(states[:-1])[:, self.scene.dof_adr]
             u_ff = self.scene.applied_torque(sensordata) - (ctrl - gains.kp * q - gains.kd * qd)
+        if self._warnings() != warnings:
+            self.set_state(start, ROLLOUT_SPEC)
+            raise SimulationUnstable("the simulation became unstable (MuJoCo met a non-finite or huge "
+                                     "acceleration, position, velocity or control); lower the gains or "
+                                     "smooth the segment")
         return StepRecord(desired, states, sensordata, u_ff)
+
+    def _warnings(self) -> tuple[int, ...]:
+        """Counts of MuJoCo's instability warnings so far."""
+        return tuple(int(self.data.warning[w].number) for w in UNSTABLE_WARNINGS)
 
     def _planned_feedforward(self, desired: Desired, q_d: np.ndarray, gains: Gains) -> np.ndarray:
         """u_ff (n, n_dofs) N m known before the segment: inverse dynamics of the desired state in
@@ -183,7 +207,7 @@ class Simulation:
     def _run_rollout(self, desired, q_d, reference, gains):
         n = len(desired)
         u_ff = self._planned_feedforward(desired, q_d, gains)
-        ctrl = reference + u_ff
+        ctrl = np.clip(reference + u_ff, -CTRL_BOUND, CTRL_BOUND)
         # rollout resets the inputs it is not given, so mocap poses travel with ctrl
         control = np.zeros((n, self.model.nu))
         control[:, self.scene.actuator] = ctrl
@@ -217,7 +241,7 @@ class Simulation:
                 reference[k] = gains.kp * q_d[k] + gains.kd * desired.qd[k]
             if inverse:
                 u_ff[k] = self.inverse_dynamics(q, d.qvel[va], desired.qdd[k])
-            ctrl[k] = reference[k] + gains.ki * self._integral + u_ff[k]
+            ctrl[k] = np.clip(reference[k] + gains.ki * self._integral + u_ff[k], -CTRL_BOUND, CTRL_BOUND)
             d.ctrl[act] = ctrl[k]
             self._integral += (q_d[k] - q) * self.dt
             for s in range(self.scene.substeps):

@@ -1,6 +1,7 @@
 """Start and stop real `episodic serve` processes for the bridge tests."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -8,8 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from bridge.blocks import Blocks
+from bridge.channel import Channel
+
 ROOT = Path(__file__).parent.parent
 _counter = itertools.count()
+_seq = itertools.count(1_000_000)
 
 
 def channel_name() -> str:
@@ -57,3 +64,26 @@ def assert_same_steps(expected, other, fetched: dict | None = None) -> None:
         assert other.steps[name].tobytes() == values.tobytes(), name
         if fetched is not None:
             assert fetched[name].astype(values.dtype).reshape(values.shape).tobytes() == values.tobytes(), name
+
+
+@contextlib.contextmanager
+def raw_channel(channel: str):
+    """The channel's memory and its block views, attached without a Client (to write raw blocks)."""
+    chan = Channel.attach(channel)
+    blocks = Blocks(chan.mm, chan.layout)
+    try:
+        yield chan, blocks
+    finally:
+        blocks.release()
+        chan.mm.close()
+
+
+def raw_exchange(channel: Channel, blocks: Blocks, seq: int | None = None, timeout: float = 10) -> np.void:
+    """Post whatever the command block holds (under a new sequence number unless given) and
+    return the reply."""
+    seq = next(_seq) if seq is None else seq
+    blocks.command["seq"] = seq
+    channel.cmd_ready.release()
+    channel.reply_ready.acquire(timeout)
+    assert int(blocks.reply["seq"]) == seq
+    return blocks.reply.copy()

@@ -23,7 +23,8 @@ from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
 from episodic.log import read_episodes
 from episodic.protocol import Flag, MachineState
 from episodic.runner import Runner
-from tests.bridge_helpers import ROOT, Served, assert_same_steps, channel_name, shm_leftovers
+from tests.bridge_helpers import (ROOT, Served, assert_same_steps, channel_name, raw_channel, raw_exchange,
+                                  shm_leftovers)
 from tests.conftest import wave
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
@@ -186,22 +187,10 @@ def test_client_refuses_another_protocol_version(served):
         chan.mm.close()
 
 
-def raw_exchange(channel: Channel, blocks: Blocks, seq: int, timeout: float = 10) -> np.void:
-    """Post whatever the command block holds and return the reply."""
-    blocks.command["seq"] = seq
-    channel.cmd_ready.release()
-    channel.reply_ready.acquire(timeout)
-    assert int(blocks.reply["seq"]) == seq
-    return blocks.reply.copy()
-
-
 @pytest.fixture
 def raw(served):
-    chan = Channel.attach(served.channel)
-    blocks = Blocks(chan.mm, chan.layout)
-    yield served, chan, blocks
-    blocks.release()
-    chan.mm.close()
+    with raw_channel(served.channel) as (chan, blocks):
+        yield served, chan, blocks
 
 
 def fill_valid_trajectory(blocks: Blocks, n: int = 10):
