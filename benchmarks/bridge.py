@@ -26,9 +26,10 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import numpy as np  # noqa: E402
 import posix_ipc  # noqa: E402
 
-from bridge import Client  # noqa: E402
+from episodic.bridge import Client  # noqa: E402
 from episodic.commands import StartCommand, TrajectoryCommand  # noqa: E402
-from episodic.runner import Runner  # noqa: E402
+from episodic.runner import Runner
+from episodic.tasks import make_task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PONG = """
@@ -57,13 +58,13 @@ def segment(home: np.ndarray) -> np.ndarray:
 def segments(channel: str, repeats: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Interleaved: the segment in-process (on the runner's core) and over the bridge (learner core)."""
     local, bridged = [], []
-    with Runner("reach") as runner, Client(channel, timeout=30) as client:
+    with Runner(make_task("reach")) as runner, Client(channel, timeout=30) as client:
         q = segment(runner.robot.home)
         for episode_id in range(repeats):
             pin(RUNNER_CORE)
-            runner.handle(StartCommand(episode_id, 1))
+            runner.send(StartCommand(episode_id, 1))
             t0 = time.perf_counter()
-            runner.handle(TrajectoryCommand(episode_id, 1, 1, q))
+            runner.send(TrajectoryCommand(episode_id, 1, 1, q))
             runner.episodes[-1].steps()  # the in-process log, as named arrays
             local.append(time.perf_counter() - t0)
             runner.episodes.clear()

@@ -25,7 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from bridge import Client  # noqa: E402
+from episodic.bridge import Client  # noqa: E402
 from episodic.trajectory import min_jerk  # noqa: E402
 
 RUNNER_CORE, LEARNER_CORE = 1, 0

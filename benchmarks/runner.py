@@ -26,6 +26,7 @@ from mujoco import rollout
 from episodic.commands import StartCommand, TrajectoryCommand
 from episodic.machine import Flag
 from episodic.runner import Runner
+from episodic.tasks import make_task
 
 DURATION = 2.0       # s per trajectory / segment
 SEGMENTS = 3         # segments per runner episode
@@ -83,15 +84,15 @@ def bench_loop(runner: Runner, ctrl: np.ndarray, repeats: int) -> float:
 def bench_runner(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, repeats: int, directory: Path) -> float:
     rates = []
     for rep in range(repeats + 1):
-        with Runner("reach", log=directory / f"bench{rep}.h5", seed=0) as runner:
+        with Runner(make_task("reach"), log=directory / f"bench{rep}.h5", seed=0) as runner:
             steps, elapsed = 0, 0.0
             for e in range(1, EPISODES + 1):
-                reply = runner.handle(StartCommand(e, SEGMENTS))
+                reply = runner.send(StartCommand(e, SEGMENTS))
                 assert reply.flag == Flag.OK, reply.message
                 for k in range(1, SEGMENTS + 1):
                     cmd = TrajectoryCommand(e, k, SEGMENTS, q, qd, qdd)
                     t0 = time.perf_counter()
-                    reply = runner.handle(cmd)
+                    reply = runner.send(cmd)
                     elapsed += time.perf_counter() - t0
                     assert reply.flag == Flag.OK, reply.message
                     steps += reply.n_steps
@@ -105,7 +106,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=9, help="repeats per measurement (median)")
     args = parser.parse_args()
 
-    probe = Runner("reach", seed=0)
+    probe = Runner(make_task("reach"), seed=0)
     robot = probe.robot
     n = int(round(DURATION * robot.control_rate))
     q, qd, qdd = trajectory(robot.home, n, robot.control_dt)

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from episodic.runner import Runner
-from tasks import TASKS
+from episodic.tasks import make_task
+from episodic.tasks import TASKS
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -42,11 +43,11 @@ def main() -> None:
             continue
         times = []
         for repeat in range(args.repeats):
-            with Runner(name) as runner:
+            with Runner(make_task(name)) as runner:
                 commands = make(runner.robot, episode_id=1)
                 t0 = time.perf_counter()
                 for command in commands:
-                    runner.handle(command)
+                    runner.send(command)
                 times.append(time.perf_counter() - t0)
                 (episode,) = runner.episodes
         wall = float(np.median(times))

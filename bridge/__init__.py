@@ -1,7 +1,8 @@
 """Shared-memory bridge between a learner process and the runner (layout in docs/protocol.md).
 
-Learner side: ``from bridge import Client``. Runner side: ``bridge.endpoint.Endpoint``.
+Learner side: ``from episodic.bridge import Client``. Runner side: ``episodic.bridge.serve.serve``
+(an Endpoint in front of an in-process Runner until SIGINT/SIGTERM).
 """
-from bridge.client import Client, ProtocolError, RunnerGone
+from episodic.bridge.client import Client, ProtocolError, RunnerGone
 
 __all__ = ["Client", "ProtocolError", "RunnerGone"]

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from bridge.layout import COMMAND, HEADER, REPLY, Layout
+from episodic.bridge.layout import COMMAND, HEADER, REPLY, Layout
 
 
 class Blocks:
     """Views into ``buf`` laid out by ``layout``: header, command (+ arrays), reply (+ state), log."""
 
     def __init__(self, buf, layout: Layout):
+        self.buf = buf
         self.layout = layout
         s = layout.sizes
         self.header = np.ndarray((), HEADER, buffer=buf)
@@ -28,6 +29,6 @@ class Blocks:
 
     def release(self) -> None:
         """Drop every view so the mapping can be closed."""
-        self.header = self.command = self.reply = self.reply_state = None
+        self.header = self.command = self.reply = self.reply_state = self.buf = None
         self.command_arrays = {}
         self.log = {}

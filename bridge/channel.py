@@ -14,7 +14,7 @@ import re
 import numpy as np
 import posix_ipc
 
-from bridge.layout import HEADER, MAGIC, Layout, LayoutError, read_header, write_header
+from episodic.bridge.layout import HEADER, MAGIC, Layout, LayoutError, read_header, write_header
 
 log = logging.getLogger("episodic.bridge")
 LOCK_TIMEOUT = 2.0  # s; a lock held longer belongs to a dead process and is taken over

@@ -184,7 +184,7 @@ def _summary(cls) -> str:
 @main.command()
 def tasks() -> None:
     """List the tasks, their state columns, context and parameters."""
-    from tasks import TASKS
+    from episodic.tasks import TASKS
 
     for name in sorted(TASKS):
         cls = TASKS[name]
@@ -224,17 +224,20 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
 def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path: str | None, seed: int,
           learner_timeout: float, max_log_steps: int, mode: str) -> None:
     """Serve episodes to a learner over a shared-memory channel until Ctrl-C / SIGTERM."""
+    from episodic.bridge.serve import serve as run_serve
     from episodic.robot import RobotError
-    from episodic.serve import serve as run_serve
-    from tasks import TaskError
+    from episodic.runner import Runner
+    from episodic.task import TaskError
+    from episodic.tasks import make_task
 
     def ready(endpoint) -> None:
         click.echo(f"serving task {task} on robot {robot}, {mode} mode, channel '{channel}' (pid {os.getpid()})"
                    f"{f', log {log_path}' if log_path else ''}; stop with Ctrl-C")
 
     try:
-        run_serve(task, robot, params=_parse_params(params), channel=channel, log_path=log_path, seed=seed,
-                  learner_timeout=learner_timeout, max_log_steps=max_log_steps, mode=mode, ready=ready)
+        runner = Runner(make_task(task, _parse_params(params)), robot, log=log_path, seed=seed,
+                        keep_episodes=False, mode=mode)
+        run_serve(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps, ready=ready)
     except (TaskError, RobotError, ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -77,7 +77,7 @@ REFERENCE_SWING = Swing(step=0.4292, knots=np.array([
 
 def start_posture(robot) -> np.ndarray:
     """The ball_in_cup task's start posture (n_dofs,) rad on ``robot``."""
-    from tasks.ball_in_cup import BallInCup
+    from episodic.tasks.ball_in_cup import BallInCup
 
     return BallInCup().start_posture(robot)
 
@@ -146,7 +146,7 @@ class SwingRow:
 def run_swing(send: Callable, commands: list, label: str = "", caught_column: int | None = None) -> SwingRow:
     """Send one episode's ``commands`` through ``send`` (a Runner's ``handle`` or a Client's
     ``send``) and summarise the replies."""
-    from tasks.ball_in_cup import BallInCup
+    from episodic.tasks.ball_in_cup import BallInCup
 
     column = BallInCup.columns.index("caught") if caught_column is None else caught_column
     replies = []
@@ -245,7 +245,7 @@ class ServedRunner:
         return self
 
     def __exit__(self, *exc) -> None:
-        from bridge.channel import remove
+        from episodic.bridge.channel import remove
 
         try:
             self.stop()
@@ -270,7 +270,7 @@ def run_demo(out: str | Path = "runs/demo.h5", n_episodes: int = 5, seed: int = 
              echo: Callable[[str], None] = print) -> DemoResult:
     """Serve ball_in_cup in a subprocess, run the reference swing and n_episodes - 1 perturbed
     variants against it over the bridge, stop it, and check the log at ``out``."""
-    from bridge import Client, ProtocolError, RunnerGone
+    from episodic.bridge import Client, ProtocolError, RunnerGone
     from episodic.log import read_metadata
     from episodic.robot import load_robot
 
@@ -405,7 +405,7 @@ def reach_episode(runner, ik: ReachIK, episode_id: int, target: np.ndarray,
     """One episode toward ``target``; returns the replies and the IK's remaining error m."""
     robot = runner.robot
     q0 = runner.task.start_posture(robot)
-    replies = [runner.handle(StartCommand(episode_id, segments, context=np.asarray(target, float)))]
+    replies = [runner.send(StartCommand(episode_id, segments, context=np.asarray(target, float)))]
     if replies[0].flag != Flag.OK:
         return replies, np.nan
     goal, ik_error = ik.solve(q0, target)
@@ -415,7 +415,7 @@ def reach_episode(runner, ik: ReachIK, episode_id: int, target: np.ndarray,
     pieces = np.array_split(np.arange(len(move)), segments)
     for k, rows in enumerate(pieces, start=1):
         wait = SETTLE_TIME if k == segments else 0.0
-        reply = runner.handle(TrajectoryCommand(episode_id, k, segments, move.q[rows], move.qd[rows],
+        reply = runner.send(TrajectoryCommand(episode_id, k, segments, move.q[rows], move.qd[rows],
                                                 move.qdd[rows], wait_time=wait))
         replies.append(reply)
         if reply.flag != Flag.OK:

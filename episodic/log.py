@@ -7,7 +7,7 @@ File layout (one file per run; see the README):
   /episodes/NNNNNN/     attrs: episode_id, flag, flag_name, message, return, success, n_steps,
                         wall_time, rng_seed
       initial_state     mjSTATE_INTEGRATION vector the episode started from
-      steps/<column>    per control step (STEP_COLUMNS, plus task_state with attr 'columns')
+      steps/<column>    per control step (episodic.columns.STEP_COLUMNS, plus task_state with attr 'columns')
       segments/<field>  per segment (index >= 1): index, kind, flag, reward, n_steps, state (n_seg, n_state)
       commands/NNN/     each command as received: attrs kind, episode_id, index, ...; arrays
   /rejected             commands refused outside any episode: episode_id, index, flag (table)
@@ -28,20 +28,13 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from episodic.columns import STEP_DTYPES
 from episodic.commands import Kind
 
 FORMAT = "episodic-log/1"
 _log = logging.getLogger("episodic.log")
 SPACE_MARGIN = 4 << 20  # bytes kept free on the log's disk beyond twice an episode's data
 
-# name -> (dtype, per-dof?) ; per-dof columns are (n, n_dofs)
-STEP_COLUMNS = {
-    "time": np.float64, "machine_state": np.int8, "index": np.int32, "step": np.int32,
-    "q": np.float64, "qd": np.float64, "qdd": np.float64,
-    "q_d": np.float64, "qd_d": np.float64, "qdd_d": np.float64,
-    "u": np.float64, "u_ff": np.float64,
-    "ee_pos": np.float64, "ee_quat": np.float64, "task_state": np.float64, "reward": np.float64,
-}
 SEGMENT_FIELDS = {"index": np.int32, "kind": np.int8, "flag": np.int8, "reward": np.float64,
                   "n_steps": np.int32}
 COMMAND_ATTRS = ("episode_id", "index", "max_commands", "rate", "wait_time", "feedforward", "reason")
@@ -205,7 +198,7 @@ class RunLog:
         yield
         steps = g.create_group("steps")
         for name in ep.blocks[0] if ep.blocks else ():
-            steps.create_dataset(name, data=ep.column(name).astype(STEP_COLUMNS[name], copy=False))
+            steps.create_dataset(name, data=ep.column(name).astype(STEP_DTYPES[name], copy=False))
             yield
         if "task_state" in steps:
             steps["task_state"].attrs["columns"] = list(ep.state_columns)

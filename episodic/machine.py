@@ -24,7 +24,7 @@ from episodic.protocol import Flag, MachineState, Reply
 from episodic.scene import ROLLOUT_SPEC, Scene
 from episodic.simulation import Feedback, Gains, Simulation, SimulationUnstable, StepRecord
 from episodic.trajectory import Desired, min_jerk, min_jerk_duration, resample
-from tasks.base import StepView, Task, TaskError
+from episodic.task import StepView, Task, TaskError
 
 SETTLE_CHUNK = 0.05  # s of holding between "close and slow" checks in GOTO_START
 SEGMENT_END_WINDOW = 2.0  # s of recent steps a paced segment shows the task's segment_end each tick

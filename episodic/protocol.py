@@ -1,11 +1,48 @@
-"""What a reply carries: the flags, the machine states and the Reply itself (no physics here,
-so learner-side code can import it)."""
+"""The vocabulary learner and runner share: command kinds, feedforward modes, flags, machine
+states and the Reply itself (no physics here, so learner-side code can import it)."""
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
 
 import numpy as np
+
+
+class CommandError(ValueError):
+    """A command is malformed; the message says what to change."""
+
+
+class Kind(enum.IntEnum):
+    """Payload kind, as stored in logs and on the wire."""
+
+    START = 0
+    TRAJECTORY = 1
+    GAINS = 2
+    RESET = 3
+    MALFORMED = -1
+
+
+class Feedforward(enum.IntEnum):
+    """u_ff of SL's law: none (PD), gravity compensation, inverse dynamics of the
+    desired state (feedforward), or inverse dynamics at the measured state."""
+
+    NONE = 0
+    GRAVITY_COMPENSATION = 1
+    FEEDFORWARD = 2
+    INVERSE_DYNAMICS = 3
+
+    @classmethod
+    def parse(cls, value: "str | int | Feedforward") -> "Feedforward":
+        if isinstance(value, str):
+            try:
+                return cls[value.upper()]
+            except KeyError:
+                names = ", ".join(m.name.lower() for m in cls)
+                raise CommandError(f"unknown feedforward mode '{value}'; use one of {names}") from None
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value in cls._value2member_map_:
+            return cls(int(value))
+        names = ", ".join(f"{m.value} {m.name.lower()}" for m in cls)
+        raise CommandError(f"unknown feedforward mode {value!r}; use one of {names}")
 
 
 class MachineState(enum.IntEnum):

@@ -8,10 +8,12 @@ from pathlib import Path
 import numpy as np
 
 from episodic.commands import Limits
-from episodic.log import (STEP_COLUMNS, EpisodeBuffer, StoredEpisode, command_from_record,
+from episodic.columns import STEP_DTYPES
+from episodic.log import (EpisodeBuffer, StoredEpisode, command_from_record,
                           read_episodes, read_metadata, software_versions)
-from episodic.machine import Flag
+from episodic.protocol import Flag
 from episodic.runner import Runner
+from episodic.tasks import make_task
 
 
 @dataclass
@@ -48,7 +50,7 @@ def _compare_array(name: str, old: np.ndarray, new: np.ndarray) -> str | None:
 def compare(stored: StoredEpisode, new: EpisodeBuffer) -> list[Difference]:
     """Differences between a stored episode and a re-run one (empty when bit-identical)."""
     out = []
-    steps = {k: v.astype(STEP_COLUMNS[k], copy=False) for k, v in new.steps().items()}
+    steps = {k: v.astype(STEP_DTYPES[k], copy=False) for k, v in new.steps().items()}
     for name in sorted(set(stored.steps) | set(steps)):
         if name not in stored.steps or name not in steps:
             out.append(Difference(stored.name, f"steps/{name}", "present on one side only"))
@@ -77,24 +79,21 @@ def replay(path: str | Path, episodes: list[int] | None = None) -> ReplayReport:
         raise ValueError(f"{path} was recorded in {meta['mode']} mode, where the robot's motion depends "
                          f"on wall-clock timing; only blocking-mode logs replay bit-identically")
     stored = read_episodes(path, episodes)
-    runner = Runner(meta["task"], meta["robot"], params=meta.get("task_params") or {},
-                    seed=meta["seed"], limits=Limits(**meta.get("limits", {})), keep_episodes=True)
+    runner = Runner(make_task(meta["task"], meta.get("task_params") or {}), meta["robot"], seed=meta["seed"],
+                    limits=Limits(**meta.get("limits", {})), keep_episodes=False)
     report = ReplayReport()
     now = software_versions()
     report.version_changes = {k: (v, now.get(k, "missing")) for k, v in meta.get("versions", {}).items()
                               if now.get(k) != v and k != "episodic"}
     for ep in stored:
-        runner.episodes.clear()
-        runner.sim.set_state(ep.initial_state)
-        runner.machine.episodes_started = int(ep.name)
-        for attrs, arrays in ep.commands:
-            runner.handle(command_from_record(attrs, arrays))
-        runner.machine.abort(Flag(ep.attrs["flag"]), "replayed abort")
+        produced = runner.replay_episode(int(ep.name), ep.initial_state,
+                                         (command_from_record(attrs, arrays) for attrs, arrays in ep.commands),
+                                         Flag(ep.attrs["flag"]))
         report.episodes.append(ep.name)
-        if len(runner.episodes) != 1:
+        if len(produced) != 1:
             report.differences.append(Difference(ep.name, "episodes",
-                                                 f"replay produced {len(runner.episodes)} episodes, expected 1"))
+                                                 f"replay produced {len(produced)} episodes, expected 1"))
             continue
-        report.differences += compare(ep, runner.episodes[0])
+        report.differences += compare(ep, produced[0])
     runner.close()
     return report

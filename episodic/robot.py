@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-import robots
+from episodic.protocol import CommandError, Feedforward
 
-ROBOTS_DIR = Path(robots.__file__).parent
+ROBOTS_DIR = Path(__file__).parent / "robots"  # the robots/ folder, installed as episodic.robots
 SETTINGS_FILE = "robot.toml"
 
 
@@ -168,8 +168,6 @@ def _from_settings(name: str, path: Path, cfg: dict) -> Robot:
 
 
 def _check(robot: Robot, where: str) -> None:
-    from episodic.commands import CommandError, Feedforward
-
     try:
         Feedforward.parse(robot.feedforward)
     except CommandError as exc:

@@ -1,31 +1,46 @@
 """The in-process runner: a task on a robot in MuJoCo, the episode state machine and the
-HDF5 run log, behind one ``handle(command) -> Reply`` call (what the bridge serves).
+HDF5 run log, behind one ``send(command) -> Reply`` call (what the bridge serves).
 
-    with Runner("reach", log="runs/reach.h5", seed=0) as runner:
-        runner.handle(StartCommand(episode_id=1, max_commands=1))
-        reply = runner.handle(TrajectoryCommand(1, 1, 1, q))
+    with Runner(make_task("reach"), log="runs/reach.h5", seed=0) as runner:
+        runner.send(StartCommand(episode_id=1, max_commands=1))
+        reply = runner.send(TrajectoryCommand(1, 1, 1, q))
 """
 from __future__ import annotations
 
 import datetime
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
+
+import numpy as np
 
 from episodic.backend import DriverBackend, JointDriver
-from episodic.commands import Limits
+from episodic.columns import step_widths
+from episodic.commands import Command, Limits
 from episodic.log import EpisodeBuffer, RunLog, software_versions
-from episodic.machine import EpisodeMachine, Flag, Reply
+from episodic.machine import EpisodeMachine
 from episodic.pacing import Pacer
-from episodic.robot import load_robot
+from episodic.protocol import Flag, Reply
+from episodic.robot import Robot, load_robot
 from episodic.scene import Scene, build_scene
+from episodic.sender import Sender
 from episodic.simulation import Simulation
-from tasks import make_task
+from episodic.task import Task
 
 MODES = ("blocking", "realtime")
 
 
-class Runner:
-    """Episodes of task ``task`` (name) with parameters ``params`` on robot ``robot`` (name).
+@dataclass(frozen=True)
+class StepCursor:
+    """How far a reader has read the per-step blocks of an episode (see ``Runner.steps_since``)."""
+
+    episode: int = -1  # sequence number of the episode
+    blocks: int = 0    # blocks of it read
+
+
+class Runner(Sender):
+    """Episodes of ``task`` (a :class:`episodic.task.Task`, e.g. ``make_task("reach")``) on
+    ``robot`` (a Robot or the name of a folder under robots/).
 
     ``log``: HDF5 file for the run (None keeps episodes in memory only, in ``episodes``).
     ``seed``: the run's seed; episode k's random generator is seeded with (seed, k).
@@ -35,20 +50,25 @@ class Runner:
     of a robot driven tick by tick (episodic.backend); the run is then in realtime mode.
     """
 
-    def __init__(self, task: str = "reach", robot: str = "wam", params: dict | None = None,
-                 log: str | Path | None = None, seed: int = 0, limits: Limits = Limits(),
-                 keep_episodes: bool | None = None, mode: str = "blocking",
+    def __init__(self, task: Task, robot: Robot | str = "wam", *, log: str | Path | None = None, seed: int = 0,
+                 limits: Limits = Limits(), keep_episodes: bool | None = None, mode: str = "blocking",
                  driver: Callable[[Scene], JointDriver] | None = None):
         if mode not in MODES:
             raise ValueError(f"unknown mode '{mode}'; use one of {', '.join(MODES)}")
+        if not isinstance(task, Task):
+            raise TypeError(f"Runner takes a Task object, got {task!r}; build one with "
+                            f"episodic.tasks.make_task(name, params)")
+        super().__init__()
         self.mode = "realtime" if driver is not None else mode
-        self.robot = load_robot(robot)
-        self.task = make_task(task, params)
+        self.robot = load_robot(robot) if isinstance(robot, str) else robot
+        self.task = task
         self.scene = build_scene(self.robot, self.task)
         if driver is not None:
             self.sim = DriverBackend(self.scene, driver(self.scene))
         else:
             self.sim = Simulation(self.scene, Pacer(self.robot.control_dt) if mode == "realtime" else None)
+        self.n_dofs, self.control_rate = self.robot.n_dofs, self.robot.control_rate
+        self.state_names = tuple(task.columns)
         self.seed = int(seed)
         self.limits = limits
         self.keep_episodes = log is None if keep_episodes is None else keep_episodes
@@ -69,19 +89,74 @@ class Runner:
             "model_xml": self.scene.xml,
         }
 
-    def handle(self, command) -> Reply:
-        """Run one command; never raises on bad input (the reply's flag says what went wrong)."""
+    # -- commands ------------------------------------------------------------
+    def _deliver(self, command: Command) -> Reply:
+        """Run one command; never raises on any input (the reply's flag says what went wrong)."""
         return self.machine.handle(command)
+
+    def abort(self, flag: Flag, message: str) -> None:
+        """Abort the running episode (e.g. a silent learner: Flag.TIMEOUT)."""
+        self.machine.abort(flag, message)
+
+    # -- what a serving loop needs --------------------------------------------
+    @property
+    def paced(self) -> bool:
+        """Whether the robot runs in wall-clock time (realtime mode: the loop must keep ticking)."""
+        return self.sim.pacer is not None
+
+    def idle(self, n_steps: int = 1) -> None:
+        """Hold the robot for n_steps control steps while the learner is silent (non-blocking
+        mode; the steps are logged in the running episode)."""
+        self.machine.idle(n_steps)
+
+    @property
+    def running_episode(self) -> int | None:
+        """The id of the episode running now, or None."""
+        return None if self.machine.episode is None else self.machine.episode.episode_id
 
     def spare_time(self, budget: float) -> None:
         """Use up to ``budget`` s of a tick's spare time (writing queued log pieces)."""
         if self.log is not None:
             self.log.work(budget)
 
-    def abort(self, flag: Flag, message: str) -> None:
-        """Abort the running episode (e.g. a silent learner: Flag.TIMEOUT)."""
-        self.machine.abort(flag, message)
+    def steps_since(self, cursor: StepCursor) -> tuple[StepCursor, list[dict[str, np.ndarray]]]:
+        """The per-step blocks (column name -> values) the current or last episode logged after
+        ``cursor``, and the cursor after them; when that is another episode than the cursor's,
+        the blocks start at its first step."""
+        ep = self.machine.last_episode
+        if ep is None:
+            return cursor, []
+        start = cursor.blocks if cursor.episode == ep.number else 0
+        return StepCursor(ep.number, len(ep.blocks)), ep.blocks[start:]
 
+    def get_episode(self) -> dict[str, np.ndarray]:
+        ep = self.machine.last_episode
+        widths = step_widths(self.n_dofs, len(self.state_names))
+        steps = ep.steps() if ep is not None and ep.blocks else {
+            name: np.zeros((0, width))[:, 0] if width == 1 else np.zeros((0, width)) for name, width in widths}
+        for i, name in enumerate(self.state_names):
+            steps[name] = steps["task_state"][:, i]
+        return steps
+
+    # -- replay --------------------------------------------------------------
+    def replay_episode(self, number: int, initial_state: np.ndarray, commands: Iterable[Command],
+                       end: Flag = Flag.OK) -> list[EpisodeBuffer]:
+        """Run recorded ``commands`` as episode ``number`` from the integration state
+        ``initial_state``, end a still running episode with ``end``, and return the episodes
+        that produced (one, when the replay matches the recording)."""
+        produced: list[EpisodeBuffer] = []
+        keep, self.machine.on_episode = self.machine.on_episode, produced.append
+        try:
+            self.sim.set_state(initial_state)
+            self.machine.episodes_started = number
+            for command in commands:
+                self.send(command)
+            self.machine.abort(end, "replayed abort")
+        finally:
+            self.machine.on_episode = keep
+        return produced
+
+    # -- life ----------------------------------------------------------------
     def _episode_done(self, ep: EpisodeBuffer) -> None:
         if self.keep_episodes:
             self.episodes.append(ep)

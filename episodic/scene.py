@@ -100,7 +100,7 @@ def _add_controller(spec: mujoco.MjSpec, robot: Robot) -> None:
 
 
 def build_scene(robot: Robot, task) -> Scene:
-    """Compile robot + controller + task into a Scene. ``task`` follows tasks.base.Task."""
+    """Compile robot + controller + task into a Scene. ``task`` follows episodic.task.Task."""
     substeps = max(robot.substeps, task.substeps)
     dyn_spec = _robot_spec(robot, substeps)
     task.add_tool(dyn_spec, robot)

@@ -28,18 +28,19 @@ from episodic import demo
 
 def reference_commands(robot, episode_id: int = 1) -> list:
     """StartCommand + three TrajectoryCommands of the reference swing for ``robot``
-    (an episodic.robot.Robot, e.g. ``Runner("ball_in_cup").robot``)."""
+    (an episodic.robot.Robot, e.g. ``Runner(make_task("ball_in_cup")).robot``)."""
     return demo.reference_commands(robot, episode_id)
 
 
 def main() -> None:
     from episodic.runner import Runner
+    from episodic.tasks import make_task
 
     parser = argparse.ArgumentParser(description="Run the reference ball-in-a-cup swing in-process.")
     parser.add_argument("--log", default=None, help="HDF5 log to write (default: none)")
     args = parser.parse_args()
-    with Runner("ball_in_cup", log=args.log) as runner:
-        row = demo.run_swing(runner.handle, reference_commands(runner.robot), "reference")
+    with Runner(make_task("ball_in_cup"), log=args.log) as runner:
+        row = demo.run_swing(runner.send, reference_commands(runner.robot), "reference")
     print(f"return {row.episode_return:.4f}, caught {'yes' if row.caught else 'no'}, "
           f"{row.steps} steps, flag {row.flag}")
 

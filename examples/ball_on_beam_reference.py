@@ -19,6 +19,7 @@ import numpy as np
 from episodic.commands import GainsCommand, StartCommand
 from episodic.robot import Robot, load_robot
 from episodic.runner import Runner
+from episodic.tasks import make_task
 
 # k_x rad/m, k_v rad s/m: with x'' = (5/7) g theta, about 3.2 rad/s and 0.55 damping (chosen from
 # a small grid over k_x, k_v, kp7, kd7 for the lowest return from x0 = 0.1 m)
@@ -41,9 +42,9 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="HDF5 log to write (default: none)")
     args = parser.parse_args()
     robot = load_robot("wam")
-    with Runner("ball_on_beam", log=args.out, keep_episodes=True) as runner:
+    with Runner(make_task("ball_on_beam"), log=args.out, keep_episodes=True) as runner:
         began = time.perf_counter()
-        replies = [runner.handle(c) for c in reference_commands(robot)]
+        replies = [runner.send(c) for c in reference_commands(robot)]
         wall = time.perf_counter() - began
         ep = runner.episodes[0]
     x, xd, theta, on = replies[-1].state

@@ -29,6 +29,7 @@ import numpy as np
 from episodic.commands import GainsCommand, StartCommand
 from episodic.robot import Robot, load_robot
 from episodic.runner import Runner
+from episodic.tasks import make_task
 
 KP = np.array([400, 600, 200, 200, 100, 100, 5.0])  # N m/rad: stiff wrist (j5, j6), a soft lever servo
 KD = np.array([10, 21, 7, 3.5, 0.95, 0.95, 0.1])    # N m s/rad
@@ -63,10 +64,10 @@ def main() -> None:
     parser.add_argument("--pole-length", type=float, default=0.5, help="pole length, m")
     args = parser.parse_args()
     robot = load_robot("wam")
-    with Runner("pole_balancing", params={"pole_length": args.pole_length}, log=args.out,
+    with Runner(make_task("pole_balancing", {"pole_length": args.pole_length}), log=args.out,
                 keep_episodes=True) as runner:
         began = time.perf_counter()
-        replies = [runner.handle(c) for c in reference_commands(robot, pole_length=args.pole_length)]
+        replies = [runner.send(c) for c in reference_commands(robot, pole_length=args.pole_length)]
         wall = time.perf_counter() - began
         ep = runner.episodes[0]
     steps = ep.steps()

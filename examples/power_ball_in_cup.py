@@ -231,7 +231,7 @@ def summary(result: PowerResult) -> str:
 def run_on_channel(channel: str, iterations: int = ITERATIONS, seed: int = 0, start: Swing | None = None,
                    echo: Callable[[str], None] | None = print, timeout: float = 60.0, **kwargs) -> PowerResult:
     """PoWER against the ball_in_cup runner serving ``channel``."""
-    from bridge import Client
+    from episodic.bridge import Client
     from episodic.robot import load_robot
 
     robot = load_robot("wam")
@@ -248,7 +248,7 @@ def run_served(iterations: int = ITERATIONS, seed: int = 0, start: Swing | None 
     """Serve ball_in_cup in a subprocess (runner seed ``seed``, blocking mode) on ``channel``
     (default: ``demo_channel()``), run PoWER against it, stop it and remove the channel
     whatever happens. The runner's log goes to ``log`` (default: a temporary file)."""
-    from bridge import ProtocolError, RunnerGone
+    from episodic.bridge import ProtocolError, RunnerGone
 
     channel = channel or demo_channel()
     with tempfile.TemporaryDirectory(prefix="power-") as tmp:
@@ -271,7 +271,7 @@ def run_served(iterations: int = ITERATIONS, seed: int = 0, start: Swing | None 
 
 
 def _task_columns() -> tuple[str, ...]:
-    from tasks.ball_in_cup import BallInCup
+    from episodic.tasks.ball_in_cup import BallInCup
 
     return BallInCup.columns
 

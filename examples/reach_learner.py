@@ -10,6 +10,7 @@ import argparse
 
 from episodic.demo import demo_targets, format_rows, run_reach_demo
 from episodic.runner import Runner
+from episodic.tasks import make_task
 
 
 def main() -> None:
@@ -19,7 +20,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1, help="seed of the run and of the targets")
     args = parser.parse_args()
 
-    with Runner("reach", log=args.out, seed=args.seed) as runner:
+    with Runner(make_task("reach"), log=args.out, seed=args.seed) as runner:
         targets = demo_targets(runner, args.episodes, args.seed)
         rows = run_reach_demo(runner, targets)
         tolerance = runner.task.tolerance

@@ -42,7 +42,7 @@ from episodic.commands import StartCommand, TrajectoryCommand
 from episodic.robot import Robot, load_robot
 from episodic.scene import build_scene
 from episodic.trajectory import Desired, min_jerk, min_jerk_duration
-from tasks import make_task
+from episodic.tasks import make_task
 
 BACKSWING = 0.35       # m, blade centre behind the ball before the stroke
 FOLLOW_THROUGH = 0.35  # m, blade centre past the ball's rest position at the stroke's end
@@ -179,10 +179,10 @@ def main() -> None:
     parser.add_argument("--target", type=float, nargs=3, default=None, metavar=("X", "Y", "Z"),
                         help="target of the ball's centre, m (default: the task's)")
     args = parser.parse_args()
-    with Runner("tetherball", log=args.out, keep_episodes=True) as runner:
+    with Runner(make_task("tetherball"), log=args.out, keep_episodes=True) as runner:
         commands = reference_commands(runner.robot, 1, args.target)
         wall = time.perf_counter()
-        replies = [runner.handle(c) for c in commands]
+        replies = [runner.send(c) for c in commands]
         wall = time.perf_counter() - wall
         closest = runner.task.closest_approach()
     ep = runner.episodes[-1]

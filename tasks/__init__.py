@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from tasks.base import StepView, Task, TaskError
+from episodic.task import StepView, Task, TaskError
 
 
 def _discover() -> dict[str, type[Task]]:

@@ -55,7 +55,7 @@ import mujoco
 import numpy as np
 
 from episodic.robot import Robot
-from tasks.base import StepView, Task, TaskError
+from episodic.task import StepView, Task, TaskError
 
 WALL_BOXES = 16          # boxes that make the cup's wall
 WALL_THICKNESS = 0.004   # m

@@ -55,7 +55,7 @@ import mujoco
 import numpy as np
 
 from episodic.robot import Robot
-from tasks.base import StepView, Task, TaskError
+from episodic.task import StepView, Task, TaskError
 
 POLE = "pole"
 LEVER = "pole_lever"

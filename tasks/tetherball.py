@@ -42,7 +42,7 @@ import mujoco
 import numpy as np
 
 from episodic.robot import Robot
-from tasks.base import StepView, Task, TaskError
+from episodic.task import StepView, Task, TaskError
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
 CONTACT_OMEGA = 300.0  # rad/s, ball contacts: a ball-racket impact lasts pi / omega, about 10 ms

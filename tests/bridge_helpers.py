@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bridge.blocks import Blocks
-from bridge.channel import Channel
+from episodic.bridge.blocks import Blocks
+from episodic.bridge.channel import Channel
 
 ROOT = Path(__file__).parent.parent
 _counter = itertools.count()

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from episodic.runner import Runner
+from episodic.tasks import make_task
 
 
 def wave(home: np.ndarray, n: int = 500, amplitude: float = 0.2, phase: float = 0.0) -> np.ndarray:
@@ -16,5 +17,5 @@ def wave(home: np.ndarray, n: int = 500, amplitude: float = 0.2, phase: float = 
 
 @pytest.fixture
 def runner():
-    with Runner("reach") as r:
+    with Runner(make_task("reach")) as r:
         yield r

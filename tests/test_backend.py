@@ -9,6 +9,7 @@ from episodic.backend import MujocoDriver
 from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
 from episodic.protocol import Flag, MachineState
 from episodic.runner import Runner
+from episodic.tasks import make_task
 from episodic.trajectory import min_jerk
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
@@ -30,8 +31,8 @@ def episode(mode: str):
 def test_a_driver_moves_the_robot_as_the_simulation_does(mode):
     steps = {}
     for name, kw in (("simulation", {}), ("driver", {"driver": MujocoDriver})):
-        with Runner("reach", **kw) as r:
-            assert [r.handle(c).flag for c in episode(mode)] == [Flag.OK] * 5
+        with Runner(make_task("reach"), **kw) as r:
+            assert [r.send(c).flag for c in episode(mode)] == [Flag.OK] * 5
             steps[name] = r.episodes[0].steps()
     sim, drv = steps["simulation"], steps["driver"]
     assert sim["q"].shape == drv["q"].shape
@@ -48,12 +49,12 @@ def test_driver_backend_takes_the_robot_where_it_is_and_records_ticks():
         driver.data.qpos[scene.qpos_adr] = HOME + 0.2
         return driver
 
-    with Runner("reach", driver=bent) as r:
+    with Runner(make_task("reach"), driver=bent) as r:
         assert r.mode == "realtime"
         np.testing.assert_allclose(r.sim.q, HOME + 0.2)          # not teleported home
-        assert r.handle(StartCommand(1, 1)).flag == Flag.OK       # goes home the robot's way
+        assert r.send(StartCommand(1, 1)).flag == Flag.OK       # goes home the robot's way
         np.testing.assert_allclose(r.sim.q, HOME, atol=r.robot.goto.tolerance_q)
-        r.handle(TrajectoryCommand(1, 1, 1, min_jerk(HOME, GOAL, 0.4, 0.002).q))
+        r.send(TrajectoryCommand(1, 1, 1, min_jerk(HOME, GOAL, 0.4, 0.002).q))
         ep = r.episodes[0]
     steps = ep.steps()
     assert (steps["machine_state"] == MachineState.GOTO_START).sum() > 100
@@ -65,9 +66,9 @@ def test_driver_backend_takes_the_robot_where_it_is_and_records_ticks():
 def test_a_velocity_over_the_limit_stops_the_driver_at_that_tick():
     jump = np.repeat(HOME[None], 400, axis=0)
     jump[10:, 0] += 1.5
-    with Runner("reach", driver=MujocoDriver) as r:
-        r.handle(StartCommand(1, 1))
-        reply = r.handle(TrajectoryCommand(1, 1, 1, jump))
+    with Runner(make_task("reach"), driver=MujocoDriver) as r:
+        r.send(StartCommand(1, 1))
+        reply = r.send(TrajectoryCommand(1, 1, 1, jump))
         assert reply.flag == Flag.SAFETY_ABORT and 10 < reply.n_steps < 400
         assert np.abs(r.sim.qd[0]) > r.robot.velocity_limit[0]
         motion = r.episodes[0].steps()["machine_state"] == MachineState.DO_MOTION

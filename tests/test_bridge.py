@@ -15,14 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge import Client, ProtocolError, RunnerGone
-from bridge.blocks import Blocks
-from bridge.channel import Channel, object_names, remove
-from bridge.layout import COMMAND, MAGIC, VERSION
+from episodic.bridge import Client, ProtocolError, RunnerGone
+from episodic.bridge.blocks import Blocks
+from episodic.bridge.channel import Channel, object_names, remove
+from episodic.bridge.layout import COMMAND, MAGIC, VERSION
 from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
 from episodic.log import read_episodes
 from episodic.protocol import Flag, MachineState
 from episodic.runner import Runner
+from episodic.tasks import make_task
 from tests.bridge_helpers import (ROOT, Served, assert_same_steps, channel_name, raw_channel, raw_exchange,
                                   shm_leftovers)
 from tests.conftest import wave
@@ -77,8 +78,8 @@ def test_bridge_log_is_bit_identical_to_in_process(tmp_path):
             fetched = client.get_episode()
         assert s.stop() == 0
     assert [r.flag for r in replies] == [Flag.OK] * 5
-    with Runner("reach", log=tmp_path / "local.h5", seed=7) as r:
-        local_replies = [r.handle(c) for c in commands]
+    with Runner(make_task("reach"), log=tmp_path / "local.h5", seed=7) as r:
+        local_replies = [r.send(c) for c in commands]
     assert [r.reward for r in replies] == [r.reward for r in local_replies]
     (bridged,), (local,) = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
     assert_same_steps(local, bridged, fetched)
@@ -87,7 +88,7 @@ def test_bridge_log_is_bit_identical_to_in_process(tmp_path):
 
 LEARNER_THAT_DIES = """
 import os, sys, numpy as np
-from bridge import Client
+from episodic.bridge import Client
 from tests.conftest import wave
 home = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
 c = Client(sys.argv[1], timeout=10)
@@ -293,7 +294,7 @@ def test_a_command_posted_twice_runs_once(tmp_path):
 
 
 def test_a_lock_held_by_a_dead_process_is_taken_over_once(monkeypatch):
-    from bridge import channel as ch
+    from episodic.bridge import channel as ch
 
     monkeypatch.setattr(ch, "LOCK_TIMEOUT", 0.05)
     name = f"/episodic-locktest-{os.getpid()}"
@@ -311,7 +312,7 @@ def test_a_lock_held_by_a_dead_process_is_taken_over_once(monkeypatch):
 
 
 def test_an_exited_child_counts_as_gone_before_it_is_reaped():
-    from bridge.channel import pid_alive
+    from episodic.bridge.channel import pid_alive
 
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     deadline = time.monotonic() + 10

@@ -21,6 +21,7 @@ from episodic.commands import TrajectoryCommand
 from episodic.demo import demo_targets, format_rows, run_reach_demo
 from episodic.log import read_episodes, read_metadata
 from episodic.runner import Runner
+from episodic.tasks import make_task
 
 N_EPISODES = 5
 
@@ -34,7 +35,7 @@ def demo_log(tmp_path_factory) -> tuple[Path, str]:
     """A reach session's log (five targets, seed 0), written in-process by the reach learner of
     episodic/demo.py: what the info and replay tests below read."""
     path = tmp_path_factory.mktemp("reach") / "reach.h5"
-    with Runner("reach", log=path, seed=0) as runner:
+    with Runner(make_task("reach"), log=path, seed=0) as runner:
         rows = run_reach_demo(runner, demo_targets(runner, N_EPISODES, 0))
     return path, format_rows(rows)
 
@@ -112,7 +113,7 @@ def test_demo_log_replays_bit_identically(ball_demo):
 
 def test_demo_cleans_up_when_the_learner_fails(tmp_path, monkeypatch):
     import episodic.demo as demo_module
-    from bridge.channel import object_names, pid_alive
+    from episodic.bridge.channel import object_names, pid_alive
 
     seen = {}
 
@@ -156,7 +157,7 @@ def test_demo_interrupted_by_ctrl_c_leaves_nothing_behind(tmp_path, whom):
 
 
 def test_reach_learner_solves_most_targets():
-    with Runner("reach", seed=3) as runner:
+    with Runner(make_task("reach"), seed=3) as runner:
         rows = run_reach_demo(runner, demo_targets(runner, 12, seed=3))
     assert all(r.flag == "OK" for r in rows)
     assert sum(r.success for r in rows) >= 11
@@ -190,9 +191,9 @@ def test_info_prints_metadata_and_episode_table(demo_log):
 
 def test_info_counts_rejected_commands(tmp_path):
     path = tmp_path / "rejected.h5"
-    with Runner("reach", log=path, seed=0) as runner:
+    with Runner(make_task("reach"), log=path, seed=0) as runner:
         q = np.tile(runner.robot.home, (10, 1))
-        reply = runner.handle(TrajectoryCommand(5, 1, 1, q))  # no episode running
+        reply = runner.send(TrajectoryCommand(5, 1, 1, q))  # no episode running
         assert reply.flag.name == "OUT_OF_ORDER"
     result = invoke("info", str(path))
     assert result.exit_code == 0, result.output

@@ -21,14 +21,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bridge import Client
-from bridge.blocks import Blocks
-from bridge.channel import Channel, remove
-from bridge.layout import VERSION
+from episodic.bridge import Client
+from episodic.bridge.blocks import Blocks
+from episodic.bridge.channel import Channel, remove
+from episodic.bridge.layout import VERSION
 from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
 from episodic.log import read_episodes
 from episodic.protocol import Flag
 from episodic.runner import Runner
+from episodic.tasks import make_task
 from tests.bridge_helpers import ROOT, Served, assert_same_steps, channel_name, shm_leftovers
 from tests.conftest import wave
 
@@ -187,8 +188,8 @@ def test_octave_episode_is_bit_identical_to_python(mex_dir, tmp_path):
     with Served(channel_name(), tmp_path / "octave.h5", "--seed", "7") as s:
         run_octave(f"reach_episode('{s.channel}', '{data}', {episode_id})", mex_dir)
         assert s.stop() == 0
-    with Runner("reach", log=tmp_path / "python.h5", seed=7) as runner:
-        python_replies = [runner.handle(c) for c in commands]
+    with Runner(make_task("reach"), log=tmp_path / "python.h5", seed=7) as runner:
+        python_replies = [runner.send(c) for c in commands]
     assert [r.flag for r in python_replies] == [Flag.OK] * 5
 
     replies = np.fromfile(data / "replies.bin").reshape(5, -1)  # reward, flag, episode_id, n_steps, state

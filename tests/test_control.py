@@ -15,7 +15,7 @@ from episodic.robot import load_robot
 from episodic.scene import ROLLOUT_SPEC, build_scene
 from episodic.simulation import Gains, Simulation
 from episodic.trajectory import Desired, min_jerk
-from tasks import make_task
+from episodic.tasks import make_task
 
 NONE = Feedforward.NONE
 GRAVITY = Feedforward.GRAVITY_COMPENSATION

@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 
 from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.log import STEP_COLUMNS, read_episodes, read_metadata
+from episodic.columns import STEP_DTYPES
+from episodic.log import read_episodes, read_metadata
 from episodic.machine import Flag
 from episodic.replay import replay
 from episodic.runner import Runner
+from episodic.tasks import make_task
 from tests.conftest import wave
 from tests.test_machine import run_episode
 
@@ -25,9 +27,9 @@ from tests.test_machine import run_episode
 @pytest.fixture
 def reach_log(tmp_path) -> Path:
     path = tmp_path / "run.h5"
-    with Runner("reach", log=path, seed=3) as r:
+    with Runner(make_task("reach"), log=path, seed=3) as r:
         run_episode(r, 1)
-        r.handle(TrajectoryCommand(5, 9, 9, wave(r.robot.home)))  # refused: no episode
+        r.send(TrajectoryCommand(5, 9, 9, wave(r.robot.home)))  # refused: no episode
         run_episode(r, 2, context=(0.6, -0.1, 1.4))
     return path
 
@@ -43,7 +45,7 @@ def test_layout_and_metadata(reach_log):
         assert f["rejected"][()].tolist() == [[5, 9, Flag.OUT_OF_ORDER]]
         g = f["episodes/000000"]
         n = g.attrs["n_steps"]
-        assert set(g["steps"]) == set(STEP_COLUMNS)
+        assert set(g["steps"]) == set(STEP_DTYPES)
         for name in ("q", "qd", "qdd", "q_d", "qd_d", "qdd_d", "u", "u_ff"):
             assert g["steps"][name].shape == (n, 7)
         assert g["steps/ee_pos"].shape == (n, 3) and g["steps/ee_quat"].shape == (n, 4)
@@ -75,7 +77,7 @@ def test_replay_reports_a_changed_command(reach_log):
 
 def test_stored_episode_matches_replies(tmp_path):
     path = tmp_path / "r.h5"
-    with Runner("reach", log=path) as r:
+    with Runner(make_task("reach"), log=path) as r:
         replies = run_episode(r, 4)
     (ep,) = read_episodes(path)
     np.testing.assert_array_equal(ep.segments["reward"], [x.reward for x in replies[1:]])
@@ -85,9 +87,9 @@ def test_stored_episode_matches_replies(tmp_path):
 
 def test_closing_mid_episode_keeps_its_steps(tmp_path):
     path = tmp_path / "r.h5"
-    with Runner("reach", log=path) as r:
-        r.handle(StartCommand(1, 3))
-        r.handle(TrajectoryCommand(1, 1, 3, wave(r.robot.home)))
+    with Runner(make_task("reach"), log=path) as r:
+        r.send(StartCommand(1, 3))
+        r.send(TrajectoryCommand(1, 1, 3, wave(r.robot.home)))
     (ep,) = read_episodes(path)
     assert ep.attrs["flag"] == Flag.INTERRUPTED and ep.attrs["n_steps"] == 500
     assert replay(path).identical
@@ -97,17 +99,18 @@ KILLED_RUN = """
 import sys, numpy as np
 from episodic.runner import Runner
 from episodic.commands import StartCommand, TrajectoryCommand
+from episodic.tasks import make_task
 from tests.conftest import wave
-r = Runner("reach", log=sys.argv[1])
+r = Runner(make_task("reach"), log=sys.argv[1])
 for ep in range(1, 3):
-    r.handle(StartCommand(ep, 2))
+    r.send(StartCommand(ep, 2))
     for k in (1, 2):
-        r.handle(TrajectoryCommand(ep, k, 2, wave(r.robot.home)))
-r.handle(StartCommand(3, 1000))
+        r.send(TrajectoryCommand(ep, k, 2, wave(r.robot.home)))
+r.send(StartCommand(3, 1000))
 print("ready", flush=True)
 k = 1
 while True:  # an endless episode, killed from outside
-    r.handle(TrajectoryCommand(3, k, 1000, wave(r.robot.home)))
+    r.send(TrajectoryCommand(3, k, 1000, wave(r.robot.home)))
     k = k % 999 + 1
 """
 
@@ -144,10 +147,10 @@ def small_disk(tmp_path):
 
 def test_a_full_disk_loses_no_episode_already_written(small_disk, caplog):
     path = small_disk / "run.h5"
-    with Runner("reach", log=path) as r:
+    with Runner(make_task("reach"), log=path) as r:
         for episode_id in range(10):
-            assert r.handle(StartCommand(episode_id, 1)).flag == Flag.OK
-            assert r.handle(TrajectoryCommand(episode_id, 1, 1, wave(r.robot.home, n=2000))).flag == Flag.OK
+            assert r.send(StartCommand(episode_id, 1)).flag == Flag.OK
+            assert r.send(TrajectoryCommand(episode_id, 1, 1, wave(r.robot.home, n=2000))).flag == Flag.OK
         failed = r.log.failed_writes
     assert 0 < failed < 10
     assert "No space" in caplog.text or "bytes free" in caplog.text

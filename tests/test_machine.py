@@ -12,9 +12,9 @@ from tests.conftest import wave
 
 def run_episode(runner, episode_id, n_segments=3, context=(0.5, 0.2, 1.5)):
     home = runner.robot.home
-    replies = [runner.handle(StartCommand(episode_id, n_segments, context=np.array(context)))]
+    replies = [runner.send(StartCommand(episode_id, n_segments, context=np.array(context)))]
     for k in range(1, n_segments + 1):
-        replies.append(runner.handle(TrajectoryCommand(episode_id, k, n_segments, wave(home))))
+        replies.append(runner.send(TrajectoryCommand(episode_id, k, n_segments, wave(home))))
     return replies
 
 
@@ -37,10 +37,10 @@ def test_three_segment_episode_runs_in_order(runner):
 
 def test_bad_command_between_two_good_episodes(runner):
     first = run_episode(runner, 1)
-    bad = runner.handle(TrajectoryCommand(1, 1, 3, wave(runner.robot.home)))
+    bad = runner.send(TrajectoryCommand(1, 1, 3, wave(runner.robot.home)))
     nan_q = wave(runner.robot.home)
     nan_q[3, 2] = np.nan
-    garbage = runner.handle(TrajectoryCommand(2, 1, 3, nan_q))
+    garbage = runner.send(TrajectoryCommand(2, 1, 3, nan_q))
     second = run_episode(runner, 2)
     assert all(r.flag == Flag.OK for r in first + second)
     assert bad.flag == Flag.OUT_OF_ORDER and "send index 0" in bad.message
@@ -57,8 +57,8 @@ def test_bad_command_between_two_good_episodes(runner):
     (lambda h: ResetCommand(1), Flag.ABORTED_BY_LEARNER),
 ])
 def test_errors_abort_the_episode_and_the_next_one_works(runner, make, flag):
-    assert runner.handle(StartCommand(1, 3)).flag == Flag.OK
-    reply = runner.handle(make(runner.robot.home))
+    assert runner.send(StartCommand(1, 3)).flag == Flag.OK
+    reply = runner.send(make(runner.robot.home))
     assert reply.flag == flag and reply.episode_done and reply.message
     assert runner.machine.state == MachineState.RESTART
     assert [r.flag for r in run_episode(runner, 2)] == [Flag.OK] * 4
@@ -67,16 +67,16 @@ def test_errors_abort_the_episode_and_the_next_one_works(runner, make, flag):
 
 
 def test_new_start_aborts_the_running_episode(runner):
-    runner.handle(StartCommand(1, 3))
-    runner.handle(TrajectoryCommand(1, 1, 3, wave(runner.robot.home)))
-    assert runner.handle(StartCommand(2, 1)).flag == Flag.OK
+    runner.send(StartCommand(1, 3))
+    runner.send(TrajectoryCommand(1, 1, 3, wave(runner.robot.home)))
+    assert runner.send(StartCommand(2, 1)).flag == Flag.OK
     assert runner.episodes[0].flag == Flag.ABORTED_BY_LEARNER
     assert runner.episodes[0].n_steps == 500
 
 
 def test_index_after_the_last_is_refused(runner):
     run_episode(runner, 1, n_segments=1)
-    reply = runner.handle(TrajectoryCommand(1, 2, 1, wave(runner.robot.home)))
+    reply = runner.send(TrajectoryCommand(1, 2, 1, wave(runner.robot.home)))
     assert reply.flag == Flag.OUT_OF_ORDER
     assert len(runner.episodes) == 1
 
@@ -84,11 +84,11 @@ def test_index_after_the_last_is_refused(runner):
 def test_goto_start_is_smooth_and_reaches_the_posture(runner):
     robot = runner.robot
     target = robot.home + np.array([0.4, -0.3, 0.5, -0.4, 0.6, 0.3, -0.5])
-    reply = runner.handle(StartCommand(1, 1, posture=target))
+    reply = runner.send(StartCommand(1, 1, posture=target))
     assert reply.flag == Flag.OK and reply.n_steps > 0
     np.testing.assert_allclose(runner.sim.q, target, atol=robot.goto.tolerance_q)
     assert np.max(np.abs(runner.sim.qd)) < robot.goto.tolerance_qd
-    runner.handle(ResetCommand(1))
+    runner.send(ResetCommand(1))
     steps = runner.episodes[0].steps()
     goto = steps["machine_state"] == MachineState.GOTO_START
     assert goto.all()
@@ -101,9 +101,9 @@ def test_goto_start_is_smooth_and_reaches_the_posture(runner):
 def test_start_posture_outside_range_and_bad_context_are_invalid(runner):
     posture = runner.robot.home.copy()
     posture[0] = 10.0
-    reply = runner.handle(StartCommand(1, 1, posture=posture))
+    reply = runner.send(StartCommand(1, 1, posture=posture))
     assert reply.flag == Flag.INVALID_PAYLOAD and "range" in reply.message
-    reply = runner.handle(StartCommand(2, 1, context=np.ones(5)))
+    reply = runner.send(StartCommand(2, 1, context=np.ones(5)))
     assert reply.flag == Flag.INVALID_PAYLOAD and "target" in reply.message
     assert runner.episodes[-1].flag == Flag.INVALID_PAYLOAD
 
@@ -112,12 +112,12 @@ def test_gain_set_applies_to_following_segments(runner):
     home = runner.robot.home
     errors = []
     for episode_id, scale in ((1, 1.0), (2, 0.2)):
-        runner.handle(StartCommand(episode_id, 2))
+        runner.send(StartCommand(episode_id, 2))
         kp, kd = runner.robot.kp * scale, runner.robot.kd * scale
-        gains = runner.handle(GainsCommand(episode_id, 1, 2, kp, kd, feedforward=Feedforward.GRAVITY_COMPENSATION,
+        gains = runner.send(GainsCommand(episode_id, 1, 2, kp, kd, feedforward=Feedforward.GRAVITY_COMPENSATION,
                                            wait_time=0.1))
         assert gains.flag == Flag.OK and gains.n_steps == 50
-        runner.handle(TrajectoryCommand(episode_id, 2, 2, wave(home, amplitude=0.4)))
+        runner.send(TrajectoryCommand(episode_id, 2, 2, wave(home, amplitude=0.4)))
         steps = runner.episodes[-1].steps()
         seg = steps["index"] == 2
         errors.append(np.abs(steps["q"][seg] - steps["q_d"][seg]).max())
@@ -125,9 +125,9 @@ def test_gain_set_applies_to_following_segments(runner):
 
 
 def test_trajectory_at_another_rate_is_resampled(runner):
-    runner.handle(StartCommand(1, 1))
+    runner.send(StartCommand(1, 1))
     q = wave(runner.robot.home, n=101)
-    reply = runner.handle(TrajectoryCommand(1, 1, 1, q, rate=100.0, wait_time=0.2))
+    reply = runner.send(TrajectoryCommand(1, 1, 1, q, rate=100.0, wait_time=0.2))
     assert reply.flag == Flag.OK
     assert reply.n_steps == 501 + 100
     steps = runner.episodes[0].steps()
@@ -137,10 +137,10 @@ def test_trajectory_at_another_rate_is_resampled(runner):
 
 def test_velocity_over_the_limit_aborts_with_the_safety_flag(runner):
     home = runner.robot.home
-    runner.handle(StartCommand(1, 2))
+    runner.send(StartCommand(1, 2))
     jump = np.repeat(home[None], 400, axis=0)
     jump[10:, 0] += 1.5  # a step of 1.5 rad on joint 1: the PD drives it past its velocity limit
-    reply = runner.handle(TrajectoryCommand(1, 1, 2, jump))
+    reply = runner.send(TrajectoryCommand(1, 1, 2, jump))
     assert reply.flag == Flag.SAFETY_ABORT and "j1" in reply.message
     assert 0 < reply.n_steps < 400 and reply.episode_done
     ep = runner.episodes[0]
@@ -153,10 +153,11 @@ def test_velocity_over_the_limit_aborts_with_the_safety_flag(runner):
 
 def test_same_commands_give_bit_identical_episodes():
     from episodic.runner import Runner
+    from episodic.tasks import make_task
 
     results = []
     for _ in range(2):
-        with Runner("reach") as r:
+        with Runner(make_task("reach")) as r:
             run_episode(r, 1)
             results.append(r.episodes[0].steps())
     for name in results[0]:
@@ -164,30 +165,30 @@ def test_same_commands_give_bit_identical_episodes():
 
 
 def test_idle_holds_the_posture_and_logs_the_steps(runner):
-    runner.handle(StartCommand(1, 1))
+    runner.send(StartCommand(1, 1))
     q0 = runner.sim.q
     runner.machine.idle(500)
     np.testing.assert_allclose(runner.sim.q, q0, atol=1e-3)
-    runner.handle(ResetCommand(1))
+    runner.send(ResetCommand(1))
     steps = runner.episodes[0].steps()
     assert (steps["machine_state"] == MachineState.WAIT_FOR_START).sum() == 500
 
 
 def test_task_gains_for_a_task_without_feedback_law_are_invalid(runner):
-    runner.handle(StartCommand(1, 1))
+    runner.send(StartCommand(1, 1))
     robot = runner.robot
-    reply = runner.handle(GainsCommand(1, 1, 1, robot.kp, robot.kd, task_gains=np.ones(2)))
+    reply = runner.send(GainsCommand(1, 1, 1, robot.kp, robot.kd, task_gains=np.ones(2)))
     assert reply.flag == Flag.INVALID_PAYLOAD and "no feedback law" in reply.message
 
 
-def test_a_task_feedback_law_shapes_the_desired_posture(monkeypatch):
+def test_a_task_feedback_law_shapes_the_desired_posture():
     """A task whose feedback law offsets joint 1 by task_gains[0] rad: the logged q_d carries the
     offset, the arm follows it, and the posture held afterwards does not accumulate it."""
     from dataclasses import dataclass
 
-    import tasks
     from episodic.runner import Runner
-    from tasks.reach import Reach
+    from episodic.task import TaskError
+    from episodic.tasks.reach import Reach
 
     @dataclass
     class OffsetJoint1(Reach):
@@ -196,20 +197,19 @@ def test_a_task_feedback_law_shapes_the_desired_posture(monkeypatch):
 
         def check_gains(self, task_gains):
             if task_gains.size != 1:
-                raise tasks.TaskError("one value")
+                raise TaskError("one value")
 
         def feedback(self, model, data, task_gains):
             out = np.zeros(7)
             out[0] = task_gains[0]
             return out
 
-    monkeypatch.setitem(tasks.TASKS, "offset_joint1", OffsetJoint1)
-    with Runner("offset_joint1") as r:
+    with Runner(OffsetJoint1()) as r:
         robot = r.robot
-        r.handle(StartCommand(1, 3))
-        assert r.handle(GainsCommand(1, 1, 3, robot.kp, robot.kd, task_gains=[0.2], wait_time=1.0)).flag == Flag.OK
-        assert r.handle(GainsCommand(1, 2, 3, robot.kp, robot.kd, task_gains=[0.2], wait_time=1.0)).flag == Flag.OK
-        reply = r.handle(GainsCommand(1, 3, 3, robot.kp, robot.kd, task_gains=np.ones(3)))
+        r.send(StartCommand(1, 3))
+        assert r.send(GainsCommand(1, 1, 3, robot.kp, robot.kd, task_gains=[0.2], wait_time=1.0)).flag == Flag.OK
+        assert r.send(GainsCommand(1, 2, 3, robot.kp, robot.kd, task_gains=[0.2], wait_time=1.0)).flag == Flag.OK
+        reply = r.send(GainsCommand(1, 3, 3, robot.kp, robot.kd, task_gains=np.ones(3)))
         assert reply.flag == Flag.INVALID_PAYLOAD
         steps = r.episodes[0].steps()
     held = steps["index"] == 2
@@ -219,23 +219,23 @@ def test_a_task_feedback_law_shapes_the_desired_posture(monkeypatch):
 
 def test_segment_far_from_the_held_posture_is_refused(runner):
     home = runner.robot.home
-    runner.handle(StartCommand(1, 2))
+    runner.send(StartCommand(1, 2))
     far = wave(home) + np.array([0, 0, 0.3, 0, 0, 0, 0])
-    reply = runner.handle(TrajectoryCommand(1, 1, 2, far))
+    reply = runner.send(TrajectoryCommand(1, 1, 2, far))
     assert reply.flag == Flag.DISCONTINUOUS and "j3" in reply.message and reply.n_steps == 0
     assert runner.episodes[0].flag == Flag.DISCONTINUOUS
     # a segment that starts where the held posture is, within the allowance, runs
-    runner.handle(StartCommand(2, 1))
+    runner.send(StartCommand(2, 1))
     near = wave(home) + np.array([0, 0, 0.09, 0, 0, 0, 0])
-    assert runner.handle(TrajectoryCommand(2, 1, 1, near)).flag == Flag.OK
+    assert runner.send(TrajectoryCommand(2, 1, 1, near)).flag == Flag.OK
 
 
 def test_after_a_safety_abort_the_robot_holds_under_gravity_compensation(runner):
     home = runner.robot.home
-    runner.handle(StartCommand(1, 1))
+    runner.send(StartCommand(1, 1))
     jump = np.repeat(home[None], 400, axis=0)
     jump[10:, 0] += 1.5
-    assert runner.handle(TrajectoryCommand(1, 1, 1, jump)).flag == Flag.SAFETY_ABORT
+    assert runner.send(TrajectoryCommand(1, 1, 1, jump)).flag == Flag.SAFETY_ABORT
     gains = runner.machine._gains
     assert gains.feedforward == Feedforward.GRAVITY_COMPENSATION and not gains.ki.any()
     q_abort = runner.sim.q
@@ -248,14 +248,15 @@ def test_after_a_safety_abort_the_robot_holds_under_gravity_compensation(runner)
 def test_a_refused_segment_is_stored_once_and_replays(tmp_path, bad):
     from episodic.replay import replay
     from episodic.runner import Runner
+    from episodic.tasks import make_task
 
     path = tmp_path / "r.h5"
-    with Runner("reach", log=path) as r:
+    with Runner(make_task("reach"), log=path) as r:
         home = r.robot.home
-        r.handle(StartCommand(1, 2))
+        r.send(StartCommand(1, 2))
         command = (TrajectoryCommand(1, 1, 2, wave(home) + 0.5) if bad == "discontinuous"
                    else GainsCommand(1, 1, 2, r.robot.kp, r.robot.kd, task_gains=[1.0]))
-        assert r.handle(command).flag in (Flag.DISCONTINUOUS, Flag.INVALID_PAYLOAD)
+        assert r.send(command).flag in (Flag.DISCONTINUOUS, Flag.INVALID_PAYLOAD)
     from episodic.log import read_episodes
 
     (ep,) = read_episodes(path)

@@ -86,9 +86,10 @@ def test_power_learns_from_a_far_miss_where_exploration_alone_fails():
 def test_power_in_process_matches_the_bridge():
     """The learner only needs a send function: an in-process Runner gives the same run."""
     from episodic.runner import Runner
+    from episodic.tasks import make_task
 
-    with Runner("ball_in_cup", seed=2, keep_episodes=False) as runner:
-        result = power(runner.handle, runner.robot, BUDGET, seed=2, echo=None)
+    with Runner(make_task("ball_in_cup"), seed=2, keep_episodes=False) as runner:
+        result = power(runner.send, runner.robot, BUDGET, seed=2, echo=None)
     assert result.first_catch is not None and result.first_catch.iteration == 7
 
 

@@ -9,8 +9,8 @@ import re
 import numpy as np
 import pytest
 
-from bridge.endpoint import log_columns
-from bridge.layout import COMMAND, HEADER, LOG_COLUMN, NAME_BYTES, REPLY, Layout, Sizes
+from episodic.columns import step_widths
+from episodic.bridge.layout import COMMAND, HEADER, LOG_COLUMN, NAME_BYTES, REPLY, Layout, Sizes
 from tests.bridge_helpers import ROOT, Served, channel_name, shm_leftovers
 
 README = ROOT / "README.md"
@@ -90,7 +90,7 @@ def test_protocol_sizes_in_the_text_match_the_layout():
     assert f"`char[{NAME_BYTES}]` at offset {HEADER.itemsize}" in text
 
 
-WAM = Sizes(7, 20_000, 60_000, 64, ("target_x", "target_y", "target_z", "distance"), log_columns(7, 4), 500.0)
+WAM = Sizes(7, 20_000, 60_000, 64, ("target_x", "target_y", "target_z", "distance"), step_widths(7, 4), 500.0)
 
 
 def test_protocol_worked_example_matches_the_layout():

@@ -10,11 +10,12 @@ import time
 import numpy as np
 import pytest
 
-from bridge import Client
+from episodic.bridge import Client
 from episodic.commands import StartCommand, TrajectoryCommand
 from episodic.log import read_episodes, read_metadata
 from episodic.protocol import Flag, MachineState
 from episodic.runner import Runner
+from episodic.tasks import make_task
 from episodic.trajectory import min_jerk
 from tests.bridge_helpers import ROOT, Served, channel_name, shm_leftovers
 
@@ -57,7 +58,7 @@ def held_within(steps: dict, waiting: np.ndarray) -> float:
 
 DYING_LEARNER = """
 import os, sys, numpy as np
-from bridge import Client
+from episodic.bridge import Client
 c = Client(sys.argv[1], timeout=10)
 c.start_episode(max_commands=5, episode_id=9)
 os._exit(0)
@@ -111,8 +112,8 @@ def test_late_early_malformed_and_dead_learners(tmp_path):
 def test_blocking_and_realtime_give_the_same_motion(tmp_path):
     commands = [StartCommand(1, 2), TrajectoryCommand(1, 1, 2, move(HOME, GOAL)),
                 TrajectoryCommand(1, 2, 2, move(GOAL, HOME), wait_time=0.2)]
-    with Runner("reach", log=tmp_path / "blocking.h5") as r:
-        assert [r.handle(c).flag for c in commands] == [Flag.OK] * 3
+    with Runner(make_task("reach"), log=tmp_path / "blocking.h5") as r:
+        assert [r.send(c).flag for c in commands] == [Flag.OK] * 3
     with realtime(tmp_path, "realtime.h5") as s:
         with Client(s.channel, timeout=10) as client:
             assert [client.send(c).flag for c in commands] == [Flag.OK] * 3

@@ -10,11 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bridge.layout import MAGIC, VERSION
+from episodic.bridge.layout import MAGIC, VERSION
 from episodic.commands import (Feedforward, GainsCommand, ResetCommand, StartCommand,
                                TrajectoryCommand)
 from episodic.protocol import Flag
 from episodic.runner import Runner
+from episodic.tasks import make_task
 from tests.bridge_helpers import Served, channel_name, raw_channel, raw_exchange
 from tests.conftest import wave
 
@@ -26,14 +27,14 @@ EXTREME = [0.0, -0.0, 1.0, -1.0, 1e-300, 5e-324, 1e6, -1e6, 1e6 + 1, 1e300, -1e3
 
 def still_serves(runner: Runner) -> None:
     """A normal episode runs OK after whatever came before."""
-    runner.handle(StartCommand(999, max_commands=1, context=np.array([0.6, 0.1, 1.5])))
-    reply = runner.handle(TrajectoryCommand(999, 1, 1, wave(runner.machine._hold_q)))
+    runner.send(StartCommand(999, max_commands=1, context=np.array([0.6, 0.1, 1.5])))
+    reply = runner.send(TrajectoryCommand(999, 1, 1, wave(runner.machine._hold_q)))
     assert reply.flag == Flag.OK, reply.message
 
 
 @pytest.fixture(scope="module")
 def shared_runner():
-    with Runner("reach") as r:
+    with Runner(make_task("reach")) as r:
         yield r
 
 
@@ -41,10 +42,10 @@ def shared_runner():
 def test_gains_without_wait_run_no_steps(shared_runner, mode):
     """The fuzzer's most common kill: a gain set with wait_time 0 in feedforward mode."""
     r = shared_runner
-    r.handle(StartCommand(1, max_commands=2))
-    reply = r.handle(GainsCommand(1, 1, 2, r.robot.kp, r.robot.kd, feedforward=mode))
+    r.send(StartCommand(1, max_commands=2))
+    reply = r.send(GainsCommand(1, 1, 2, r.robot.kp, r.robot.kd, feedforward=mode))
     assert (reply.flag, reply.n_steps, reply.episode_done) == (Flag.OK, 0, False)
-    reply = r.handle(TrajectoryCommand(1, 2, 2, wave(HOME)))
+    reply = r.send(TrajectoryCommand(1, 2, 2, wave(HOME)))
     assert reply.flag == Flag.OK and reply.episode_done
 
 
@@ -54,30 +55,30 @@ def test_gains_without_wait_run_no_steps(shared_runner, mode):
 ])
 def test_huge_rates_and_samples_are_refused(shared_runner, field, value, words):
     r = shared_runner
-    r.handle(StartCommand(2, max_commands=1))
+    r.send(StartCommand(2, max_commands=1))
     q = np.tile(HOME, (5, 1))
     fields = dict(q=q, qd=np.zeros_like(q), qdd=np.zeros_like(q), rate=100.0)
     fields[field] = value if field == "rate" else np.full_like(q, value)
-    reply = r.handle(TrajectoryCommand(2, 1, 1, **fields))
+    reply = r.send(TrajectoryCommand(2, 1, 1, **fields))
     assert reply.flag == Flag.INVALID_PAYLOAD and words in reply.message
     still_serves(r)
 
 
 def test_gains_that_make_the_physics_unstable_abort_and_hold(shared_runner):
     r = shared_runner
-    r.handle(StartCommand(3, max_commands=1))
+    r.send(StartCommand(3, max_commands=1))
     big = np.full(N, 1e6)
-    reply = r.handle(GainsCommand(3, 1, 1, big, np.zeros(N), feedforward=Feedforward.NONE, wait_time=1.0))
+    reply = r.send(GainsCommand(3, 1, 1, big, np.zeros(N), feedforward=Feedforward.NONE, wait_time=1.0))
     assert reply.flag in (Flag.SAFETY_ABORT, Flag.OK) and reply.episode_done
     assert np.all(np.isfinite(r.sim.q)) and np.all(np.abs(r.sim.q - HOME) < 0.5)
     still_serves(r)
 
 
 def test_a_failing_task_gives_internal_error_and_the_next_episode_runs(monkeypatch, tmp_path):
-    with Runner("reach", log=tmp_path / "run.h5") as r:
-        r.handle(StartCommand(4, max_commands=1))
+    with Runner(make_task("reach"), log=tmp_path / "run.h5") as r:
+        r.send(StartCommand(4, max_commands=1))
         monkeypatch.setattr(r.task, "step_reward", lambda *a: 1 / 0)
-        reply = r.handle(TrajectoryCommand(4, 1, 1, wave(HOME)))
+        reply = r.send(TrajectoryCommand(4, 1, 1, wave(HOME)))
         assert reply.flag == Flag.INTERNAL_ERROR and "ZeroDivisionError" in reply.message
         assert reply.episode_done and r.machine.episode is None
         monkeypatch.undo()
@@ -126,7 +127,7 @@ def test_structured_commands_always_get_a_reply(shared_runner, data):
     episode_id = next(_episode_ids)
     n = data.draw(st.integers(1, 4))
     for cmd in [StartCommand(episode_id, 3)] + [data.draw(commands(episode_id, k)) for k in range(1, n + 1)]:
-        reply = r.handle(cmd)
+        reply = r.send(cmd)
         assert isinstance(reply.flag, Flag) and (reply.flag == Flag.OK or reply.message)
         assert np.all(np.isfinite(r.sim.q))
     still_serves(r)

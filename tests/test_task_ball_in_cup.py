@@ -6,7 +6,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from bridge import Client
+from episodic.bridge import Client
 from episodic import demo
 from episodic.commands import StartCommand, TrajectoryCommand
 from episodic.log import read_episodes, read_metadata
@@ -15,8 +15,8 @@ from episodic.robot import load_robot
 from episodic.replay import replay
 from episodic.runner import Runner
 from examples.ball_in_cup_reference import reference_commands
-from tasks import TaskError, make_task
-from tasks.ball_in_cup import BallInCup
+from episodic.tasks import TaskError, make_task
+from episodic.tasks.ball_in_cup import BallInCup
 from tests.bridge_helpers import Served, assert_same_steps, channel_name, shm_leftovers
 
 COLUMNS = BallInCup.columns
@@ -56,7 +56,7 @@ def site_pos(runner: Runner, name: str) -> np.ndarray:
 
 @pytest.fixture
 def runner():
-    with Runner("ball_in_cup") as r:
+    with Runner(make_task("ball_in_cup")) as r:
         yield r
 
 
@@ -87,7 +87,7 @@ def test_cup_is_clear_of_the_arm_and_collides_with_the_ball(runner, posture):
 
 
 def test_start_hangs_the_ball_still_below_the_cup(runner):
-    reply = runner.handle(StartCommand(1, 1))
+    reply = runner.send(StartCommand(1, 1))
     assert reply.flag == Flag.OK
     s = reply.state
     anchor = site_pos(runner, "cup_anchor")
@@ -97,25 +97,25 @@ def test_start_hangs_the_ball_still_below_the_cup(runner):
     assert s[col("radial")] < 0.005 and s[col("caught")] == 0  # the cup stands upright
     assert runner.sim.data.ncon == 0
     # a context offsets the ball sideways with the string taut
-    reply = runner.handle(StartCommand(2, 1, context=np.array([0.1, -0.05])))
+    reply = runner.send(StartCommand(2, 1, context=np.array([0.1, -0.05])))
     assert reply.flag == Flag.OK
     offset = reply.state[0:3] - site_pos(runner, "cup_anchor")
     np.testing.assert_allclose(offset[:2], [0.1, -0.05], atol=1e-12)
     assert np.linalg.norm(offset) == pytest.approx(runner.task.string_length)
     for bad in ([0.1], [0.5, 0.0]):
-        reply = runner.handle(StartCommand(3, 1, context=np.array(bad)))
+        reply = runner.send(StartCommand(3, 1, context=np.array(bad)))
         assert reply.flag == Flag.INVALID_PAYLOAD and reply.episode_done
 
 
 def test_parameters_are_settable_checked_and_logged(tmp_path):
     params = {"string_length": "0.3", "cup_radius": "0.05", "ball_mass": "0.03", "string_timeconst": "0.008"}
-    with Runner("ball_in_cup", params=params, log=tmp_path / "p.h5") as r:
+    with Runner(make_task("ball_in_cup", params), log=tmp_path / "p.h5") as r:
         m = r.scene.model
         string = m.tendon("string").id
         assert m.tendon_range[string, 1] == pytest.approx(0.3)
         assert m.tendon_solref_lim[string, 0] == pytest.approx(0.008)
         assert m.body("ball").mass[0] == pytest.approx(0.03)
-        reply = r.handle(StartCommand(1, 1))
+        reply = r.send(StartCommand(1, 1))
         assert reply.state[col("string")] == pytest.approx(0.3, abs=1e-4)
     logged = read_metadata(tmp_path / "p.h5")["task_params"]
     assert logged["string_length"] == 0.3 and logged["cup_radius"] == 0.05 and logged["ball_radius"] == 0.02
@@ -139,9 +139,9 @@ def vigorous_swing(start: np.ndarray, dt: float, seconds: float = 3.0, frequency
 
 def test_string_never_stretches_past_its_allowance(runner):
     L = runner.task.string_length
-    runner.handle(StartCommand(1, 1))
+    runner.send(StartCommand(1, 1))
     q = vigorous_swing(runner.task.start_posture(runner.robot), runner.robot.control_dt)
-    reply = runner.handle(TrajectoryCommand(1, 1, 1, q, wait_time=0.5))
+    reply = runner.send(TrajectoryCommand(1, 1, 1, q, wait_time=0.5))
     assert reply.flag == Flag.OK, reply.message
     string = motion_state(runner)[:, col("string")]
     assert string.min() < L - 0.2, "the string went slack (free flight)"
@@ -150,16 +150,16 @@ def test_string_never_stretches_past_its_allowance(runner):
     assert 0 < stretch <= BallInCup.STRETCH_ALLOWANCE, stretch  # measured: 7.7 mm
     # the reference swing, whose string snaps taut hard once, too
     for command in reference_commands(runner.robot, 2):
-        runner.handle(command)
+        runner.send(command)
     assert motion_state(runner)[:, col("string")].max() - L <= BallInCup.STRETCH_ALLOWANCE
 
 
 def test_ball_dropped_into_the_cup_is_caught_and_stays():
     # rest_time longer than the hold: the segment runs whole and the ball is watched throughout
-    with Runner("ball_in_cup", params={"rest_time": 5.0}) as r:
-        r.handle(StartCommand(1, 1))
+    with Runner(make_task("ball_in_cup", {"rest_time": 5.0})) as r:
+        r.send(StartCommand(1, 1))
         place_ball(r, site_pos(r, "cup_rim") + [0.01, 0.005, 0.15])
-        reply = r.handle(TrajectoryCommand(1, 1, 1, hold(r, 3.0)))
+        reply = r.send(TrajectoryCommand(1, 1, 1, hold(r, 3.0)))
         assert reply.flag == Flag.OK and reply.n_steps == 1500
         s = motion_state(r)
         inside = (s[:, col("height")] < 0) & (s[:, col("radial")] < r.task.cup_radius)
@@ -170,19 +170,19 @@ def test_ball_dropped_into_the_cup_is_caught_and_stays():
         assert reply.reward == pytest.approx(1 + BallInCup.CATCH_BONUS, abs=0.01)
         assert s[-1, col("string")] < 0.05
     # default rest_time: the segment ends once the ball has rested in the cup 0.2 s
-    with Runner("ball_in_cup") as r:
-        r.handle(StartCommand(1, 1))
+    with Runner(make_task("ball_in_cup")) as r:
+        r.send(StartCommand(1, 1))
         place_ball(r, site_pos(r, "cup_rim") + [0.01, 0.005, 0.15])
-        reply = r.handle(TrajectoryCommand(1, 1, 1, hold(r, 3.0)))
+        reply = r.send(TrajectoryCommand(1, 1, 1, hold(r, 3.0)))
         assert reply.flag == Flag.OK and reply.episode_done and reply.n_steps < 500
         assert reply.state[col("caught")] == 1 and r.episodes[-1].success
         assert reply.reward == pytest.approx(1 + BallInCup.CATCH_BONUS, abs=0.01)
 
 
 def test_ball_missing_the_cup_is_not_caught(runner):
-    runner.handle(StartCommand(1, 1))
+    runner.send(StartCommand(1, 1))
     place_ball(runner, site_pos(runner, "cup_rim") + [0.15, 0.0, 0.15])
-    reply = runner.handle(TrajectoryCommand(1, 1, 1, hold(runner, 1.5)))
+    reply = runner.send(TrajectoryCommand(1, 1, 1, hold(runner, 1.5)))
     assert reply.flag == Flag.OK and reply.n_steps == 750
     assert not runner.episodes[-1].success and reply.state[col("caught")] == 0
     # it crossed the rim plane 0.15 m off the axis: exp(-20 * 0.15^2)
@@ -192,8 +192,8 @@ def test_ball_missing_the_cup_is_not_caught(runner):
 def test_hanging_ball_swings_with_the_pendulum_period(runner):
     L = runner.task.string_length  # anchor to ball centre; the string holds the centre, so
     # the ball's own rotation does not enter: a point-mass pendulum of length L
-    runner.handle(StartCommand(1, 1, context=np.array([0.02, 0.0])))  # 2.9 degrees
-    runner.handle(TrajectoryCommand(1, 1, 1, hold(runner, 6.0)))
+    runner.send(StartCommand(1, 1, context=np.array([0.02, 0.0])))  # 2.9 degrees
+    runner.send(TrajectoryCommand(1, 1, 1, hold(runner, 6.0)))
     s = motion_state(runner)
     t = np.arange(len(s)) * runner.robot.control_dt
     x = s[:, col("ball_x")] - s[:, col("cup_x")]
@@ -211,7 +211,7 @@ def test_hanging_ball_swings_with_the_pendulum_period(runner):
 def test_reference_swing_catches_the_ball(runner):
     commands = reference_commands(runner.robot, episode_id=1)
     assert isinstance(commands[0], StartCommand) and all(isinstance(c, TrajectoryCommand) for c in commands[1:])
-    replies = [runner.handle(c) for c in commands]
+    replies = [runner.send(c) for c in commands]
     assert [r.flag for r in replies] == [Flag.OK] * len(commands)
     assert replies[-1].episode_done and replies[-1].state[col("caught")] == 1
     episode = runner.episodes[-1]
@@ -223,7 +223,7 @@ def test_reference_swing_catches_the_ball(runner):
 
 def test_perturbed_reference_swings_run(runner):
     swings = demo.demo_swings(5, seed=1, noise=demo.DEMO_NOISE)
-    rows = demo.run_swings(runner.handle, runner.robot, swings)
+    rows = demo.run_swings(runner.send, runner.robot, swings)
     assert [r.flag for r in rows] == ["OK"] * 5
     assert rows[0].caught and sum(r.caught for r in rows) >= 2
     for r in rows:
@@ -241,8 +241,8 @@ def test_reference_over_the_bridge_is_bit_identical_and_replays(tmp_path):
             replies = [client.send(c) for c in commands]
         assert s.stop() == 0
     assert shm_leftovers() == before
-    with Runner("ball_in_cup", log=tmp_path / "local.h5", seed=3) as r:
-        local = [r.handle(c) for c in commands]
+    with Runner(make_task("ball_in_cup"), log=tmp_path / "local.h5", seed=3) as r:
+        local = [r.send(c) for c in commands]
     assert [x.flag for x in replies] == [Flag.OK] * len(commands)
     assert [x.reward for x in replies] == [x.reward for x in local]
     assert [x.state.tobytes() for x in replies] == [x.state.tobytes() for x in local]

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bridge import Client
+from episodic.bridge import Client
 from episodic.commands import GainsCommand, StartCommand
 from episodic.log import read_episodes, read_metadata
 from episodic.protocol import Flag
 from episodic.replay import replay
 from episodic.runner import Runner
 from examples.ball_on_beam_reference import reference_commands
-from tasks import TaskError, make_task
+from episodic.tasks import TaskError, make_task
 from tests.bridge_helpers import Served, assert_same_steps, channel_name, shm_leftovers
 
 G = 9.81
@@ -20,7 +20,7 @@ G = 9.81
 
 @pytest.fixture(scope="module")
 def runner():
-    with Runner("ball_on_beam") as r:
+    with Runner(make_task("ball_on_beam")) as r:
         yield r
 
 
@@ -33,7 +33,7 @@ def stiff_gains(robot):
 
 def run_episode(runner, commands):
     runner.episodes.clear()
-    replies = [runner.handle(c) for c in commands]
+    replies = [runner.send(c) for c in commands]
     (episode,) = runner.episodes
     return replies, episode, episode.steps()
 
@@ -106,10 +106,10 @@ def test_a_positive_feedback_gain_set_drops_the_ball_and_the_task_says_so(runner
 def test_bad_contexts_gains_and_parameters_are_refused(runner):
     robot = runner.robot
     for context in ([0.1, 0.0, 0.0], [0.45]):
-        reply = runner.handle(StartCommand(1, 1, context=context))
+        reply = runner.send(StartCommand(1, 1, context=context))
         assert reply.flag == Flag.INVALID_PAYLOAD and reply.episode_done, reply.message
-    runner.handle(StartCommand(2, 1))
-    reply = runner.handle(GainsCommand(2, 1, 1, robot.kp, robot.kd, task_gains=[1.0, 2.0, 3.0]))
+    runner.send(StartCommand(2, 1))
+    reply = runner.send(GainsCommand(2, 1, 1, robot.kp, robot.kd, task_gains=[1.0, 2.0, 3.0]))
     assert reply.flag == Flag.INVALID_PAYLOAD and "k_x" in reply.message
     with pytest.raises(TaskError, match="x0"):
         make_task("ball_on_beam", {"x0": "0.5"})
@@ -118,11 +118,11 @@ def test_bad_contexts_gains_and_parameters_are_refused(runner):
 
 
 def test_context_sets_the_balls_start_position_and_velocity(runner):
-    reply = runner.handle(StartCommand(3, 1, context=[-0.2, 0.3]))
+    reply = runner.send(StartCommand(3, 1, context=[-0.2, 0.3]))
     x, xd, theta, on = reply.state
     assert reply.flag == Flag.OK
     assert x == pytest.approx(-0.2, abs=1e-3) and xd == pytest.approx(0.3, abs=1e-3) and on == 1.0
-    runner.handle(GainsCommand(3, 1, 1, runner.robot.kp, runner.robot.kd, wait_time=0.01))
+    runner.send(GainsCommand(3, 1, 1, runner.robot.kp, runner.robot.kd, wait_time=0.01))
 
 
 def test_over_the_bridge_bit_identical_to_in_process_and_to_replay(tmp_path):
@@ -142,8 +142,8 @@ def test_over_the_bridge_bit_identical_to_in_process_and_to_replay(tmp_path):
     meta = read_metadata(tmp_path / "bridge.h5")
     assert meta["task"] == "ball_on_beam" and meta["task_params"]["beam_length"] == 0.9
     assert meta["state_columns"] == ["ball_x", "ball_xd", "beam_angle", "on_beam"]
-    with Runner("ball_on_beam", params={"beam_length": 0.9, "x0": -0.15}, log=tmp_path / "local.h5", seed=3) as r:
-        local = [r.handle(c) for c in robot_commands]
+    with Runner(make_task("ball_on_beam", {"beam_length": 0.9, "x0": -0.15}), log=tmp_path / "local.h5", seed=3) as r:
+        local = [r.send(c) for c in robot_commands]
     assert [a.reward for a in replies] == [b.reward for b in local]
     (bridged,), (in_process,) = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
     assert_same_steps(in_process, bridged, fetched)

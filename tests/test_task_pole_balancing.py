@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bridge import Client
+from episodic.bridge import Client
 from episodic.commands import GainsCommand, StartCommand
 from episodic.log import read_episodes, read_metadata
 from episodic.protocol import Flag
@@ -14,7 +14,7 @@ from episodic.replay import replay
 from episodic.robot import load_robot
 from episodic.runner import Runner
 from examples.pole_balancing_reference import KD, KP, reference_commands, task_gains
-from tasks import TaskError, make_task
+from episodic.tasks import TaskError, make_task
 from tests.bridge_helpers import Served, assert_same_steps, channel_name, shm_leftovers
 
 G = 9.81
@@ -24,13 +24,13 @@ G = 9.81
 def runner():
     """A fresh runner: a swing-up is sensitive to where the previous episode left the arm, so the
     tests that judge one start from the same state whatever runs before them."""
-    with Runner("pole_balancing") as r:
+    with Runner(make_task("pole_balancing")) as r:
         yield r
 
 
 def run_episode(runner, commands):
     runner.episodes.clear()
-    replies = [runner.handle(c) for c in commands]
+    replies = [runner.send(c) for c in commands]
     (episode,) = runner.episodes
     return replies, episode, episode.steps()
 
@@ -42,7 +42,7 @@ def upright_for_the_last(steps, seconds: float, limit: float = 0.2) -> bool:
 
 @pytest.mark.parametrize("length", [0.3, 1.0])
 def test_a_free_pole_swings_with_the_physical_pendulum_period(length):
-    with Runner("pole_balancing", params={"pole_length": length}) as r:
+    with Runner(make_task("pole_balancing", {"pole_length": length})) as r:
         robot, task = r.robot, r.task
         kp, kd = robot.kp * 4, robot.kd * 2
         kp[6], kd[6] = 100.0, 1.0  # hold the lever still
@@ -114,10 +114,10 @@ def test_the_step_reward_is_the_documented_formula(runner):
 
 def test_bad_contexts_gains_and_parameters_are_refused(runner):
     robot = runner.robot
-    reply = runner.handle(StartCommand(1, 1, context=[0.1, 0.0, 0.0]))
+    reply = runner.send(StartCommand(1, 1, context=[0.1, 0.0, 0.0]))
     assert reply.flag == Flag.INVALID_PAYLOAD and reply.episode_done
-    runner.handle(StartCommand(2, 1))
-    reply = runner.handle(GainsCommand(2, 1, 1, robot.kp, robot.kd, task_gains=[1.0, 2.0]))
+    runner.send(StartCommand(2, 1))
+    reply = runner.send(GainsCommand(2, 1, 1, robot.kp, robot.kd, task_gains=[1.0, 2.0]))
     assert reply.flag == Flag.INVALID_PAYLOAD and "k_phi" in reply.message
     with pytest.raises(TaskError, match="pole_length"):
         make_task("pole_balancing", {"pole_length": "2.0"})
@@ -140,8 +140,8 @@ def test_over_the_bridge_bit_identical_to_in_process_and_to_replay(tmp_path):
     meta = read_metadata(tmp_path / "bridge.h5")
     assert meta["task"] == "pole_balancing" and meta["task_params"]["pole_length"] == 0.4
     assert meta["state_columns"] == ["pole_angle", "pole_velocity", "pivot_x", "pivot_y", "pivot_z"]
-    with Runner("pole_balancing", params={"pole_length": 0.4}, log=tmp_path / "local.h5", seed=2) as r:
-        local = [r.handle(c) for c in commands]
+    with Runner(make_task("pole_balancing", {"pole_length": 0.4}), log=tmp_path / "local.h5", seed=2) as r:
+        local = [r.send(c) for c in commands]
     assert [a.reward for a in replies] == [b.reward for b in local]
     (bridged,), (in_process,) = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
     assert_same_steps(in_process, bridged, fetched)

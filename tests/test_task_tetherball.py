@@ -7,13 +7,13 @@ import importlib.util
 import numpy as np
 import pytest
 
-from bridge import Client
+from episodic.bridge import Client
 from episodic.commands import StartCommand, TrajectoryCommand
 from episodic.log import read_episodes
 from episodic.machine import Flag, MachineState
 from episodic.replay import replay
 from episodic.runner import Runner
-from tasks import TaskError, make_task
+from episodic.tasks import TaskError, make_task
 from tests.bridge_helpers import ROOT, Served, assert_same_steps, channel_name
 
 _spec = importlib.util.spec_from_file_location("tetherball_reference", ROOT / "examples" / "tetherball_reference.py")
@@ -54,7 +54,7 @@ def place_ball(runner: Runner, position) -> None:
 
 def hold(runner: Runner, episode_id: int, seconds: float):
     q = runner.task.start_posture(runner.robot)[None]
-    return runner.handle(TrajectoryCommand(episode_id, 1, 1, q, wait_time=seconds))
+    return runner.send(TrajectoryCommand(episode_id, 1, 1, q, wait_time=seconds))
 
 
 def test_task_declares_its_columns_context_and_parameters():
@@ -70,7 +70,7 @@ def test_task_declares_its_columns_context_and_parameters():
 
 
 def test_racket_is_part_of_the_arm_and_the_ball_hangs_still():
-    with Runner("tetherball") as r:
+    with Runner(make_task("tetherball")) as r:
         m, task = r.scene.model, r.task
         racket = m.body("racket")
         assert racket.mass[0] == pytest.approx(task.blade_mass + task.handle_mass)
@@ -80,7 +80,7 @@ def test_racket_is_part_of_the_arm_and_the_ball_hangs_still():
         for name in ("racket_blade", "racket_handle"):  # the racket collides with the ball
             geom = m.geom(name)
             assert (geom.contype[0] & ball.conaffinity[0]) or (ball.contype[0] & geom.conaffinity[0])
-        reply = r.handle(StartCommand(1, 1, context=np.array([0.9, -0.5, 1.6])))
+        reply = r.send(StartCommand(1, 1, context=np.array([0.9, -0.5, 1.6])))
         assert reply.flag == Flag.OK
         np.testing.assert_allclose(reply.state[6:9], [0.9, -0.5, 1.6])
         np.testing.assert_allclose(reply.state[:3], task.rest_position, atol=1e-12)
@@ -93,22 +93,22 @@ def test_racket_is_part_of_the_arm_and_the_ball_hangs_still():
 
 
 def test_bad_context_or_a_start_posture_inside_the_ball_is_refused():
-    with Runner("tetherball") as r:
-        reply = r.handle(StartCommand(1, 1, context=np.array([1.0, 2.0])))
+    with Runner(make_task("tetherball")) as r:
+        reply = r.send(StartCommand(1, 1, context=np.array([1.0, 2.0])))
         assert reply.flag == Flag.INVALID_PAYLOAD and "target" in reply.message
         ik = RacketIK(r.scene.model, r.scene.qpos_adr, r.scene.dof_adr, r.robot.range_lower, r.robot.range_upper)
         blade_at_ball, _ = ik.solve(r.task.start_posture(r.robot), r.task.rest_position)
-        reply = r.handle(StartCommand(2, 1, posture=blade_at_ball))
+        reply = r.send(StartCommand(2, 1, posture=blade_at_ball))
         assert reply.flag == Flag.INVALID_PAYLOAD and "racket_blade" in reply.message
-        assert r.handle(StartCommand(3, 1)).flag == Flag.OK
+        assert r.send(StartCommand(3, 1)).flag == Flag.OK
 
 
 def test_string_is_elastic_and_lossless():
     """A ball dropped from just below the anchor falls free on the slack string, then the string
     catches it, stretching by x with m g (h + x) = k x^2 / 2, and throws it back up."""
-    with Runner("tetherball") as r:
+    with Runner(make_task("tetherball")) as r:
         task = r.task
-        r.handle(StartCommand(1, 1))
+        r.send(StartCommand(1, 1))
         drop = 0.02
         place_ball(r, task.anchor - [0.0, 0.0, drop])
         hold(r, 1, 1.2)
@@ -127,9 +127,9 @@ def test_string_is_elastic_and_lossless():
 @pytest.mark.parametrize("length", [1.0, 1.3])
 def test_ball_swings_with_the_pendulum_period(length):
     params = {"string_length": length}
-    with Runner("tetherball", params=params) as r:
+    with Runner(make_task("tetherball", params)) as r:
         task = r.task
-        r.handle(StartCommand(1, 1))
+        r.send(StartCommand(1, 1))
         ell = length + task.static_stretch
         theta = np.radians(5.0)
         place_ball(r, task.anchor + ell * np.array([np.sin(theta), 0.0, -np.cos(theta)]))
@@ -149,8 +149,8 @@ MIRRORED_55 = [0.85, -np.sin(np.radians(55)), 2.35 - np.cos(np.radians(55))]
 
 
 def run_reference(target=None, **runner_kw):
-    with Runner("tetherball", **runner_kw) as r:
-        replies = [r.handle(c) for c in reference_commands(r.robot, 1, target)]
+    with Runner(make_task("tetherball"), **runner_kw) as r:
+        replies = [r.send(c) for c in reference_commands(r.robot, 1, target)]
         closest = r.task.closest_approach()
     return r, replies, closest
 
@@ -195,8 +195,8 @@ def test_rewards_do_not_depend_on_how_the_motion_is_split_into_segments():
              TrajectoryCommand(1, 3, 3, stroke.q[cut:], stroke.qd[cut:], stroke.qdd[cut:], wait_time=stroke.wait_time)]
     runs = []
     for cmds in (commands, split):
-        with Runner("tetherball") as r:
-            replies = [r.handle(c) for c in cmds]
+        with Runner(make_task("tetherball")) as r:
+            replies = [r.send(c) for c in cmds]
         assert all(x.flag == Flag.OK for x in replies)
         ep = r.episodes[-1]
         motion = ep.steps()["index"] >= 1
@@ -221,9 +221,9 @@ def test_reference_over_the_bridge_is_bit_identical_and_replays(tmp_path):
             fetched = client.get_episode()
         assert s.stop() == 0
     assert [x.flag for x in replies] == [Flag.OK] * 3
-    with Runner("tetherball", log=tmp_path / "local.h5") as runner:
-        local_replies = [runner.handle(c) for c in commands]
-        second = [runner.handle(c) for c in reference_commands(runner.robot, 6, MIRRORED_55)]
+    with Runner(make_task("tetherball"), log=tmp_path / "local.h5") as runner:
+        local_replies = [runner.send(c) for c in commands]
+        second = [runner.send(c) for c in reference_commands(runner.robot, 6, MIRRORED_55)]
     assert [x.flag for x in second] == [Flag.OK] * 3
     assert [x.reward for x in replies] == [x.reward for x in local_replies]
     for remote, local in zip(replies, local_replies):

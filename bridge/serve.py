@@ -1,13 +1,13 @@
-"""``episodic serve``: a runner behind a shared-memory channel until SIGINT or SIGTERM."""
+"""A runner behind a shared-memory channel until SIGINT or SIGTERM (what ``episodic serve`` runs)."""
 from __future__ import annotations
 
 import gc
 import logging
 import os
 import signal
-from pathlib import Path
+from typing import Callable
 
-from bridge.endpoint import Endpoint
+from episodic.bridge.endpoint import Endpoint
 from episodic.runner import Runner
 
 log = logging.getLogger("episodic.serve")
@@ -24,15 +24,12 @@ def _realtime_priority() -> None:
         log.warning("running the realtime loop without real-time scheduling (%s); expect more jitter", exc)
 
 
-def serve(task: str, robot: str = "wam", params: dict | None = None, channel: str = "default",
-          log_path: str | Path | None = None, seed: int = 0, learner_timeout: float = 10.0,
-          max_log_steps: int = 60_000, mode: str = "blocking", ready=None) -> None:
-    """Serve episodes on ``channel`` until SIGINT/SIGTERM in ``mode`` ("blocking" or "realtime");
-    the channel's objects are removed and the log closed on the way out (an unfinished episode
-    is kept with Flag.INTERRUPTED).
+def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.0, max_log_steps: int = 60_000,
+          ready: Callable[[Endpoint], None] | None = None) -> None:
+    """Serve ``runner``'s episodes on ``channel`` until SIGINT/SIGTERM; then the channel's objects
+    are removed and the runner closed (an unfinished episode is kept with Flag.INTERRUPTED).
     ``ready(endpoint)`` is called once the channel exists."""
-    runner = Runner(task, robot, params=params, log=log_path, seed=seed, keep_episodes=False, mode=mode)
-    if mode == "realtime":
+    if runner.paced:
         _realtime_priority()
     try:
         endpoint = Endpoint(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps)

@@ -1,0 +1,150 @@
+"""The wire form of commands and replies: ``encode_command``/``decode_command`` and
+``encode_reply``/``decode_reply`` are inverse pairs over a channel's blocks (layout in
+docs/protocol.md). Encoding runs in the learner (or the runner, for replies) and raises
+ValueError on what cannot be laid out; decoding a command never raises: what cannot be read
+as a command comes back as a MalformedCommand that the runner refuses.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from episodic.bridge.blocks import Blocks
+from episodic.bridge.layout import COMMAND, COMMAND_STRUCT, MAGIC, MESSAGE_BYTES, REPLY, REPLY_STRUCT, VERSION
+from episodic.commands import (Command, Feedforward, GainsCommand, Kind, MalformedCommand, ResetCommand,
+                               StartCommand, TrajectoryCommand)
+from episodic.protocol import Flag, MachineState, Reply
+
+_COMMAND_DEFAULTS = {name: 0 for name in COMMAND.names} | {"magic": MAGIC, "version": VERSION,
+                                                           "rate": 0.0, "wait_time": 0.0}
+
+
+@dataclass(frozen=True)
+class ReplyBlock:
+    """A reply as the reply block holds it: the Reply, the seq of the command it answers, the
+    episode-log rows now in the log block and whether the episode outgrew that block."""
+
+    seq: int
+    reply: Reply
+    log_rows: int
+    log_truncated: bool
+
+
+def encode_command(blocks: Blocks, command: Command, seq: int, client_pid: int) -> None:
+    """Write ``command`` into the command block under sequence number ``seq``; ValueError when
+    its arrays do not fit the channel's sizes."""
+    s = blocks.layout.sizes
+    fields = dict(_COMMAND_DEFAULTS, seq=seq, client_pid=client_pid, episode_id=command.episode_id,
+                  index=command.index, max_commands=command.max_commands, kind=int(command.kind))
+    arrays: dict[str, np.ndarray] = {}
+    if isinstance(command, StartCommand):
+        arrays["context"] = _vector(command.context, "context", None, s.max_context)
+        fields["n_context"] = arrays["context"].size
+        if command.posture is not None:
+            arrays["posture"], fields["has_posture"] = _vector(command.posture, "posture", s.n_dofs), 1
+    elif isinstance(command, TrajectoryCommand):
+        q = _matrix(command.q, "q", s.n_dofs, s.max_samples)
+        arrays["q"], fields["n_samples"] = q, q.shape[0]
+        for name in ("qd", "qdd"):
+            value = getattr(command, name)
+            if value is not None:
+                arrays[name], fields[f"has_{name}"] = _matrix(value, name, s.n_dofs, s.max_samples, q.shape), 1
+        fields["rate"] = 0.0 if command.rate is None else float(command.rate)
+        fields["wait_time"] = float(command.wait_time)
+    elif isinstance(command, GainsCommand):
+        arrays["kp"], arrays["kd"] = _vector(command.kp, "kp", s.n_dofs), _vector(command.kd, "kd", s.n_dofs)
+        if command.ki is not None:
+            arrays["ki"], fields["has_ki"] = _vector(command.ki, "ki", s.n_dofs), 1
+        if command.task_gains is not None:
+            arrays["context"] = _vector(command.task_gains, "task_gains", None, s.max_context)
+            fields["n_context"] = arrays["context"].size
+        fields["feedforward"] = int(Feedforward.parse(command.feedforward))
+        fields["wait_time"] = float(command.wait_time)
+    elif not isinstance(command, ResetCommand):
+        raise TypeError(f"cannot send {type(command).__name__}; send a command from episodic.commands")
+    COMMAND_STRUCT.pack_into(blocks.buf, blocks.layout.command_offset, *[fields[n] for n in COMMAND.names])
+    for name, value in arrays.items():
+        blocks.command_arrays[name][: len(value)] = value
+
+
+def _vector(value, name: str, size: int | None, most: int | None = None) -> np.ndarray:
+    arr = np.asarray(value, dtype=float).ravel()
+    if size is not None and arr.size != size:
+        raise ValueError(f"{name} needs {size} values, got {arr.size}")
+    if most is not None and arr.size > most:
+        raise ValueError(f"{name} has {arr.size} values; the runner takes at most {most}")
+    return arr
+
+
+def _matrix(value, name: str, n_dofs: int, most: int, shape: tuple[int, int] | None = None) -> np.ndarray:
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim != 2 or arr.shape[1] != n_dofs:
+        raise ValueError(f"{name} must be (n_samples, {n_dofs}), got {arr.shape}")
+    if shape is not None and arr.shape != shape:
+        raise ValueError(f"{name} must have q's shape {shape}, got {arr.shape}")
+    if not 1 <= arr.shape[0] <= most:
+        raise ValueError(f"{name} has {arr.shape[0]} samples; the runner takes 1..{most}")
+    return arr
+
+
+def read_command_fields(blocks: Blocks) -> dict:
+    """The command block's fixed fields (COMMAND names -> values), in one unpack."""
+    return dict(zip(COMMAND.names, COMMAND_STRUCT.unpack_from(blocks.buf, blocks.layout.command_offset)))
+
+
+def decode_command(blocks: Blocks, c: dict) -> Command | MalformedCommand:
+    """The command that fixed fields ``c`` (from read_command_fields) and the block's arrays
+    describe; a MalformedCommand saying why when they describe none."""
+    a = blocks.command_arrays
+    s = blocks.layout.sizes
+    head = dict(episode_id=c["episode_id"], index=c["index"], max_commands=c["max_commands"])
+    if c["magic"] != MAGIC or c["version"] != VERSION:
+        magic = c["magic"].decode("ascii", errors="replace")
+        return MalformedCommand(**head, reason=f"the command block holds magic '{magic}' and version {c['version']}; this "
+                                f"runner speaks protocol version {VERSION}: write magic 'EPISODIC' and version "
+                                f"{VERSION} with every command")
+    kind = c["kind"]
+    n_context = c["n_context"]
+    if not 0 <= n_context <= s.max_context:
+        return MalformedCommand(**head, reason=f"n_context {n_context} outside 0..{s.max_context}")
+    if kind == Kind.START:
+        return StartCommand(head["episode_id"], head["max_commands"],
+                            a["posture"].copy() if c["has_posture"] else None, a["context"][:n_context].copy(),
+                            index=head["index"])
+    if kind == Kind.TRAJECTORY:
+        n = c["n_samples"]
+        if not 1 <= n <= s.max_samples:
+            return MalformedCommand(**head, reason=f"n_samples {n} outside 1..{s.max_samples}")
+        rate = c["rate"]
+        return TrajectoryCommand(**head, q=a["q"][:n].copy(), qd=a["qd"][:n].copy() if c["has_qd"] else None,
+                                 qdd=a["qdd"][:n].copy() if c["has_qdd"] else None,
+                                 rate=None if rate == 0 else rate, wait_time=c["wait_time"])
+    if kind == Kind.GAINS:
+        return GainsCommand(**head, kp=a["kp"].copy(), kd=a["kd"].copy(),
+                            ki=a["ki"].copy() if c["has_ki"] else None,
+                            feedforward=c["feedforward"], wait_time=c["wait_time"],
+                            task_gains=a["context"][:n_context].copy() if n_context else None)
+    if kind == Kind.RESET:
+        return ResetCommand(**head)
+    return MalformedCommand(**head, reason=f"unknown command kind {kind}; use 0 start, 1 trajectory, 2 gains, 3 reset")
+
+
+def encode_reply(blocks: Blocks, answer: ReplyBlock) -> None:
+    """Write a reply, its task state and the log-block bookkeeping into the reply block."""
+    r = answer.reply
+    values = dict(seq=answer.seq, episode_id=r.episode_id, index=r.index, flag=int(r.flag), reward=r.reward,
+                  n_steps=r.n_steps, episode_done=int(r.episode_done), machine_state=int(r.machine_state),
+                  log_rows=answer.log_rows, log_truncated=int(answer.log_truncated), pad=0,
+                  message=r.message.encode()[:MESSAGE_BYTES])
+    REPLY_STRUCT.pack_into(blocks.buf, blocks.layout.reply_offset, *[values[n] for n in REPLY.names])
+    blocks.reply_state[:] = r.state
+
+
+def decode_reply(blocks: Blocks) -> ReplyBlock:
+    """Read the reply block (the inverse of encode_reply)."""
+    r = dict(zip(REPLY.names, REPLY_STRUCT.unpack_from(blocks.buf, blocks.layout.reply_offset)))
+    reply = Reply(r["episode_id"], r["index"], Flag(r["flag"]), r["reward"], blocks.reply_state.copy(),
+                  r["n_steps"], bool(r["episode_done"]), r["message"].rstrip(b"\0").decode(errors="replace"),
+                  MachineState(r["machine_state"]))
+    return ReplyBlock(r["seq"], reply, r["log_rows"], bool(r["log_truncated"]))
