@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -28,8 +29,15 @@ def _open_log(path: str):
         with h5py.File(p, "r") as f:
             fmt = f.attrs.get("format")
             has_episodes = "episodes" in f
-    except OSError:
-        raise click.ClickException(f"{path} is not an episodic log (not an HDF5 file)") from None
+    except OSError as exc:
+        cut = re.search(r"truncated file: eof = (\d+).*stored_eof = (\d+)", str(exc))
+        if cut:
+            have, need = int(cut[1]), int(cut[2])
+            raise click.ClickException(
+                f"{path} is damaged: it was cut off at {have} of its {need} bytes ({100 * have / need:.0f} %), "
+                f"so HDF5 cannot open it and none of its episodes is readable (a run killed while the "
+                f"file was being copied, or a full disk?). Use an intact copy, or re-run") from None
+        raise click.ClickException(f"{path} is not an episodic log (not an HDF5 file: {exc})") from None
     if isinstance(fmt, bytes):
         fmt = fmt.decode()
     if fmt is None or not has_episodes:
@@ -63,8 +71,9 @@ def replay(log: str, episodes: tuple[int, ...]) -> None:
         raise click.ClickException(str(exc)) from None
     if report.version_changes:
         changes = ", ".join(f"{k} {old} -> {new}" for k, (old, new) in sorted(report.version_changes.items()))
-        click.echo(f"warning: software versions differ from the log's ({changes}); "
-                   "results may differ for that reason", err=True)
+        fix = report.install_recorded()
+        click.echo(f"warning: software versions differ from the log's ({changes}); results may differ "
+                   f"for that reason" + (f"; to get the recorded versions: {fix}" if fix else ""), err=True)
     n = len(report.episodes)
     if report.identical:
         click.echo(f"{n} episode{'s' if n != 1 else ''} replayed bit-identically")
@@ -90,7 +99,13 @@ def _format_value(value) -> str:
 @main.command()
 @click.argument("log", type=click.Path(dir_okay=False))
 def info(log: str) -> None:
-    """Show LOG's run metadata and one line per episode."""
+    """Show LOG's run metadata and one line per episode.
+
+    The metadata: task and parameters, robot, mode, seed, control rate and the software versions
+    the run used. Then one row per episode: its number in the log (the numbers `replay
+    --episode` takes), the learner's episode id, the return, the flag, success, the control steps
+    logged (the move to the start included) and the wall time; realtime runs add the tick
+    period error and missed deadlines. A damaged or foreign file is refused with the reason."""
     import h5py
 
     from episodic.log import read_metadata
@@ -160,7 +175,10 @@ def _timing(attrs) -> str:
 
 @main.command()
 def robots() -> None:
-    """List the robots (folders under robots/)."""
+    """List the robots (folders under robots/).
+
+    For each: joints, control rate, home posture and a description; `episodic serve --robot NAME`
+    uses one. A robot whose settings cannot be loaded is listed with the reason."""
     from episodic.robot import RobotError, available_robots, load_robot
 
     for name in available_robots():
@@ -170,27 +188,31 @@ def robots() -> None:
             click.echo(f"{name}: cannot be loaded: {exc}")
             continue
         click.echo(f"{name}: {r.n_dofs} DoF, {r.control_rate:g} Hz control, joints {', '.join(r.joint_names)}")
+        click.echo(f"    home posture: {r.home.tolist()} rad")
         if r.description:
             click.echo(f"    {r.description}")
 
 
-def _summary(cls) -> str:
-    """First line of a task module's docstring, without a leading "name:"."""
-    doc = (sys.modules[cls.__module__].__doc__ or "").strip()
-    line = doc.splitlines()[0] if doc else ""
-    return line.split(":", 1)[1].strip() if line.startswith(f"{cls.name}:") else line
-
-
 @main.command()
 def tasks() -> None:
-    """List the tasks, their state columns, context and parameters."""
+    """List the tasks: what each is, its state columns, the context its start takes, its start
+    posture on the WAM, the task gains of its feedback law (gain-set tasks) and its parameters
+    with their defaults (set them with `episodic serve --task NAME --param NAME=VALUE`)."""
+    import numpy as np
+
+    from episodic.robot import load_robot
     from episodic.tasks import TASKS
 
+    wam = load_robot("wam")
     for name in sorted(TASKS):
         cls = TASKS[name]
-        click.echo(f"{name}: {_summary(cls)}" if _summary(cls) else name)
+        click.echo(f"{name}: {cls.summary}" if cls.summary else name)
         click.echo(f"    state columns: {', '.join(cls.columns) or '-'}")
         click.echo(f"    context: {cls.context_help}")
+        if cls.gains_help:
+            click.echo(f"    task gains (gains command): {cls.gains_help}")
+        start = cls().start_posture(wam)
+        click.echo(f"    start posture on wam: {np.round(start, 4).tolist()} rad")
         params = [f"{f.name}={f.default}" for f in dataclasses.fields(cls)
                   if f.default is not dataclasses.MISSING]
         click.echo(f"    parameters: {', '.join(params) or '-'}")
@@ -223,7 +245,13 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
                    "ticks at the control rate and the robot holds while the learner is silent.")
 def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path: str | None, seed: int,
           learner_timeout: float, max_log_steps: int, mode: str) -> None:
-    """Serve episodes to a learner over a shared-memory channel until Ctrl-C / SIGTERM."""
+    """Serve episodes to a learner over a shared-memory channel until Ctrl-C / SIGTERM.
+
+    The channel name is 1 to 64 letters, digits, '_' or '-' (per user: two users may both serve
+    'default'). A segment holds at most 20000 samples and, after resampling to the control rate,
+    lasts at most 20000 control steps (40 s on the WAM at 500 Hz); a wait_time is at most 60 s;
+    a context or task-gain vector has at most 64 values; array values are at most 1e6 in
+    magnitude. docs/protocol.md describes the channel for clients in other languages."""
     from episodic.bridge.serve import serve as run_serve
     from episodic.robot import RobotError
     from episodic.runner import Runner

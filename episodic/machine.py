@@ -1,5 +1,5 @@
 """The episode state machine: RESTART -> GOTO_START -> WAIT_FOR_START -> DO_MOTION ->
-WAIT_FOR_COMMAND -> DO_MOTION ... -> RESTART (design.md section 3).
+WAIT_FOR_COMMAND -> DO_MOTION ... -> RESTART (docs/architecture.md).
 
 ``handle`` takes one command and returns its Reply; it never raises on input. Index 0
 starts an episode; 1..max_commands are segments in order; after max_commands the episode

@@ -33,6 +33,17 @@ class ReplayReport:
     def identical(self) -> bool:
         return not self.differences
 
+    def install_recorded(self) -> str:
+        """A pip command that installs the recorded versions of the packages that differ ('' when
+        none can be installed that way; Python and HDF5 itself come with the interpreter and h5py)."""
+        pins = [f"{DISTRIBUTIONS[k]}=={old}" for k, (old, _) in sorted(self.version_changes.items())
+                if k in DISTRIBUTIONS]
+        return f"pip install {' '.join(pins)}" if pins else ""
+
+
+# the packages software_versions() records, by the name pip installs them under
+DISTRIBUTIONS = {"mujoco": "mujoco-core", "numpy": "numpy", "scipy": "scipy", "h5py": "h5py"}
+
 
 def _compare_array(name: str, old: np.ndarray, new: np.ndarray) -> str | None:
     if old.shape != new.shape:

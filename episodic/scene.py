@@ -1,7 +1,7 @@
 """The simulated scene: the robot's MJCF with the controller's actuators and sensors added
 from its settings, plus the task's tool and objects, compiled into one MuJoCo model.
 
-The control law of design.md section 4 runs inside MuJoCo: each joint gets a
+The control law (SL's PD + feedforward; docs/architecture.md) runs inside MuJoCo: each joint gets a
 general actuator with force ``ctrl - kp q - kd qd`` (gain 1, affine bias), so
 ``ctrl = kp q_d + kd qd_d + ki I + u_ff``; gravity compensation is MuJoCo's body
 gravcomp routed through the actuators (``actuatorgravcomp``), and the total joint torque

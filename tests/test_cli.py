@@ -18,10 +18,10 @@ from click.testing import CliRunner
 import episodic
 from episodic.cli import main
 from episodic.commands import TrajectoryCommand
-from episodic.demo import demo_targets, format_rows, run_reach_demo
 from episodic.log import read_episodes, read_metadata
 from episodic.runner import Runner
 from episodic.tasks import make_task
+from examples.reach_learner import demo_targets, format_rows, run_reach_demo
 
 N_EPISODES = 5
 
@@ -219,6 +219,16 @@ def test_info_on_foreign_hdf5_fails_clearly(tmp_path):
         assert "is not an episodic log" in result.output
 
 
+def test_a_truncated_log_is_called_damaged_with_how_much_is_left(demo_log, tmp_path):
+    path = tmp_path / "cut.h5"
+    whole = demo_log[0].read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    for command in ("info", "replay"):
+        result = invoke(command, str(path))
+        assert result.exit_code != 0 and "Traceback" not in result.output
+        assert f"is damaged: it was cut off at {len(whole) // 2} of its {len(whole)} bytes (50 %)" in result.output
+
+
 def test_info_on_missing_file_fails_clearly(tmp_path):
     result = invoke("info", str(tmp_path / "nothing.h5"))
     assert result.exit_code != 0
@@ -265,6 +275,7 @@ def test_replay_warns_about_changed_versions(log_copy):
     assert result.exit_code == 0, result.output
     assert "warning: software versions differ" in result.output
     assert "mujoco 0.0.1 ->" in result.output
+    assert "to get the recorded versions: pip install mujoco-core==0.0.1" in result.output
 
 
 # -- listings -------------------------------------------------------------------

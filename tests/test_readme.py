@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -42,11 +44,30 @@ def test_readme_learner_runs_against_a_served_runner():
     assert width == 7 and steps >= len(namespace["move"].q)
     assert shm_leftovers() == before
 
-    # the in-process variant continues from the learner's namespace (it uses its `move`)
+    # the in-process variant runs on its own
+    namespace = {"__name__": "__readme__"}
     exec(compile(in_process, "README in-process", "exec"), namespace)
     reply = namespace["reply"]
     assert reply.flag.name == "OK" and reply.episode_done
     np.testing.assert_allclose(reply.state[:3], [0.6, 0.1, 1.5])
+    assert namespace["same"].flag.name == "OK"
+
+
+def test_every_readme_code_block_is_tested():
+    """Python blocks run above; every command of a shell block names a program that exists here
+    (benchmark scripts answer --help; the install lines are what CI runs)."""
+    text = README.read_text()
+    assert len(re.findall(r"^```python\n", text, flags=re.M)) == len(python_blocks(text, "## A learner in Python"))
+    for block in re.findall(r"^```sh\n(.*?)^```", text, flags=re.M | re.S):
+        for line in block.strip().splitlines():
+            words = line.split()
+            if words[:2] == ["python", "-m"]:
+                continue  # the test command
+            if words[0] == "python":
+                done = subprocess.run([sys.executable, words[1], "--help"], cwd=ROOT, capture_output=True, timeout=60)
+                assert done.returncode == 0, (line, done.stderr)
+            else:
+                assert words[0] in ("pip", "episodic"), line
 
 
 # -- docs/protocol.md -------------------------------------------------------------------------

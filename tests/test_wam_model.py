@@ -1,6 +1,6 @@
 """The Barrett WAM model (robots/wam/wam.xml) and its settings (robots/wam/robot.toml).
 
-Real MuJoCo, no mocks. Reference numbers are design.md section 6.
+Real MuJoCo, no mocks. Reference numbers are Barrett's published WAM data (DH table, AC-02 inertias).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from episodic.robot import RobotError, load_robot
 
 JOINTS = ("j1", "j2", "j3", "j4", "j5", "j6", "j7")
 LINKS = tuple(f"wam_link{i}" for i in range(1, 8))
-# design.md section 6: link masses, kg
+# link masses, kg (Barrett AC-02)
 TABLE_MASSES = (10.7677, 3.8749, 1.8023, 2.4002, 0.1238, 0.4180, 0.0686)
 TABLE_LOWER = (-2.6, -1.985, -2.8, -0.9, -4.55, -1.5707, -2.7)
 TABLE_UPPER = (2.6, 1.985, 2.8, 3.1416, 1.25, 1.5707, 2.7)

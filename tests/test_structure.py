@@ -1,0 +1,171 @@
+"""The package's shape: one installed top-level name, imports that run one way (edge ->
+bridge / tasks -> core) with no circle, and a learner that works beside files named like the
+plug-in folders. See docs/architecture.md."""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+PACKAGE = ROOT / "episodic"
+# the edge: names are looked up here (CLI, replay of a log, the demo and its process manager)
+EDGE = {"episodic.cli", "episodic.__main__", "episodic.demo", "episodic.replay", "episodic.served"}
+PLUGINS = ("episodic.bridge", "episodic.tasks", "episodic.robots")
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the installed namespace (the plug-in folders through their links)."""
+    out = {}
+    paths = [Path(d, f) for d, _, files in os.walk(PACKAGE, followlinks=True) for f in files if f.endswith(".py")]
+    for path in sorted(paths):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def layer(module: str) -> int:
+    """0 core, 1 transport and plug-ins, 2 edge."""
+    if module in EDGE:
+        return 2
+    if module.startswith(PLUGINS):
+        return 1
+    return 0
+
+
+def imports(module: str, path: Path, known: set[str]) -> set[str]:
+    """The episodic modules ``module`` imports, at any depth of its code (lazy imports count)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        out |= {n for n in names if n in known and n != module}
+    return out
+
+
+def test_every_import_runs_downward_and_between_plugins_not_at_all():
+    mods = modules()
+    graph = {m: imports(m, p, set(mods)) for m, p in mods.items()}
+    upward = [(m, i) for m, deps in graph.items() for i in deps
+              if layer(i) > layer(m)
+              or (layer(m) == layer(i) == 1 and i.split(".")[1] != m.split(".")[1] and i != "episodic")]
+    assert not upward, f"imports against the layer order (module -> import): {upward}"
+    assert "episodic.sender" in graph["episodic.bridge.client"] and layer("episodic.bridge.client") == 1
+
+
+def test_no_import_circle():
+    mods = modules()
+    graph = {m: imports(m, p, set(mods)) - {"episodic"} for m, p in mods.items()}
+    for package in [m for m in graph if mods[m].name == "__init__.py"]:
+        graph[package] = {d for d in graph[package] if not d.startswith(package + ".")}  # a package's own re-exports
+    state: dict[str, int] = {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                pytest.fail(f"import circle: {' -> '.join(path[path.index(d):] + [d])}")
+            if d not in state:
+                visit(d, path + [d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+
+
+def test_no_module_imports_the_plugin_folders_by_their_bare_names():
+    bare = [(str(p.relative_to(ROOT)), node.lineno) for p in list(modules().values()) + list((ROOT / "tests").glob("*.py"))
+            + list((ROOT / "examples").glob("*.py")) + list((ROOT / "benchmarks").glob("*.py"))
+            for node in ast.walk(ast.parse(p.read_text()))
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            and any((a.name if isinstance(node, ast.Import) else node.module or "").split(".")[0]
+                    in {"bridge", "tasks", "robots"} for a in node.names)]
+    assert not bare, f"import episodic.bridge / episodic.tasks / episodic.robots instead: {bare}"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+                   check=True, capture_output=True)
+    (path,) = out.glob("episodic-*.whl")
+    return path
+
+
+@pytest.mark.slow
+def test_an_install_adds_exactly_one_top_level_name(wheel):
+    with zipfile.ZipFile(wheel) as z:
+        record = next(n for n in z.namelist() if n.endswith(".dist-info/RECORD"))
+        files = [line.split(",")[0] for line in z.read(record).decode().splitlines() if line]
+    assert {f.split("/")[0] for f in files} == {"episodic", record.split("/")[0]}
+    for needed in ("episodic/bridge/client.py", "episodic/tasks/reach.py", "episodic/robots/wam/wam.xml",
+                   "episodic/robots/wam/robot.toml", "episodic/task.py"):
+        assert needed in files
+
+
+SHADOWS = {"tasks.py": "TASKS = 'not the runner\\'s'\n", "bridge.py": "Client = None\n",
+           "robots.py": "raise ImportError('a user module named robots')\n"}
+LEARNER = """
+import subprocess, sys
+from episodic.bridge import Client
+from episodic.runner import Runner
+from episodic.tasks import make_task
+from episodic.trajectory import min_jerk
+
+with Runner(make_task("reach")) as runner:
+    home = runner.robot.home
+    runner.start_episode(1)
+    print("in-process", runner.send_trajectory(min_jerk(home, home + 0.05, 0.5, 0.002).q).flag.name)
+serve = subprocess.Popen([sys.executable, "-m", "episodic", "serve", "--channel", sys.argv[1]],
+                         stdout=subprocess.PIPE, text=True)
+try:
+    assert "serving" in serve.stdout.readline()
+    with Client(sys.argv[1], timeout=30) as client:
+        client.start_episode(1)
+        print("bridge", client.send_trajectory(min_jerk(home, home + 0.05, 0.5, 0.002).q).flag.name)
+finally:
+    serve.terminate()
+    serve.wait(30)
+"""
+
+
+def _run(args: list[str], cwd: Path, env: dict | None = None) -> str:
+    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_cli_and_learner_run_beside_modules_named_like_the_plugins(tmp_path):
+    for name, text in SHADOWS.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "learner.py").write_text(textwrap.dedent(LEARNER))
+    assert "ball_in_cup" in _run([sys.executable, "-m", "episodic", "tasks"], tmp_path)
+    assert "wam" in _run([sys.executable, "-m", "episodic", "robots"], tmp_path)
+    out = _run([sys.executable, "learner.py", f"shadow{os.getpid()}"], tmp_path)
+    assert out.split() == ["in-process", "OK", "bridge", "OK"]
+
+
+@pytest.mark.slow
+def test_a_non_editable_install_runs_the_demo_from_an_empty_folder(wheel, tmp_path):
+    target, empty = tmp_path / "site", tmp_path / "empty"
+    empty.mkdir()
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True, capture_output=True)
+    env = dict(os.environ, PYTHONPATH=str(target))
+    code = "import episodic, sys; print(episodic.__file__)"
+    assert _run([sys.executable, "-c", code], empty, env).startswith(str(target))
+    out = _run([sys.executable, "-m", "episodic", "demo", "--episodes", "2", "--out", "demo.h5"], empty, env)
+    assert "log written to demo.h5" in out and (empty / "demo.h5").is_file()
