@@ -1,14 +1,23 @@
 """What a task is: its scene on the robot, how command 0's context resets it, its
-rewards, when a segment is over, and the named state columns it logs."""
+rewards, when a segment is over, and the named state columns it logs.
+
+Besides the :class:`Task` base class, this module holds what task modules share: the
+per-episode state (:class:`Episode`, with the model's named objects bound to ids once in
+:class:`Ids`), a free ball (:func:`add_free_ball`, :func:`place_free_ball`), a target marker
+(:func:`add_target`, :func:`place_target`), frame sensors (:func:`add_frame_sensors`) and what
+a feedback law reads and returns (:func:`update_kinematics`, :func:`body_velocity`,
+:meth:`Task.last_joint_offset`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 import mujoco
 import numpy as np
 
 from episodic.robot import Robot
+
+TARGET = "target"  # the target marker's mocap body, and the prefix of its position sensor
 
 
 class TaskError(ValueError):
@@ -36,16 +45,74 @@ class StepView:
         return self.sensordata[:, self.sensors[name]]
 
 
+@dataclass(frozen=True)
+class Ids:
+    """The named objects of one compiled model, resolved to ids and addresses once, so that
+    code run every control step indexes dicts instead of looking names up.
+
+    body, site, geom: name -> id; mocap: name of a mocap body -> its row of data.mocap_pos;
+    qpos, dof: joint name -> its first address in data.qpos, data.qvel; arm_qpos, arm_dof:
+    (n_dofs,) addresses of the robot's joints (those the controller actuates), in the robot's
+    order. Unnamed objects are left out.
+    """
+
+    body: dict[str, int]
+    site: dict[str, int]
+    geom: dict[str, int]
+    mocap: dict[str, int]
+    qpos: dict[str, int]
+    dof: dict[str, int]
+    arm_qpos: np.ndarray
+    arm_dof: np.ndarray
+
+    @classmethod
+    def bind(cls, model: mujoco.MjModel) -> "Ids":
+        def named(kind: mujoco.mjtObj, count: int) -> dict[str, int]:
+            names = (mujoco.mj_id2name(model, kind, i) for i in range(count))
+            return {name: i for i, name in enumerate(names) if name}
+
+        obj = mujoco.mjtObj
+        body, joint = named(obj.mjOBJ_BODY, model.nbody), named(obj.mjOBJ_JOINT, model.njnt)
+        arm = model.actuator_trnid[:, 0]
+        return cls(body=body, site=named(obj.mjOBJ_SITE, model.nsite), geom=named(obj.mjOBJ_GEOM, model.ngeom),
+                   mocap={name: int(model.body_mocapid[i]) for name, i in body.items() if model.body_mocapid[i] >= 0},
+                   qpos={name: int(model.jnt_qposadr[i]) for name, i in joint.items()},
+                   dof={name: int(model.jnt_dofadr[i]) for name, i in joint.items()},
+                   arm_qpos=model.jnt_qposadr[arm].copy(), arm_dof=model.jnt_dofadr[arm].copy())
+
+
+@dataclass
+class Episode:
+    """What a task keeps while an episode runs: made afresh by every :meth:`Task.reset` (and
+    dropped with the next), so nothing carries over from one episode to another. A task that
+    remembers more (a start posture, a running minimum) subclasses it with those fields, each
+    with a default, and names the subclass in its ``episode_type``.
+
+    ids: the named objects of the model the episode runs in.
+    """
+
+    ids: Ids
+
+
 @dataclass
 class Task:
     """Base class. Subclasses are dataclasses whose fields are the difficulty parameters
-    (settable by name, recorded in every log) and override the hooks below."""
+    (settable by name, recorded in every log), checked by :meth:`check_params`, and override
+    the hooks below; what changes during an episode lives in :attr:`episode`, never in the
+    parameters."""
 
     name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""  # one line: what the task asks of the learner
     columns: ClassVar[tuple[str, ...]] = ()
+    context_sizes: ClassVar[tuple[int, ...]] = (0,)  # the numbers of values a context may have
     context_help: ClassVar[str] = "no context"
     gains_help: ClassVar[str] = ""  # what task_gains of a gains command mean; "" = no feedback law
     substeps: ClassVar[int] = 1  # physics steps per control step the task needs (at least the robot's)
+    episode_type: ClassVar[type[Episode]] = Episode  # what reset makes for each episode
+
+    def __post_init__(self) -> None:
+        self._episode: Episode | None = None
+        self.check_params()
 
     @classmethod
     def with_params(cls, params: dict[str, str | float]) -> "Task":
@@ -65,12 +132,29 @@ class Task:
     def params(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def check_params(self) -> None:
+        """Raise TaskError naming a parameter whose value is invalid (run on construction)."""
+
     def require_positive(self, *names: str) -> None:
         """Raise TaskError naming the first of these parameters that is not a finite positive number."""
+        self._require(names, "a positive number", lambda value: value > 0)
+
+    def require_non_negative(self, *names: str) -> None:
+        """Raise TaskError naming the first of these parameters that is not a finite number >= 0."""
+        self._require(names, "a non-negative number", lambda value: value >= 0)
+
+    def _require(self, names: tuple[str, ...], what: str, ok: Callable[[float], bool]) -> None:
         for key in names:
             value = getattr(self, key)
-            if not (np.isfinite(value) and value > 0):
-                raise TaskError(f"parameter '{key}' of task '{self.name}' must be a positive number, got {value}")
+            if not (np.isfinite(value) and ok(value)):
+                raise TaskError(f"parameter '{key}' of task '{self.name}' must be {what}, got {value}")
+
+    @property
+    def episode(self) -> Episode:
+        """The running (or last) episode's :class:`Episode`, made by :meth:`reset`."""
+        if self._episode is None:
+            raise RuntimeError(f"task '{self.name}' has no episode yet; reset starts one")
+        return self._episode
 
     # -- scene ---------------------------------------------------------------
     def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
@@ -83,12 +167,30 @@ class Task:
         """Default start posture (n_dofs,) rad when command 0 gives none."""
         return robot.home.copy()
 
+    # -- episode start -------------------------------------------------------
     def reset(self, model: mujoco.MjModel, data: mujoco.MjData, context: np.ndarray,
               rng: np.random.Generator) -> None:
-        """Put the task's objects in their start state for this context; raise TaskError on a bad context."""
-        if context.size:
-            raise TaskError(f"task '{self.name}' takes {self.context_help}; got {context.size} values")
+        """Start an episode from command 0's ``context`` (k,): raise TaskError unless k is one of
+        ``context_sizes`` and the values are finite, make a fresh :attr:`episode` bound to
+        ``model``, complete the context from :meth:`default_context` and hand it to
+        :meth:`initialize_episode`."""
+        if context.size not in self.context_sizes or not np.all(np.isfinite(context)):
+            raise TaskError(f"{self.name} takes {self.context_help}; got {context.size} values")
+        self._episode = self.episode_type(Ids.bind(model))
+        full = np.concatenate([context, self.default_context()[context.size :]])
+        self.initialize_episode(model, data, full, rng)
 
+    def default_context(self) -> np.ndarray:
+        """The context (the longest of ``context_sizes`` values) a start command without one
+        gets; a shorter context keeps its values and takes the rest from here."""
+        return np.zeros(0)
+
+    def initialize_episode(self, model: mujoco.MjModel, data: mujoco.MjData, context: np.ndarray,
+                           rng: np.random.Generator) -> None:
+        """Put the task's objects in their start state for the complete ``context`` (data holds
+        the arm at its start posture); raise TaskError on a context the task refuses."""
+
+    # -- feedback law --------------------------------------------------------
     def check_gains(self, task_gains: np.ndarray) -> None:
         """Raise TaskError unless ``task_gains`` suit this task's feedback law."""
         if not self.gains_help:
@@ -97,8 +199,15 @@ class Task:
     def feedback(self, model: mujoco.MjModel, data: mujoco.MjData, task_gains: np.ndarray) -> np.ndarray:
         """Offsets (n_dofs,) rad to the desired joint positions at the present state, from the
         task's feedback law with ``task_gains``. Read data.qpos / data.qvel (current); derived
-        fields such as xpos are one step old here."""
+        fields such as xpos are one step old here (see :func:`update_kinematics`)."""
         raise NotImplementedError(f"task '{self.name}' has no feedback law")
+
+    def last_joint_offset(self, offset: float, limit: float) -> np.ndarray:
+        """Feedback offsets (n_dofs,) rad: ``offset`` rad clipped to +-``limit`` rad on the
+        robot's last joint (the one that turns the tool), 0 on the others."""
+        out = np.zeros(self.episode.ids.arm_dof.size)
+        out[-1] = min(max(offset, -limit), limit)
+        return out
 
     # -- per step ------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:
@@ -118,3 +227,69 @@ class Task:
     def success(self, state: np.ndarray) -> bool:
         """Whether an episode ending in ``state`` (len(columns),) counts as solved."""
         return False
+
+
+# -- scene parts ------------------------------------------------------------------
+def add_free_ball(spec: mujoco.MjSpec, name: str, pos, radius: float, mass: float, **geom) -> mujoco.MjsBody:
+    """Add a solid ball to the world: a body at ``pos`` (3,) m with a free joint and a sphere
+    geom, all three called ``name``, of ``radius`` m and ``mass`` kg (inertia 2/5 m r^2 kg m^2
+    about its centre). ``geom``: further attributes of the sphere (contype, friction, rgba, ...).
+    Returns the body, for sites on it."""
+    ball = spec.worldbody.add_body(name=name, pos=pos)
+    ball.add_freejoint(name=name)
+    ball.explicitinertial = True
+    ball.mass, ball.ipos, ball.iquat = mass, [0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]
+    ball.inertia = [0.4 * mass * radius**2] * 3
+    ball.add_geom(name=name, type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius, 0, 0], **geom)
+    return ball
+
+
+def add_frame_sensors(spec: mujoco.MjSpec, prefix: str, objtype: mujoco.mjtObj, objname: str) -> None:
+    """Add sensors ``prefix``_pos (3,) m and ``prefix``_vel (3,) m/s: the world position and
+    linear velocity of an object's frame (objtype mjOBJ_XBODY, mjOBJ_SITE, ...)."""
+    for suffix, kind in (("pos", mujoco.mjtSensor.mjSENS_FRAMEPOS), ("vel", mujoco.mjtSensor.mjSENS_FRAMELINVEL)):
+        spec.add_sensor(name=f"{prefix}_{suffix}", type=kind, objtype=objtype, objname=objname)
+
+
+def add_target(spec: mujoco.MjSpec, pos, radius: float, rgba) -> None:
+    """Add the target marker: a mocap body ``TARGET`` at ``pos`` (3,) m showing a sphere of
+    ``radius`` m and colour ``rgba`` (4,) that touches nothing, and a sensor ``TARGET``_pos of
+    its position (3,) m."""
+    body = spec.worldbody.add_body(name=TARGET, mocap=True, pos=pos)
+    body.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius, 0, 0], rgba=rgba, contype=0, conaffinity=0)
+    spec.add_sensor(name=f"{TARGET}_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
+                    objtype=mujoco.mjtObj.mjOBJ_XBODY, objname=TARGET)
+
+
+# -- episode start ----------------------------------------------------------------
+def place_target(data: mujoco.MjData, ids: Ids, position: np.ndarray) -> None:
+    """Move the target marker to ``position`` (3,) m."""
+    data.mocap_pos[ids.mocap[TARGET]] = position
+
+
+def place_free_ball(data: mujoco.MjData, ids: Ids, name: str, position: np.ndarray,
+                    velocity: np.ndarray | float = 0.0, angular_velocity: np.ndarray | float = 0.0) -> None:
+    """Put the free ball ``name`` at ``position`` (3,) m, unrotated, moving at ``velocity`` (3,)
+    m/s and spinning at ``angular_velocity`` (3,) rad/s (world frame; 0: at rest)."""
+    qa, va = ids.qpos[name], ids.dof[name]
+    data.qpos[qa : qa + 3] = position
+    data.qpos[qa + 3 : qa + 7] = [1.0, 0.0, 0.0, 0.0]
+    data.qvel[va : va + 3] = velocity
+    data.qvel[va + 3 : va + 6] = angular_velocity
+
+
+# -- feedback laws ----------------------------------------------------------------
+def update_kinematics(model: mujoco.MjModel, data: mujoco.MjData) -> None:
+    """Recompute the poses (xpos, xmat, ...) and the com-based velocities from data.qpos and
+    data.qvel: what :func:`body_velocity` needs, and stale when a feedback law runs."""
+    mujoco.mj_kinematics(model, data)
+    mujoco.mj_comPos(model, data)
+    mujoco.mj_comVel(model, data)
+
+
+def body_velocity(model: mujoco.MjModel, data: mujoco.MjData, body: int) -> np.ndarray:
+    """(6,) velocity of body ``body``'s frame, world axes: angular rad/s, then linear m/s of its
+    origin (data's com-based velocities must be current, see :func:`update_kinematics`)."""
+    out = np.empty(6)
+    mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, body, out, 0)
+    return out

@@ -55,7 +55,7 @@ import mujoco
 import numpy as np
 
 from episodic.robot import Robot
-from episodic.task import StepView, Task, TaskError
+from episodic.task import StepView, Task, TaskError, add_free_ball, add_frame_sensors, place_free_ball
 
 WALL_BOXES = 16          # boxes that make the cup's wall
 WALL_THICKNESS = 0.004   # m
@@ -71,9 +71,11 @@ BALL_START = (0.766, 0.0, 1.136)  # m, hanging below the cup at home, before the
 @dataclass
 class BallInCup(Task):
     name: ClassVar[str] = "ball_in_cup"
+    summary: ClassVar[str] = "swing a ball on an elastic string up and catch it in a cup on the hand."
     columns: ClassVar[tuple[str, ...]] = (
         "ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
         "cup_x", "cup_y", "cup_z", "distance", "height", "radial", "string", "caught")
+    context_sizes: ClassVar[tuple[int, ...]] = (0, 2)
     context_help: ClassVar[str] = ("no context (ball hanging straight down), or a horizontal ball "
                                    "offset (dx, dy) m with the string taut")
     CROSSING_ALPHA: ClassVar[float] = 20.0  # 1/m^2, width of the rim-crossing reward
@@ -91,14 +93,13 @@ class BallInCup(Task):
     rest_speed: float = 0.1         # m/s, "at rest" below this speed relative to the cup
     rest_time: float = 0.2          # s, caught this long ends the segment with the bonus
 
-    def __post_init__(self) -> None:
+    def check_params(self) -> None:
         self.require_positive("string_length", "string_timeconst", "string_dampratio", "ball_radius", "ball_mass",
                               "cup_depth", "cup_mass", "rest_speed")
         if not self.cup_radius > self.ball_radius:
             raise TaskError(f"parameter 'cup_radius' of task 'ball_in_cup' must be larger than ball_radius, "
                             f"got {self.cup_radius}")
-        if not self.rest_time >= 0:
-            raise TaskError(f"parameter 'rest_time' of task 'ball_in_cup' must be non-negative, got {self.rest_time}")
+        self.require_non_negative("rest_time")
 
     # -- scene ---------------------------------------------------------------
     @property
@@ -151,14 +152,9 @@ class BallInCup(Task):
         return self.cup_mass, np.array([0.0, 0.0, z]), np.array([ixx, ixx, izz])
 
     def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
-        ball = spec.worldbody.add_body(name="ball", pos=list(BALL_START))
-        ball.add_freejoint(name="ball")
-        ball.explicitinertial = True
-        ball.mass, ball.ipos, ball.iquat = self.ball_mass, [0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]
-        ball.inertia = [0.4 * self.ball_mass * self.ball_radius**2] * 3
-        ball.add_geom(name="ball", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[self.ball_radius, 0, 0],
-                      contype=1, conaffinity=1, condim=3, friction=[0.5, 0.005, 0.0001],
-                      rgba=[0.9, 0.15, 0.15, 1.0])
+        ball = add_free_ball(spec, "ball", list(BALL_START), self.ball_radius, self.ball_mass,
+                             contype=1, conaffinity=1, condim=3, friction=[0.5, 0.005, 0.0001],
+                             rgba=[0.9, 0.15, 0.15, 1.0])
         ball.add_site(name="ball_centre", size=[0.004, 0, 0])
         string = spec.add_tendon(name="string", limited=mujoco.mjtLimited.mjLIMITED_TRUE,
                                  range=[0.0, self.string_length], width=0.0015,
@@ -167,15 +163,11 @@ class BallInCup(Task):
         string.solimp_limit = [0.95, 0.99, 0.001, 0.5, 2.0]
         string.wrap_site("cup_anchor")
         string.wrap_site("ball_centre")
-        site, body = mujoco.mjtObj.mjOBJ_SITE, mujoco.mjtObj.mjOBJ_XBODY
-        for name, kind, objtype, objname in (
-                ("bic_ball_pos", mujoco.mjtSensor.mjSENS_FRAMEPOS, body, "ball"),
-                ("bic_ball_vel", mujoco.mjtSensor.mjSENS_FRAMELINVEL, body, "ball"),
-                ("bic_rim_pos", mujoco.mjtSensor.mjSENS_FRAMEPOS, site, "cup_rim"),
-                ("bic_rim_vel", mujoco.mjtSensor.mjSENS_FRAMELINVEL, site, "cup_rim"),
-                ("bic_cup_angvel", mujoco.mjtSensor.mjSENS_FRAMEANGVEL, site, "cup_rim"),
-                ("bic_cup_axis", mujoco.mjtSensor.mjSENS_FRAMEZAXIS, site, "cup_rim")):
-            spec.add_sensor(name=name, type=kind, objtype=objtype, objname=objname)
+        add_frame_sensors(spec, "bic_ball", mujoco.mjtObj.mjOBJ_XBODY, "ball")
+        add_frame_sensors(spec, "bic_rim", mujoco.mjtObj.mjOBJ_SITE, "cup_rim")
+        rim = dict(objtype=mujoco.mjtObj.mjOBJ_SITE, objname="cup_rim")
+        spec.add_sensor(name="bic_cup_angvel", type=mujoco.mjtSensor.mjSENS_FRAMEANGVEL, **rim)
+        spec.add_sensor(name="bic_cup_axis", type=mujoco.mjtSensor.mjSENS_FRAMEZAXIS, **rim)
         spec.add_sensor(name="bic_string", type=mujoco.mjtSensor.mjSENS_TENDONPOS,
                         objtype=mujoco.mjtObj.mjOBJ_TENDON, objname="string")
 
@@ -187,15 +179,17 @@ class BallInCup(Task):
             q[5], q[6] = START_J6, -np.pi / 2
         return q
 
-    def reset(self, model, data, context, rng) -> None:
-        if context.size not in (0, 2):
-            raise TaskError(f"ball_in_cup takes {self.context_help}; got {context.size} values")
-        offset = context if context.size else np.zeros(2)
+    def default_context(self) -> np.ndarray:
+        """No offset: the ball hangs straight down."""
+        return np.zeros(2)
+
+    def initialize_episode(self, model, data, context, rng) -> None:
+        offset = context  # (dx, dy) m
         if not np.hypot(*offset) < self.string_length:
             raise TaskError(f"ball offset {np.round(offset, 4).tolist()} m must be shorter than the "
                             f"string ({self.string_length} m)")
         mujoco.mj_kinematics(model, data)
-        anchor = data.site_xpos[model.site("cup_anchor").id]
+        anchor = data.site_xpos[self.episode.ids.site["cup_anchor"]]
         down = np.asarray(model.opt.gravity, float)
         down = down / np.linalg.norm(down)
         # horizontal offset (dx, dy) in the plane normal to gravity (world x, y for -z gravity)
@@ -203,11 +197,7 @@ class BallInCup(Task):
         ex /= np.linalg.norm(ex)
         ey = np.cross(down, ex) * -1.0
         drop = np.sqrt(self.string_length**2 - offset @ offset)
-        joint = model.joint("ball")
-        qa, va = int(joint.qposadr[0]), int(joint.dofadr[0])
-        data.qpos[qa : qa + 3] = anchor + drop * down + offset[0] * ex + offset[1] * ey
-        data.qpos[qa + 3 : qa + 7] = [1.0, 0.0, 0.0, 0.0]
-        data.qvel[va : va + 6] = 0.0
+        place_free_ball(data, self.episode.ids, "ball", anchor + drop * down + offset[0] * ex + offset[1] * ey)
 
     # -- per step ------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:

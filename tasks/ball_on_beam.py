@@ -55,7 +55,7 @@ import mujoco
 import numpy as np
 
 from episodic.robot import Robot
-from episodic.task import StepView, Task, TaskError
+from episodic.task import StepView, Task, TaskError, add_free_ball, body_velocity, place_free_ball, update_kinematics
 
 BEAM = "beam"
 BALL = "ball"
@@ -70,35 +70,33 @@ mujoco.mju_mat2Quat(_BEAM_QUAT, np.array([[0.0, 0.0, -1.0], [1.0, 0.0, 0.0], [0.
 @dataclass
 class BallOnBeam(Task):
     name: ClassVar[str] = "ball_on_beam"
+    summary: ClassVar[str] = "keep a ball rolling on a beam at the beam's centre with little effort."
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_xd", "beam_angle", "on_beam")
+    context_sizes: ClassVar[tuple[int, ...]] = (0, 1, 2)
     context_help: ClassVar[str] = ("nothing, [x0] m or [x0, xd0] m, m/s: the ball's start position and "
                                    "velocity along the beam")
     gains_help: ClassVar[str] = ("[k_x, k_v] rad/m, rad s/m: q7_desired = q7_held + "
                                  "clip(k_x x + k_v xd, +-max_tilt), x m and xd m/s the ball along the beam")
 
-    beam_length: float = 0.8
-    beam_mass: float = 0.3
-    ball_radius: float = 0.02
-    ball_mass: float = 0.05
-    friction: float = 1.0
-    x0: float = 0.1
-    max_tilt: float = 0.3
-    effort: float = 0.01
-    fall_cost: float = 1.0
-    tolerance: float = 0.03
+    beam_length: float = 0.8   # m, plank and rails
+    beam_mass: float = 0.3     # kg
+    ball_radius: float = 0.02  # m
+    ball_mass: float = 0.05    # kg
+    friction: float = 1.0      # Coulomb friction coefficient of ball and plank
+    x0: float = 0.1            # m, the ball's start along the beam without a context
+    max_tilt: float = 0.3      # rad, the feedback law's largest offset of j7
+    effort: float = 0.01       # m^2/(N m)^2, weight of u7^2 against x^2 in the step reward
+    fall_cost: float = 1.0     # m^2, cost rate (like x^2) of the steps left when the ball falls off
+    tolerance: float = 0.03    # m, |x| at the end for success
 
-    def __post_init__(self) -> None:
-        self._ids: tuple = (None,)  # (model, beam body, ball qpos address, ball dof address), looked up once
-        self._vel = np.empty(6)
-        self._n_dofs = 7  # the robot's, set by add_tool; the law moves the last joint (j7 on the WAM)
+    def check_params(self) -> None:
         self.require_positive("beam_length", "beam_mass", "ball_radius", "ball_mass", "friction", "max_tilt",
                               "tolerance")
         if self.ball_radius * 8 > self.beam_length:
             raise TaskError(f"ball_radius {self.ball_radius} m is too large for a {self.beam_length} m beam")
         if not abs(self.x0) < self.half_length - self.ball_radius:
             raise TaskError(f"x0 must lie on the beam: |x0| < {self.half_length - self.ball_radius:g} m, got {self.x0}")
-        if self.effort < 0 or self.fall_cost < 0:
-            raise TaskError("effort and fall_cost of ball_on_beam must be non-negative")
+        self.require_non_negative("effort", "fall_cost")
 
     # -- geometry ------------------------------------------------------------
     @property
@@ -120,7 +118,6 @@ class BallOnBeam(Task):
         return np.array([0.0, q2, 0.0, q4, 0.0, 0.5 * np.pi - q2 - q4, 0.0])
 
     def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
-        self._n_dofs = robot.n_dofs
         flange = spec.site(robot.end_effector_site).parent
         r, half, w = self.ball_radius, self.half_length, self.channel_width
         plank_h, rail_t, rail_h = 0.01, 0.006, 0.8 * r
@@ -149,14 +146,8 @@ class BallOnBeam(Task):
                       pos=[0, w / 2 + rail_t + gap / 2, -r], contype=0, conaffinity=0, rgba=[0.3, 0.3, 0.33, 1])
 
     def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
-        r, m = self.ball_radius, self.ball_mass
-        ball = spec.worldbody.add_body(name=BALL, pos=[0.8, 0, 0.5 + r])
-        ball.add_freejoint(name=BALL)
-        ball.explicitinertial = True
-        ball.mass = m
-        ball.ipos = [0, 0, 0]
-        ball.inertia = [0.4 * m * r * r] * 3
-        ball.add_geom(name=BALL, type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[r, 0, 0],
+        r = self.ball_radius
+        add_free_ball(spec, BALL, [0.8, 0, 0.5 + r], r, self.ball_mass,
                       contype=_BALL_TYPE, conaffinity=_BEAM_TYPE | _FLOOR_AFFINITY,
                       friction=[self.friction, 0.005, 0.0001], rgba=[0.85, 0.85, 0.9, 1])
         ref = dict(objtype=mujoco.mjtObj.mjOBJ_XBODY, objname=BALL, reftype=mujoco.mjtObj.mjOBJ_XBODY, refname=BEAM)
@@ -166,50 +157,40 @@ class BallOnBeam(Task):
                         objtype=mujoco.mjtObj.mjOBJ_XBODY, objname=BEAM)
 
     # -- episode start -------------------------------------------------------
-    def reset(self, model, data, context, rng) -> None:
-        if context.size > 2:
-            raise TaskError(f"ball_on_beam takes {self.context_help}; got {context.size} values")
-        x0 = float(context[0]) if context.size >= 1 else self.x0
-        v0 = float(context[1]) if context.size == 2 else 0.0
+    def default_context(self) -> np.ndarray:
+        """The ball at rest at ``x0``: [x0 m, 0 m/s]."""
+        return np.array([self.x0, 0.0])
+
+    def initialize_episode(self, model, data, context, rng) -> None:
+        x0, v0 = context.tolist()
         if not abs(x0) < self.half_length - self.ball_radius:
             raise TaskError(f"the ball's start x0 must lie on the beam: |x0| < "
                             f"{self.half_length - self.ball_radius:g} m, got {x0}")
         if abs(v0) > 5.0:
             raise TaskError(f"the ball's start velocity must be within +-5 m/s, got {v0}")
         mujoco.mj_forward(model, data)
-        _, beam, qa, va = self._lookup(model)
+        ids = self.episode.ids
+        beam = ids.body[BEAM]
         origin, frame = data.xpos[beam].copy(), data.xmat[beam].reshape(3, 3).copy()
         along, up = frame[:, 0], frame[:, 2]
-        spin_lin = np.empty(6)
-        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, beam, spin_lin, 0)
+        spin_lin = body_velocity(model, data, beam)
         omega, v_origin = spin_lin[:3], spin_lin[3:]
         pos = origin + x0 * along
-        data.qpos[qa : qa + 3] = pos
-        data.qpos[qa + 3 : qa + 7] = [1, 0, 0, 0]
-        data.qvel[va : va + 3] = v_origin + np.cross(omega, pos - origin) + v0 * along
-        data.qvel[va + 3 : va + 6] = omega + np.cross(up, v0 * along) / self.ball_radius
+        place_free_ball(data, ids, BALL, pos, v_origin + np.cross(omega, pos - origin) + v0 * along,
+                        omega + np.cross(up, v0 * along) / self.ball_radius)
 
     # -- feedback law --------------------------------------------------------
     def check_gains(self, task_gains: np.ndarray) -> None:
         if task_gains.size != 2:
             raise TaskError(f"ball_on_beam's task gains are {self.gains_help}; got {task_gains.size} values")
 
-    def _lookup(self, model) -> tuple:
-        if self._ids[0] is not model:
-            joint = model.joint(BALL)
-            self._ids = (model, model.body(BEAM).id, int(joint.qposadr[0]), int(joint.dofadr[0]))
-        return self._ids
-
     def ball_along_beam(self, model: mujoco.MjModel, data: mujoco.MjData) -> tuple[float, float]:
         """(x m, xd m/s) of the ball along the beam at data's present qpos, qvel (the derived
         fields are recomputed here: they are one step old when a feedback law runs)."""
-        mujoco.mj_kinematics(model, data)
-        mujoco.mj_comPos(model, data)
-        mujoco.mj_comVel(model, data)
-        _, beam, qa, va = self._lookup(model)
-        vel = self._vel
-        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, beam, vel, 0)
-        wx, wy, wz, vx, vy, vz = vel.tolist()
+        update_kinematics(model, data)
+        ids = self.episode.ids
+        beam, qa, va = ids.body[BEAM], ids.qpos[BALL], ids.dof[BALL]
+        wx, wy, wz, vx, vy, vz = body_velocity(model, data, beam).tolist()
         ox, oy, oz = data.xpos[beam].tolist()
         r = data.xmat[beam].tolist()
         ex, ey, ez = r[0], r[3], r[6]  # the beam's axis, world frame
@@ -225,9 +206,7 @@ class BallOnBeam(Task):
     def feedback(self, model, data, task_gains) -> np.ndarray:
         x, xd = self.ball_along_beam(model, data)
         tilt = float(task_gains[0]) * x + float(task_gains[1]) * xd
-        out = np.zeros(self._n_dofs)
-        out[-1] = min(max(tilt, -self.max_tilt), self.max_tilt)
-        return out
+        return self.last_joint_offset(tilt, self.max_tilt)
 
     # -- per step ------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:

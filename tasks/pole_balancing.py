@@ -55,7 +55,7 @@ import mujoco
 import numpy as np
 
 from episodic.robot import Robot
-from episodic.task import StepView, Task, TaskError
+from episodic.task import Episode, StepView, Task, TaskError, body_velocity, update_kinematics
 
 POLE = "pole"
 LEVER = "pole_lever"
@@ -64,6 +64,7 @@ LEVER_DROP = 0.03  # m: the lever runs this far below the flange face, along the
 # pole (pivot to tip), hanging down at hinge angle 0 when the flange faces the floor (+z7)
 _POLE_QUAT = np.array([0.0, 0.0, 0.0, 1.0])
 _UP = np.array([0.0, 0.0, 1.0])
+QD_SENSOR = "qd/"  # prefix of the robot's joint velocity sensors (rad/s) the effort term reads
 
 
 def wrap(angle):
@@ -72,37 +73,42 @@ def wrap(angle):
 
 
 @dataclass
+class PoleEpisode(Episode):
+    """q_start: j7 rad when command 0's start was reached (s = q7 - q_start in the feedback law)."""
+
+    q_start: float = 0.0
+
+
+@dataclass
 class PoleBalancing(Task):
     name: ClassVar[str] = "pole_balancing"
+    summary: ClassVar[str] = ("swing up a pole on a passive hinge at the wrist and balance it upright, "
+                              "saving energy.")
     columns: ClassVar[tuple[str, ...]] = ("pole_angle", "pole_velocity", "pivot_x", "pivot_y", "pivot_z")
+    context_sizes: ClassVar[tuple[int, ...]] = (0, 1, 2)
     context_help: ClassVar[str] = "nothing (hanging at rest), [phi0] rad or [phi0, phi_d0] rad, rad/s"
     gains_help: ClassVar[str] = (
         "[k_phi, k_phid, k_s, k_sd] (balance) or [k_phi, k_phid, k_s, k_sd, k_E, a_swing, phi_catch] "
         "(energy swing-up, then balance): offset of j7, see tasks/pole_balancing.py")
+    episode_type: ClassVar[type[Episode]] = PoleEpisode
 
-    pole_length: float = 0.5
-    pole_mass: float = 0.1
-    pole_radius: float = 0.01
-    pole_damping: float = 0.0
-    lever_length: float = 0.25
-    lever_mass: float = 0.15
-    effort: float = 0.01
-    upright: float = 0.2
-    max_offset: float = 1.0
+    pole_length: float = 0.5    # m
+    pole_mass: float = 0.1      # kg
+    pole_radius: float = 0.01   # m
+    pole_damping: float = 0.0   # N m s/rad, of the hinge
+    lever_length: float = 0.25  # m, flange axis to hinge
+    lever_mass: float = 0.15    # kg
+    effort: float = 0.01        # 1/W, weight of the joints' mechanical power in the step reward
+    upright: float = 0.2        # rad, |phi| at the end for success
+    max_offset: float = 1.0     # rad, the feedback law's largest offset of j7
 
-    def __post_init__(self) -> None:
-        # not parameters: filled in by add_scene (the robot's joints) and reset (j7 at the start)
-        self._joint, self._n_dofs, self._qd_sensors = "j7", 7, ()
-        self._q_start = 0.0
-        self._ids: tuple = (None,)  # (model, pole body, j7 qpos address, j7 dof address), looked up once
-        self._vel = np.empty(6)
+    def check_params(self) -> None:
         self.require_positive("pole_length", "pole_mass", "pole_radius", "lever_length", "lever_mass", "upright",
                               "max_offset")
         if self.pole_length > 1.2:
             raise TaskError(f"pole_length must be at most 1.2 m (the pivot is 1.31 m above the floor at the start), "
                             f"got {self.pole_length}")
-        if self.pole_damping < 0 or self.effort < 0:
-            raise TaskError("pole_damping and effort of pole_balancing must be non-negative")
+        self.require_non_negative("pole_damping", "effort")
 
     # -- physics -------------------------------------------------------------
     @property
@@ -169,31 +175,28 @@ class PoleBalancing(Task):
         spec.add_sensor(name="pole_hinge", type=mujoco.mjtSensor.mjSENS_FRAMEXAXIS, **obj)
         spec.add_sensor(name="pole_angvel", type=mujoco.mjtSensor.mjSENS_FRAMEANGVEL, **obj)
         spec.add_sensor(name="pivot_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, **obj)
-        self._qd_sensors = tuple(f"qd/{name}" for name in robot.joint_names)
-        self._joint, self._n_dofs = robot.joint_names[-1], robot.n_dofs
         for name in robot.joint_names:
-            spec.add_sensor(name=f"qd/{name}", type=mujoco.mjtSensor.mjSENS_JOINTVEL,
+            spec.add_sensor(name=f"{QD_SENSOR}{name}", type=mujoco.mjtSensor.mjSENS_JOINTVEL,
                             objtype=mujoco.mjtObj.mjOBJ_JOINT, objname=name)
 
     # -- episode start -------------------------------------------------------
-    def reset(self, model, data, context, rng) -> None:
-        if context.size > 2 or not np.all(np.isfinite(context)):
-            raise TaskError(f"pole_balancing takes {self.context_help}; got {context.size} values")
-        phi0 = float(context[0]) if context.size >= 1 else np.pi
-        phid0 = float(context[1]) if context.size == 2 else 0.0
+    def default_context(self) -> np.ndarray:
+        """The pole hanging at rest: [pi rad, 0 rad/s]."""
+        return np.array([np.pi, 0.0])
+
+    def initialize_episode(self, model, data, context, rng) -> None:
+        phi0, phid0 = context.tolist()
         if abs(phid0) > 20.0:
             raise TaskError(f"the pole's start velocity must be within +-20 rad/s, got {phid0}")
-        joint = model.joint(POLE)
-        qa, va = int(joint.qposadr[0]), int(joint.dofadr[0])
+        episode = self.episode
+        qa, va = episode.ids.qpos[POLE], episode.ids.dof[POLE]
         data.qpos[qa] = 0.0
         data.qvel[va] = 0.0
-        mujoco.mj_kinematics(model, data)
-        mujoco.mj_comPos(model, data)
-        mujoco.mj_comVel(model, data)
+        update_kinematics(model, data)
         phi, phid = self._pole(model, data)
         data.qpos[qa] = wrap(phi0 - phi)
         data.qvel[va] = phid0 - phid
-        self._q_start = float(data.qpos[self._lookup(model)[2]])
+        episode.q_start = float(data.qpos[episode.ids.arm_qpos[-1]])
 
     # -- feedback law --------------------------------------------------------
     def check_gains(self, task_gains: np.ndarray) -> None:
@@ -202,23 +205,15 @@ class PoleBalancing(Task):
         if task_gains.size == 7 and not (task_gains[5] >= 0 and 0 <= task_gains[6] <= np.pi):
             raise TaskError("a_swing must be >= 0 rad and phi_catch in [0, pi] rad")
 
-    def _lookup(self, model) -> tuple:
-        if self._ids[0] is not model:
-            joint = model.joint(self._joint)
-            self._ids = (model, model.body(POLE).id, int(joint.qposadr[0]), int(joint.dofadr[0]))
-        return self._ids
-
     def _pole(self, model, data) -> tuple[float, float]:
         """(phi, phi_d) from data's kinematics and com velocities (must be current)."""
-        pole = self._lookup(model)[1]
+        pole = self.episode.ids.body[POLE]
         r = data.xmat[pole].tolist()
         hx, hy, hz = r[0], r[3], r[6]  # hinge axis (the pole frame's x), world
         ax, ay, az = r[2], r[5], r[8]  # along the pole (its z), world
         # angle about the hinge from up to the pole: atan2(((up x along) . hinge), along . up)
         phi = math.atan2(-ay * hx + ax * hy, az)
-        vel = self._vel
-        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, pole, vel, 0)
-        wx, wy, wz = vel[:3].tolist()
+        wx, wy, wz = body_velocity(model, data, pole)[:3].tolist()
         return phi, wx * hx + wy * hy + wz * hz
 
     def energy(self, phi, phid):
@@ -226,12 +221,11 @@ class PoleBalancing(Task):
         return phid**2 / (2 * self.omega0**2) + np.cos(phi)
 
     def feedback(self, model, data, task_gains) -> np.ndarray:
-        mujoco.mj_kinematics(model, data)
-        mujoco.mj_comPos(model, data)
-        mujoco.mj_comVel(model, data)
+        update_kinematics(model, data)
         phi, phid = self._pole(model, data)
-        _, _, qa, va = self._lookup(model)
-        s = float(data.qpos[qa]) - self._q_start
+        episode = self.episode
+        qa, va = episode.ids.arm_qpos[-1], episode.ids.arm_dof[-1]
+        s = float(data.qpos[qa]) - episode.q_start
         sd = float(data.qvel[va])
         k_phi, k_phid, k_s, k_sd = task_gains[:4].tolist()
         if task_gains.size == 4 or abs(phi) < task_gains[6]:
@@ -242,9 +236,7 @@ class PoleBalancing(Task):
             energy = phid * phid / (2 * self.omega0**2) + math.cos(phi)  # as energy() does
             pump = -k_e * (1.0 - energy) * direction
             dq7 = min(max(pump, -a_swing), a_swing)
-        out = np.zeros(self._n_dofs)
-        out[-1] = min(max(dq7, -self.max_offset), self.max_offset)
-        return out
+        return self.last_joint_offset(dq7, self.max_offset)
 
     # -- per step ------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:
@@ -255,7 +247,7 @@ class PoleBalancing(Task):
         return np.column_stack([phi, phid, steps.sensor("pivot_pos")])
 
     def step_reward(self, steps: StepView, state: np.ndarray) -> np.ndarray:
-        qd = np.column_stack([steps.sensor(name) for name in self._qd_sensors])
+        qd = np.column_stack([steps.sensor(name) for name in steps.sensors if name.startswith(QD_SENSOR)])
         power = np.sum(np.abs(steps.u * qd), axis=1)
         return -((1 - np.cos(state[:, 0])) + self.effort * power) * steps.dt
 

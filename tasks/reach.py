@@ -1,9 +1,9 @@
 """reach: bring the end effector to a target point.
 
 Context (command 0): the target (x, y, z) m in the world frame, or nothing for
-``default_target``. Step reward: ``-(|p_ee - p_target| + effort * |u|^2) * dt``, so the
-episode return is minus the time-integrated distance and effort. Success: the episode
-ends within ``tolerance`` m of the target.
+(``target_x``, ``target_y``, ``target_z``). Step reward: ``-(|p_ee - p_target| + effort *
+|u|^2) * dt``, so the episode return is minus the time-integrated distance and effort.
+Success: the episode ends within ``tolerance`` m of the target.
 """
 from __future__ import annotations
 
@@ -14,13 +14,15 @@ import mujoco
 import numpy as np
 
 from episodic.robot import Robot
-from episodic.task import StepView, Task, TaskError
+from episodic.task import StepView, Task, add_target, place_target
 
 
 @dataclass
 class Reach(Task):
     name: ClassVar[str] = "reach"
+    summary: ClassVar[str] = "bring the end effector to a target point."
     columns: ClassVar[tuple[str, ...]] = ("target_x", "target_y", "target_z", "distance")
+    context_sizes: ClassVar[tuple[int, ...]] = (0, 3)
     context_help: ClassVar[str] = "a target (x, y, z) m, or no context for the default"
 
     effort: float = 1e-4
@@ -30,20 +32,14 @@ class Reach(Task):
     target_z: float = 1.55
 
     def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
-        body = spec.worldbody.add_body(name="target", mocap=True, pos=self.default_target)
-        body.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[0.02, 0, 0], rgba=[0.9, 0.2, 0.2, 0.5],
-                      contype=0, conaffinity=0)
-        spec.add_sensor(name="target_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
-                        objtype=mujoco.mjtObj.mjOBJ_XBODY, objname="target")
+        add_target(spec, self.default_context(), 0.02, [0.9, 0.2, 0.2, 0.5])
 
-    @property
-    def default_target(self) -> list[float]:
-        return [self.target_x, self.target_y, self.target_z]
+    def default_context(self) -> np.ndarray:
+        """The default target (x, y, z) m."""
+        return np.array([self.target_x, self.target_y, self.target_z])
 
-    def reset(self, model, data, context, rng) -> None:
-        if context.size not in (0, 3):
-            raise TaskError(f"reach takes {self.context_help}; got {context.size} values")
-        data.mocap_pos[model.body("target").mocapid[0]] = context if context.size else self.default_target
+    def initialize_episode(self, model, data, context, rng) -> None:
+        place_target(data, self.episode.ids, context)
 
     def state(self, steps: StepView) -> np.ndarray:
         target = steps.sensor("target_pos")

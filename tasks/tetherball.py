@@ -35,26 +35,39 @@ is minus the sum of the segment rewards so far.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import mujoco
 import numpy as np
 
 from episodic.robot import Robot
-from episodic.task import StepView, Task, TaskError
+from episodic.task import (Episode, StepView, Task, TaskError, add_frame_sensors, add_free_ball, add_target,
+                           place_free_ball, place_target)
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
 CONTACT_OMEGA = 300.0  # rad/s, ball contacts: a ball-racket impact lasts pi / omega, about 10 ms
 
 
 @dataclass
+class Approach(Episode):
+    """The reward's memory: times (k,) s of the segment steps since the start command and the
+    running minimum mins (k,) m of the ball-target distance over them (see the module docstring)."""
+
+    times: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    mins: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+@dataclass
 class Tetherball(Task):
     name: ClassVar[str] = "tetherball"
+    summary: ClassVar[str] = "hit a ball hung from the ceiling on an elastic string through a target."
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "target_x", "target_y", "target_z", "distance", "min_distance")
+    context_sizes: ClassVar[tuple[int, ...]] = (0, 3)
     context_help: ClassVar[str] = "a target (x, y, z) m for the ball's centre, or no context for the default"
     substeps: ClassVar[int] = 1
+    episode_type: ClassVar[type[Episode]] = Approach
 
     # string and ball
     string_length: float = 1.0       # m, anchor to ball centre when just taut
@@ -77,10 +90,7 @@ class Tetherball(Task):
     target_y: float = 0.6
     target_z: float = 1.55
 
-    def __post_init__(self) -> None:
-        # reward memory (not a parameter): control-step times and the running minimum of d over
-        # the segment steps since the start command (see the module docstring)
-        self._times, self._mins = np.zeros(0), np.zeros(0)
+    def check_params(self) -> None:
         self.require_positive("string_length", "string_stiffness", "ball_mass", "ball_radius", "blade_radius",
                               "blade_thickness", "blade_mass", "handle_length", "handle_mass", "tolerance")
         if not 0 <= self.restitution < 1:
@@ -152,22 +162,17 @@ class Tetherball(Task):
         body.add_site(name="racket_centre", pos=[0, 0, centre], group=3)
 
     def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
-        world = spec.worldbody
-        anchor = world.add_body(name="anchor", pos=self.anchor)
+        anchor = spec.worldbody.add_body(name="anchor", pos=self.anchor)
         anchor.add_geom(type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.04, 0.04, 0.01], pos=[0, 0, 0.01],
                         rgba=[0.4, 0.4, 0.45, 1], contype=0, conaffinity=0)
         anchor.add_site(name="anchor", pos=[0, 0, 0])
 
-        ball = world.add_body(name="ball", pos=self.rest_position)
-        ball.add_freejoint(name="ball")
-        ball.explicitinertial = True
-        ball.mass, ball.ipos = self.ball_mass, [0.0, 0.0, 0.0]
-        ball.inertia = [0.4 * self.ball_mass * self.ball_radius**2] * 3  # solid sphere
-        ball.add_geom(name="ball", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[self.ball_radius, 0, 0],
-                      rgba=[0.95, 0.85, 0.2, 1], contype=1, conaffinity=1, condim=3, priority=1,
-                      friction=[0.6, 0.005, 0.0001],
-                      solref=self.contact_solref(), solimp=[0.95, 0.99, 0.001, 0.5, 2])
+        ball = add_free_ball(spec, "ball", self.rest_position, self.ball_radius, self.ball_mass,
+                             rgba=[0.95, 0.85, 0.2, 1], contype=1, conaffinity=1, condim=3, priority=1,
+                             friction=[0.6, 0.005, 0.0001],
+                             solref=self.contact_solref(), solimp=[0.95, 0.99, 0.001, 0.5, 2])
         ball.add_site(name="ball", pos=[0, 0, 0])
+        add_frame_sensors(spec, "ball", mujoco.mjtObj.mjOBJ_SITE, "ball")
 
         string = spec.add_tendon(name="string", stiffness=self.string_stiffness,
                                  springlength=[0.0, self.string_length], width=0.003,
@@ -175,17 +180,7 @@ class Tetherball(Task):
         string.wrap_site("anchor")
         string.wrap_site("ball")
 
-        target = world.add_body(name="target", mocap=True, pos=self.default_target)
-        target.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[self.tolerance, 0, 0],
-                        rgba=[0.2, 0.8, 0.2, 0.25], contype=0, conaffinity=0)
-
-        obj = mujoco.mjtObj
-        spec.add_sensor(name="ball_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
-                        objtype=obj.mjOBJ_SITE, objname="ball")
-        spec.add_sensor(name="ball_vel", type=mujoco.mjtSensor.mjSENS_FRAMELINVEL,
-                        objtype=obj.mjOBJ_SITE, objname="ball")
-        spec.add_sensor(name="target_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
-                        objtype=obj.mjOBJ_XBODY, objname="target")
+        add_target(spec, self.default_target, self.tolerance, [0.2, 0.8, 0.2, 0.25])
         spec.add_sensor(name="clock", type=mujoco.mjtSensor.mjSENS_CLOCK)
 
     def start_posture(self, robot: Robot) -> np.ndarray:
@@ -194,23 +189,22 @@ class Tetherball(Task):
         q[0] -= 0.5
         return q
 
-    def reset(self, model, data, context, rng) -> None:
-        if context.size not in (0, 3):
-            raise TaskError(f"tetherball takes {self.context_help}; got {context.size} values")
-        data.mocap_pos[model.body("target").mocapid[0]] = context if context.size else self.default_target
-        joint = model.joint("ball")
-        qa, va = int(joint.qposadr[0]), int(joint.dofadr[0])
-        data.qpos[qa : qa + 7] = [*self.rest_position, 1, 0, 0, 0]
-        data.qvel[va : va + 6] = 0.0
+    def default_context(self) -> np.ndarray:
+        """The default target (x, y, z) m."""
+        return self.default_target
+
+    def initialize_episode(self, model, data, context, rng) -> None:
+        ids = self.episode.ids
+        place_target(data, ids, context)
+        place_free_ball(data, ids, "ball", self.rest_position)
         mujoco.mj_forward(model, data)
-        ball = model.geom("ball").id
+        ball = ids.geom["ball"]
         for c in data.contact[: data.ncon]:
             if ball in (c.geom1, c.geom2):
                 other = c.geom2 if c.geom1 == ball else c.geom1
                 raise TaskError(f"the ball's rest position {np.round(self.rest_position, 3).tolist()} touches "
                                 f"geom '{model.geom(other).name}' at the start posture; start the robot "
                                 f"elsewhere or move the anchor")
-        self._times, self._mins = np.zeros(0), np.zeros(0)
 
     # -- per step ----------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:
@@ -222,18 +216,20 @@ class Tetherball(Task):
         times = steps.sensor("clock")[:, 0]
         if len(times) == 0:
             return np.zeros(0)
-        earlier = self._times < times[0]  # drop steps a truncated segment did not keep
-        self._times, self._mins = self._times[earlier], self._mins[earlier]
-        before = self._mins[-1] if self._mins.size else np.inf
+        memory = self.episode
+        earlier = memory.times < times[0]  # drop steps a truncated segment did not keep
+        memory.times, memory.mins = memory.times[earlier], memory.mins[earlier]
+        before = memory.mins[-1] if memory.mins.size else np.inf
         mins = np.minimum.accumulate(np.minimum(state[:, 9], before))
-        previous = np.concatenate([[before if self._mins.size else 0.0], mins[:-1]])
-        self._times = np.concatenate([self._times, times])
-        self._mins = np.concatenate([self._mins, mins])
+        previous = np.concatenate([[before if memory.mins.size else 0.0], mins[:-1]])
+        memory.times = np.concatenate([memory.times, times])
+        memory.mins = np.concatenate([memory.mins, mins])
         return previous - mins
 
     def closest_approach(self) -> float:
         """m, the smallest ball-target distance over the segment steps since the start command."""
-        return float(self._mins[-1]) if self._mins.size else np.inf
+        mins = self.episode.mins
+        return float(mins[-1]) if mins.size else np.inf
 
     def success(self, state: np.ndarray) -> bool:
         return bool(min(self.closest_approach(), state[10]) < self.tolerance)

@@ -176,6 +176,18 @@ def test_reference_stroke_brings_the_ball_to_the_target():
     assert rows[np.argmin(distance), 2] > task.rest_position[2] + 0.15
 
 
+def test_each_episode_starts_its_closest_approach_afresh():
+    """The reward's memory belongs to the episode: a repeated stroke earns the same return
+    (a memory carried over would leave the second episode nothing to improve on)."""
+    with Runner(make_task("tetherball")) as r:
+        for episode_id in (1, 2):
+            for command in reference_commands(r.robot, episode_id):
+                r.send(command)
+        first, second = r.episodes
+        assert r.task.closest_approach() == pytest.approx(-second.episode_return, abs=1e-12)
+    assert second.episode_return == pytest.approx(first.episode_return, abs=1e-5) and second.success
+
+
 def test_hard_hit_keeps_the_string_within_its_allowance():
     """A stroke for a target 55 degrees up on the other side (the ball leaves at about 3.3 m/s)."""
     r, replies, _ = run_reference(target=MIRRORED_55)
