@@ -28,10 +28,10 @@ import posix_ipc  # noqa: E402
 
 from episodic.bridge import Client  # noqa: E402
 from episodic.commands import StartCommand, TrajectoryCommand  # noqa: E402
-from episodic.runner import Runner
+from episodic.runner import Runner  # noqa: E402
+from episodic.served import ServedRunner, fresh_channel  # noqa: E402
 from episodic.tasks import make_task  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 PONG = """
 import sys, posix_ipc
 ping, pong = posix_ipc.Semaphore(sys.argv[1]), posix_ipc.Semaphore(sys.argv[2])
@@ -43,10 +43,12 @@ while True:
 
 
 RUNNER_CORE, LEARNER_CORE = 1, 0
+MULTI_CORE = (os.cpu_count() or 1) > 1  # pin only where there are two cores to pin to
 
 
 def pin(core: int) -> None:
-    if os.cpu_count() and os.cpu_count() > 1:
+    """Run this process on ``core`` alone (on a multi-core machine)."""
+    if MULTI_CORE:
         os.sched_setaffinity(0, {core})
 
 
@@ -113,21 +115,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=200)
     args = parser.parse_args()
-    channel = f"bench{os.getpid()}"
-    server = subprocess.Popen([sys.executable, "-m", "episodic", "serve", "--task", "reach", "--channel", channel],
-                              cwd=ROOT, stdout=subprocess.PIPE, text=True, preexec_fn=lambda: pin(RUNNER_CORE))
+    channel = fresh_channel("bench")
     n_empty = 5 * args.repeats
-    try:
-        if "serving" not in server.stdout.readline():
-            raise SystemExit("the runner did not start")
+    with ServedRunner(channel, task="reach", cores={RUNNER_CORE} if MULTI_CORE else None):
         local, bridged, rows = segments(channel, args.repeats)
         round_trips = {}
         for placement, core in (("other cores", LEARNER_CORE), ("one core", RUNNER_CORE)):
             pin(core)
             round_trips[placement] = (np.median(raw_ping_pong(n_empty)), np.median(empty_commands(channel, n_empty)))
-    finally:
-        server.terminate()
-        server.wait()
     ms, us = 1e3, 1e6
     overhead = np.median(bridged) - np.median(local)
     print(f"runner pinned to core {RUNNER_CORE}, learner to core {LEARNER_CORE} ({os.cpu_count()} cores)")

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,18 +20,20 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from episodic.bridge import Client  # noqa: E402
+from episodic.served import ServedRunner, fresh_channel  # noqa: E402
 from episodic.trajectory import min_jerk  # noqa: E402
 
 RUNNER_CORE, LEARNER_CORE = 1, 0
+MULTI_CORE = (os.cpu_count() or 1) > 1  # pin only where there are two cores to pin to
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
 
 
 def pin(core: int) -> None:
-    if os.cpu_count() and os.cpu_count() > 1:
+    """Run this process on ``core`` alone (on a multi-core machine)."""
+    if MULTI_CORE:
         os.sched_setaffinity(0, {core})
 
 
@@ -57,20 +57,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     args = parser.parse_args()
-    channel = f"rtbench{os.getpid()}"
+    channel = fresh_channel("rtbench")
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "realtime.h5"
-        server = subprocess.Popen([sys.executable, "-m", "episodic", "serve", "--mode", "realtime", "--task", "reach",
-                                   "--channel", channel, "--log", str(log)], cwd=ROOT, stdout=subprocess.PIPE,
-                                  text=True, preexec_fn=lambda: pin(RUNNER_CORE))
-        try:
-            if "serving" not in server.stdout.readline():
-                raise SystemExit("the runner did not start")
+        with ServedRunner(channel, task="reach", log=log, mode="realtime",
+                          cores={RUNNER_CORE} if MULTI_CORE else None) as runner:
             pin(LEARNER_CORE)
             episodes = learn(channel, args.seconds, np.random.default_rng(0))
-        finally:
-            server.send_signal(signal.SIGINT)
-            server.wait()
+            runner.stop(check=True)
         with h5py.File(log) as f:
             run = dict(f.attrs)
             per_episode = [dict(g.attrs) for g in f["episodes"].values()]

@@ -66,10 +66,10 @@ rollouts. About 1 in 250 of those samples is stopped by the joint velocity safet
     python examples/power_ball_in_cup.py [--channel NAME] [--iterations 100] [--seed 0]
                                          [--start-offset 0.07] [--log RUN.h5]
 
-Without ``--channel`` it serves ball_in_cup in a subprocess (``episodic.demo.ServedRunner``,
-as ``episodic demo`` does; its log goes to ``--log`` or a temporary file) and removes the
-channel's shared memory on exit, also after an error, Ctrl-C or SIGTERM. With ``--channel``
-it attaches to a running ``episodic serve --task ball_in_cup --channel NAME``.
+Without ``--channel`` it serves ball_in_cup in a subprocess (``episodic.served.ServedRunner``
+on channel power<pid>-0, as ``episodic demo`` does; its log goes to ``--log`` or a temporary
+file) and removes the channel's shared memory on exit, also after an error, Ctrl-C or SIGTERM.
+With ``--channel`` it attaches to a running ``episodic serve --task ball_in_cup --channel NAME``.
 """
 from __future__ import annotations
 
@@ -83,17 +83,8 @@ from pathlib import Path
 
 import numpy as np
 
-from episodic.demo import (
-    DEMO_TASK,
-    REFERENCE_SWING,
-    SWING_JOINTS,
-    DemoError,
-    ServedRunner,
-    Swing,
-    demo_channel,
-    run_swing,
-    swing_commands,
-)
+from episodic.demo import DEMO_TASK, REFERENCE_SWING, SWING_JOINTS, Swing, run_swing, swing_commands
+from episodic.served import ServedRunner, ServeError, fresh_channel
 
 # -- the policy: the swing's knots and step as one parameter vector -----------------------------
 N_KNOTS, N_JOINTS = REFERENCE_SWING.knots.shape  # 5 knots of j2, j4, j6
@@ -237,7 +228,7 @@ def run_on_channel(channel: str, iterations: int = ITERATIONS, seed: int = 0, st
     robot = load_robot("wam")
     with Client(channel, timeout=timeout) as client:
         if tuple(client.sizes.state_names) != tuple(_task_columns()):
-            raise DemoError(f"the runner on channel '{channel}' does not serve ball_in_cup "
+            raise ServeError(f"the runner on channel '{channel}' does not serve ball_in_cup "
                             f"(state columns {list(client.sizes.state_names)})")
         return power(client.send, robot, iterations, seed, start, echo=echo, **kwargs)
 
@@ -246,27 +237,23 @@ def run_served(iterations: int = ITERATIONS, seed: int = 0, start: Swing | None 
                log: str | Path | None = None, channel: str | None = None,
                echo: Callable[[str], None] | None = print, **kwargs) -> PowerResult:
     """Serve ball_in_cup in a subprocess (runner seed ``seed``, blocking mode) on ``channel``
-    (default: ``demo_channel()``), run PoWER against it, stop it and remove the channel
-    whatever happens. The runner's log goes to ``log`` (default: a temporary file)."""
+    (default: a fresh ``power<pid>-<n>``), run PoWER against it, stop it and remove the
+    channel whatever happens. The runner's log goes to ``log`` (default: a temporary file)."""
     from episodic.bridge import ProtocolError, RunnerGone
 
-    channel = channel or demo_channel()
+    channel = channel or fresh_channel("power")
     with tempfile.TemporaryDirectory(prefix="power-") as tmp:
-        path = Path(log).resolve() if log is not None else Path(tmp) / "power.h5"
+        path = Path(log) if log is not None else Path(tmp) / "power.h5"
         path.parent.mkdir(parents=True, exist_ok=True)
-        with ServedRunner(channel, path, task=DEMO_TASK, seed=seed) as runner:
-            runner.wait_ready()
+        with ServedRunner(channel, task=DEMO_TASK, log=path, seed=seed) as runner:
             if echo is not None:
                 echo(f"runner started (pid {runner.proc.pid}), channel '{channel}'"
                      + (f", log {log}" if log is not None else ""))
             try:
                 result = run_on_channel(channel, iterations, seed, start, echo=echo, **kwargs)
             except (RunnerGone, ProtocolError, TimeoutError, FileNotFoundError) as exc:
-                runner.stop()
-                raise DemoError(f"{exc}\n{runner.stderr().strip()}".strip()) from None
-            code = runner.stop()
-            if code != 0:
-                raise DemoError(f"the runner exited with code {code}:\n{runner.stderr().strip()}")
+                raise runner.failed(exc) from None
+            runner.stop(check=True)
     return result
 
 
@@ -303,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (DemoError, FileNotFoundError, TimeoutError) as exc:
+    except (ServeError, FileNotFoundError, TimeoutError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(summary(result))

@@ -4,23 +4,22 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import Channel
+from episodic.served import ServedRunner, fresh_channel
 
 ROOT = Path(__file__).parent.parent
-_counter = itertools.count()
 _seq = itertools.count(1_000_000)
 
 
 def channel_name() -> str:
-    return f"test{os.getpid()}-{next(_counter)}"
+    """A fresh channel of this test process: test<pid>-<n>."""
+    return fresh_channel("test")
 
 
 def shm_leftovers() -> list[str]:
@@ -29,32 +28,14 @@ def shm_leftovers() -> list[str]:
     return sorted(n for n in os.listdir("/dev/shm") if n.startswith(prefix) or n.startswith("sem." + prefix))
 
 
-class Served:
-    """`episodic serve` in a subprocess; ready once it has printed its first line."""
+class Served(ServedRunner):
+    """`episodic serve --task TASK --channel CHANNEL [--log LOG] ARGS...` in a subprocess, its
+    "serving" line already read when constructed (``ready`` says whether it came; a runner that
+    failed to start is left for the test to examine, its stderr in ``proc.stderr``)."""
 
     def __init__(self, channel: str, log: Path | None = None, *args: str, task: str = "reach"):
-        cmd = [sys.executable, "-m", "episodic", "serve", "--task", task, "--channel", channel, *args]
-        if log is not None:
-            cmd += ["--log", str(log)]
-        self.channel = channel
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.banner = self.proc.stdout.readline()
-
-    @property
-    def ready(self) -> bool:
-        return "serving" in self.banner
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout=timeout)
-
-    def __enter__(self) -> "Served":
-        assert self.ready, f"runner did not start: {self.banner}{self.proc.stderr.read() if self.proc.poll() is not None else ''}"
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+        super().__init__(channel, task=task, log=log, args=args, stderr=subprocess.PIPE)
+        self.read_banner()
 
 
 def assert_same_steps(expected, other, fetched: dict | None = None) -> None:

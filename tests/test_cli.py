@@ -33,7 +33,7 @@ def invoke(*args: str):
 @pytest.fixture(scope="module")
 def demo_log(tmp_path_factory) -> tuple[Path, str]:
     """A reach session's log (five targets, seed 0), written in-process by the reach learner of
-    episodic/demo.py: what the info and replay tests below read."""
+    examples/reach_learner.py: what the info and replay tests below read."""
     path = tmp_path_factory.mktemp("reach") / "reach.h5"
     with Runner(make_task("reach"), log=path, seed=0) as runner:
         rows = run_reach_demo(runner, demo_targets(runner, N_EPISODES, 0))

@@ -105,6 +105,6 @@ def test_script_runs_and_cleans_up():
     assert [int(r[0]) for r in rows] == list(range(len(rows)))
     assert rows[0][3] == "no" and rows[-1][3] == "yes"  # seed 0 catches at iteration 1
     assert out[-1].startswith("first catch at iteration 1")
-    # its channel (demo<pid>-0) is gone
-    prefix = f"episodic.{os.getuid()}.demo{proc.pid}-"
+    # its channel (power<pid>-0) is gone
+    prefix = f"episodic.{os.getuid()}.power{proc.pid}-"
     assert [n for n in os.listdir("/dev/shm") if n.startswith((prefix, "sem." + prefix))] == []
