@@ -1,8 +1,9 @@
 """The seam between the runner and a robot driven one control tick at a time.
 
-The runner's episode machine talks to a backend (``Simulation`` is the MuJoCo one; with a
+The runner's episode machine talks to a ``Backend``: ``Simulation`` is the MuJoCo one (with a
 ``Pacer`` it runs in wall-clock time). A real robot plugs in through a ``JointDriver``: three
-calls per control tick, wrapped by ``DriverBackend`` into what the machine needs.
+calls per control tick, wrapped by ``DriverBackend`` into a Backend. Both run the same
+control-law tick (``episodic.control.Controller.tick``).
 
 Per tick k (period 1/control_rate s):
   1. ``read()``: the measured joint state at the start of the tick (q rad, qd rad/s, and the
@@ -23,16 +24,65 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import mujoco
 import numpy as np
 
-from episodic.commands import Feedforward
+from episodic.control import Feedback, Gains, Stop
 from episodic.pacing import Pacer
-from episodic.scene import ROLLOUT_SPEC, Scene
-from episodic.simulation import Feedback, Gains, Simulation, StepRecord, Stop
+from episodic.scene import ROLLOUT_SPEC, STATE_SPEC, Scene
+from episodic.simulation import Simulation, StepRecord
 from episodic.trajectory import Desired
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the episode machine drives: a robot, simulated or real, with the scene's MuJoCo model.
+
+    Units SI; n_dofs joints in the robot settings' order; a "state" is a MuJoCo state vector of
+    a ``mujoco.mjtState`` spec (mj_stateSize(model, spec),). Between calls ``data`` holds the
+    present state of the scene (for a real robot: the measured joints written into the model).
+    """
+
+    model: mujoco.MjModel  # the scene's compiled model
+    data: mujoco.MjData    # the scene's present state; a caller that writes to it calls touch()
+    pacer: Pacer | None    # the wall-clock tick record when control steps are paced, else None
+
+    @property
+    def version(self) -> int:
+        """A counter that changes whenever the state changes (for caching what depends on it)."""
+
+    @property
+    def q(self) -> np.ndarray:
+        """Robot joint positions rad (n_dofs,) now (a copy)."""
+
+    @property
+    def qd(self) -> np.ndarray:
+        """Robot joint velocities rad/s (n_dofs,) now (a copy)."""
+
+    def touch(self) -> None:
+        """Note that ``data`` was changed from outside (bumps ``version``)."""
+
+    def reset(self, q: np.ndarray) -> None:
+        """Start from the robot at rest at q rad (n_dofs,) (a real robot: where it is) with the
+        integral term at zero."""
+
+    def get_state(self, spec: int = STATE_SPEC) -> np.ndarray:
+        """The present state of ``spec`` (by default mjSTATE_INTEGRATION)."""
+
+    def set_state(self, state: np.ndarray, spec: int = STATE_SPEC) -> None:
+        """Put the scene in ``state`` of ``spec`` (replay; a real robot raises RuntimeError)."""
+
+    def reset_integral(self) -> None:
+        """Start the integral term of the control law anew."""
+
+    def run(self, desired: Desired, gains: Gains, feedback: Feedback | None = None,
+            stop: Stop | None = None) -> StepRecord:
+        """Run len(desired) control steps from the present state under ``gains`` and return
+        what happened (states are mjSTATE_FULLPHYSICS rows). ``feedback(data)`` returns offsets
+        rad (n_dofs,) added to each step's desired q; ``stop(k, states, sensordata)``, asked
+        after step k when stepping a tick at a time, ends the run there when true."""
 
 
 @dataclass(frozen=True)
@@ -66,74 +116,91 @@ class JointDriver(Protocol):
     def wait_tick(self) -> tuple[float, bool]: ...
 
 
-class DriverBackend(Simulation):
-    """The episode machine's backend for a JointDriver. The MuJoCo model is a mirror: each tick
-    the measured joint state is written into it for the logged end-effector pose and the task's
-    sensors (task objects a real robot cannot observe stay where the task put them)."""
+class DriverBackend:
+    """The Backend of a JointDriver. The MuJoCo model is a mirror: a never stepped Simulation of
+    the scene, into which each tick the measured joint state is written for the logged
+    end-effector pose and the task's sensors (task objects a real robot cannot observe stay
+    where the task put them)."""
 
     def __init__(self, scene: Scene, driver: JointDriver):
-        super().__init__(scene, Pacer(scene.robot.control_dt))
+        self.scene = scene
         self.driver = driver
-        self._u = np.zeros(scene.robot.n_dofs)
+        self.pacer = Pacer(scene.robot.control_dt)
+        self.mirror = Simulation(scene)
+        self.model, self.data = self.mirror.model, self.mirror.data
         self._u_columns = [scene.sensors[f"u/{name}"].start for name in scene.robot.joint_names]
 
-    def _observe(self) -> None:
+    @property
+    def version(self) -> int:
+        """The mirror's state counter (see Backend.version)."""
+        return self.mirror.version
+
+    def touch(self) -> None:
+        """Note that the mirror's state changed."""
+        self.mirror.touch()
+
+    @property
+    def q(self) -> np.ndarray:
+        """Joint positions rad (n_dofs,) last measured."""
+        return self.mirror.q
+
+    @property
+    def qd(self) -> np.ndarray:
+        """Joint velocities rad/s (n_dofs,) last measured."""
+        return self.mirror.qd
+
+    def get_state(self, spec: int = STATE_SPEC) -> np.ndarray:
+        """The mirror's state of ``spec``."""
+        return self.mirror.get_state(spec)
+
+    def reset_integral(self) -> None:
+        """Start the integral term anew."""
+        self.mirror.reset_integral()
+
+    def _observe(self) -> np.ndarray:
+        """Write the driver's measured state into the mirror; returns the torque u N m (n_dofs,)
+        the joint controller applied during the previous tick."""
         state = self.driver.read()
         d = self.data
         d.time = state.time
         d.qpos[self.scene.qpos_adr] = state.q
         d.qvel[self.scene.dof_adr] = state.qd
-        self._u = state.u
         mujoco.mj_forward(self.model, d)
         self.touch()
+        return state.u
 
     def reset(self, q: np.ndarray) -> None:
         """A real robot cannot be put anywhere: take it where it is (``q`` is ignored)."""
         self._observe()
         self.reset_integral()
 
-    def set_state(self, state: np.ndarray, spec: int = 0) -> None:
+    def set_state(self, state: np.ndarray, spec: int = STATE_SPEC) -> None:
+        """Refused: a robot's state cannot be set."""
         raise RuntimeError("a robot's state cannot be set; replay needs a simulation backend")
-
-    def _feedforward(self, gains: Gains, q, qd, qdd_d, q_d, qd_d) -> np.ndarray:
-        """u_ff N m (n_dofs,) of the mode at this tick (gravity compensation comes from the model)."""
-        zero = np.zeros_like(q)
-        if gains.feedforward == Feedforward.GRAVITY_COMPENSATION:
-            return self.inverse_dynamics(q, zero, zero)
-        if gains.feedforward == Feedforward.FEEDFORWARD:
-            return self.inverse_dynamics(q_d, qd_d, qdd_d)
-        if gains.feedforward == Feedforward.INVERSE_DYNAMICS:
-            return self.inverse_dynamics(q, qd, qdd_d)
-        return zero
 
     def run(self, desired: Desired, gains: Gains, feedback: Feedback | None = None,
             stop: Stop | None = None) -> StepRecord:
+        """Run len(desired) ticks on the robot (see Backend.run); gravity compensation is sent
+        in u_ff, and each step's "u" sensor columns hold the torque the joint controller
+        applied during that tick."""
         n = len(desired)
-        robot = self.scene.robot
-        q_d = robot.clamp(desired.q)
-        states = np.empty((n + 1, self.nstate))
+        controller = self.mirror.controller
+        seg = controller.plan(desired, gains, feedback, plant_gravity=False)
+        states = np.empty((n + 1, self.mirror.nstate))
         sensordata = np.empty((n, self.model.nsensordata))
-        u_ff = np.empty((n, robot.n_dofs))
         self._observe()
         mujoco.mj_getState(self.model, self.data, states[0], ROLLOUT_SPEC)
         for k in range(n):
-            q, qd = self.q, self.qd
-            if feedback is not None:
-                q_d[k] = robot.clamp(q_d[k] + feedback(self.data))
-            u_ff[k] = self._feedforward(gains, q, qd, desired.qdd[k], q_d[k], desired.qd[k])
+            u_i = controller.tick(seg, k, self.data)
             sensordata[k] = self.data.sensordata
-            self.driver.command(JointCommand(q_d[k], desired.qd[k], u_ff[k] + gains.ki * self._integral,
-                                             gains.kp, gains.kd))
-            self._integral += (q_d[k] - q) * self.dt
+            self.driver.command(JointCommand(seg.q_d[k], seg.qd_d[k], seg.u_ff[k] + u_i, gains.kp, gains.kd))
             self.pacer.record(*self.driver.wait_tick())
-            self._observe()
-            sensordata[k, self._u_columns] = self._u  # what the controller applied during tick k
+            sensordata[k, self._u_columns] = self._observe()  # what the controller applied during tick k
             mujoco.mj_getState(self.model, self.data, states[k + 1], ROLLOUT_SPEC)
             if stop is not None and stop(k, states, sensordata):
                 n = k + 1
                 break
-        return StepRecord(Desired(q_d[:n], desired.qd[:n], desired.qdd[:n]), states[: n + 1],
-                          sensordata[:n], u_ff[:n])
+        return StepRecord(seg.desired(n), states[: n + 1], sensordata[:n], seg.u_ff[:n])
 
 
 class MujocoDriver:

@@ -17,12 +17,14 @@ from typing import Callable
 import mujoco
 import numpy as np
 
+from episodic.backend import Backend
 from episodic.commands import (CommandError, Feedforward, GainsCommand, Limits, ResetCommand,
                                StartCommand, validate)
+from episodic.control import Feedback, Gains, velocity_over_limit
 from episodic.log import EpisodeBuffer
 from episodic.protocol import Flag, MachineState, Reply
 from episodic.scene import ROLLOUT_SPEC, Scene
-from episodic.simulation import Feedback, Gains, Simulation, SimulationUnstable, StepRecord
+from episodic.simulation import SimulationUnstable, StepRecord
 from episodic.trajectory import Desired, min_jerk, min_jerk_duration, resample
 from episodic.task import StepView, Task, TaskError
 
@@ -34,7 +36,7 @@ _log = logging.getLogger("episodic.machine")
 class EpisodeMachine:
     """Runs episodes of ``task`` on ``sim``; hands each finished episode to ``on_episode``."""
 
-    def __init__(self, scene: Scene, sim: Simulation, task: Task, seed: int = 0,
+    def __init__(self, scene: Scene, sim: Backend, task: Task, seed: int = 0,
                  limits: Limits = Limits(), on_episode: Callable[[EpisodeBuffer], None] | None = None,
                  on_reject: Callable[[object, Flag], None] | None = None):
         self.scene, self.sim, self.task, self.seed, self.limits = scene, sim, task, seed, limits
@@ -229,12 +231,12 @@ class EpisodeMachine:
         if end is not None:
             n = min(n, max(int(end), 1))
         qd_after = self.scene.qvel(record.state[1 : n + 1])[:, self.scene.dof_adr]
-        over = np.flatnonzero(np.any(~(np.abs(qd_after) <= self.robot.velocity_limit), axis=1))
+        over = velocity_over_limit(qd_after, self.robot.velocity_limit)
         flag, message = Flag.OK, ""
-        if over.size:
-            n = int(over[0]) + 1
+        if over is not None:
+            step, joints = over
+            n = step + 1
             flag = Flag.SAFETY_ABORT
-            joints = np.flatnonzero(~(np.abs(qd_after[n - 1]) <= self.robot.velocity_limit))
             message = (f"joint velocity over its limit at step {n} (joints "
                        f"{[self.robot.joint_names[j] for j in joints]}); segment aborted, robot holds")
         if n < len(record):
@@ -264,8 +266,8 @@ class EpisodeMachine:
         """Whether a paced segment must stop after step k: a velocity over its limit, or the
         task's end of segment (asked on the last SEGMENT_END_WINDOW s of steps, so the cost of a
         tick does not grow with the segment)."""
-        qd = self.scene.qvel(states[k + 1])[self.scene.dof_adr]
-        if not np.all(np.abs(qd) <= self.robot.velocity_limit):
+        qd = self.scene.qvel(states[k + 1 : k + 2])[:, self.scene.dof_adr]
+        if velocity_over_limit(qd, self.robot.velocity_limit) is not None:
             return True
         s = self.scene
         rows = slice(max(k + 1 - self._steps(SEGMENT_END_WINDOW), 0), k + 1)

@@ -14,7 +14,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from episodic.backend import DriverBackend, JointDriver
+from episodic.backend import Backend, DriverBackend, JointDriver
 from episodic.columns import step_widths
 from episodic.commands import Command, Limits
 from episodic.log import EpisodeBuffer, RunLog, software_versions
@@ -63,6 +63,7 @@ class Runner(Sender):
         self.robot = load_robot(robot) if isinstance(robot, str) else robot
         self.task = task
         self.scene = build_scene(self.robot, self.task)
+        self.sim: Backend
         if driver is not None:
             self.sim = DriverBackend(self.scene, driver(self.scene))
         else:

@@ -3,25 +3,24 @@ happened at every control step.
 
 Segments whose feedforward is known in advance (none, gravity compensation,
 feedforward inverse dynamics) with no integral gain run in C through ``mujoco.rollout``;
-inverse dynamics at the measured state and integral action step in Python. Both give
-bit-identical results for the same ctrl sequence (tested).
+inverse dynamics at the measured state and integral action step in Python, one
+``episodic.control.Controller.tick`` per control step (the tick a robot driver's loop runs).
+Both give bit-identical results for the same ctrl sequence (tested).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 import mujoco
 import numpy as np
 from mujoco import rollout
 
 from episodic.commands import Feedforward
+from episodic.control import Controller, Feedback, Gains, Segment, Stop
 from episodic.pacing import Pacer
 from episodic.scene import ROLLOUT_SPEC, STATE_SPEC, Scene
 from episodic.trajectory import Desired
 
-Feedback = Callable[[mujoco.MjData], np.ndarray]
-Stop = Callable[[int, np.ndarray, np.ndarray], bool]
 CONTROL_SPEC = int(mujoco.mjtState.mjSTATE_CTRL | mujoco.mjtState.mjSTATE_MOCAP_POS
                    | mujoco.mjtState.mjSTATE_MOCAP_QUAT)
 # |ctrl| N m at most: far above every torque limit (the joint torque saturates there anyway) and
@@ -35,21 +34,6 @@ UNSTABLE_WARNINGS = tuple(int(w) for w in (mujoco.mjtWarning.mjWARN_BADQACC, muj
 class SimulationUnstable(RuntimeError):
     """The physics met a non-finite or huge value during a run (MuJoCo reset or zeroed part of
     its state); the simulation was put back where the run started."""
-
-
-@dataclass(frozen=True)
-class Gains:
-    """Joint gains kp N m/rad, kd N m s/rad, ki N m/(rad s), each (n_dofs,), and u_ff mode."""
-
-    kp: np.ndarray
-    kd: np.ndarray
-    ki: np.ndarray
-    feedforward: Feedforward
-
-    @property
-    def state_dependent(self) -> bool:
-        """True when ctrl needs the measured state (inverse dynamics or integral action)."""
-        return self.feedforward == Feedforward.INVERSE_DYNAMICS or bool(np.any(self.ki))
 
 
 @dataclass
@@ -86,7 +70,8 @@ class StepRecord:
 
 
 class Simulation:
-    """One MjData stepping a Scene; the state between calls is the robot's state."""
+    """One MjData stepping a Scene; the state between calls is the robot's state. A Backend
+    (episodic.backend); with a ``pacer`` it runs in wall-clock time."""
 
     def __init__(self, scene: Scene, pacer: Pacer | None = None):
         """``pacer``: step in wall-clock time, one control step per period (non-blocking mode);
@@ -95,10 +80,8 @@ class Simulation:
         self.pacer = pacer
         self.model = scene.model
         self.data = mujoco.MjData(self.model)
-        self._dyn_data = mujoco.MjData(scene.dynamics)
-        self._integral = np.zeros(scene.robot.n_dofs)
+        self.controller = Controller(scene)
         self._rollout = rollout.Rollout(nthread=0)
-        self.dt = scene.robot.control_dt
         self.nstate = mujoco.mj_stateSize(self.model, ROLLOUT_SPEC)
         self.version = 0  # bumped by every change of the state through this class (see touch)
 
@@ -112,30 +95,34 @@ class Simulation:
         mujoco.mj_resetData(self.model, self.data)
         self.data.qpos[self.scene.qpos_adr] = q
         mujoco.mj_forward(self.model, self.data)
-        self._integral[:] = 0.0
+        self.controller.reset_integral()
         self.touch()
 
     def get_state(self, spec: int = STATE_SPEC) -> np.ndarray:
-        """The state of ``spec``; by default the full integration state (time, qpos, qvel, act,
-        warmstart, ctrl, mocap, ...)."""
+        """The state (mj_stateSize(spec),) of ``spec``; by default the full integration state
+        (time, qpos, qvel, act, warmstart, ctrl, mocap, ...)."""
         out = np.empty(mujoco.mj_stateSize(self.model, spec))
         mujoco.mj_getState(self.model, self.data, out, spec)
         return out
 
     def set_state(self, state: np.ndarray, spec: int = STATE_SPEC) -> None:
+        """Put the MjData in ``state`` (mj_stateSize(spec),) of ``spec``."""
         mujoco.mj_setState(self.model, self.data, np.asarray(state, float), spec)
         mujoco.mj_forward(self.model, self.data)
         self.touch()
 
     def reset_integral(self) -> None:
-        self._integral[:] = 0.0
+        """Start the integral term anew."""
+        self.controller.reset_integral()
 
     @property
     def q(self) -> np.ndarray:
+        """Robot joint positions rad (n_dofs,) now (a copy)."""
         return self.data.qpos[self.scene.qpos_adr].copy()
 
     @property
     def qd(self) -> np.ndarray:
+        """Robot joint velocities rad/s (n_dofs,) now (a copy)."""
         return self.data.qvel[self.scene.dof_adr].copy()
 
     # -- control -------------------------------------------------------------
@@ -146,16 +133,6 @@ class Simulation:
         self.model.actuator_biasprm[act, 2] = -gains.kd
         on = gains.feedforward == Feedforward.GRAVITY_COMPENSATION
         self.model.body_gravcomp[self.scene.arm_bodies] = 1.0 if on else 0.0
-
-    def inverse_dynamics(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
-        """Joint torques N m (n_dofs,) of the robot and its tool at state (q, qd, qdd)."""
-        d = self._dyn_data
-        m = self.scene.dynamics
-        d.qpos[:] = q
-        d.qvel[:] = qd
-        d.qacc[:] = qdd
-        mujoco.mj_inverse(m, d)
-        return d.qfrc_inverse.copy()
 
     def run(self, desired: Desired, gains: Gains, feedback: Feedback | None = None,
             stop: Stop | None = None) -> StepRecord:
@@ -173,14 +150,13 @@ class Simulation:
         self.apply_gains(gains)
         self.touch()
         start, warnings = self.get_state(ROLLOUT_SPEC), self._warnings()
-        q_d = self.scene.robot.clamp(desired.q)
-        reference = gains.kp * q_d + gains.kd * desired.qd
+        seg = self.controller.plan(desired, gains, feedback, plant_gravity=True)
         if gains.state_dependent or feedback is not None or self.pacer is not None:
-            states, sensordata, ctrl, u_ff = self._run_python(desired, q_d, reference, gains, feedback, stop)
-            n = len(sensordata)
-            desired = Desired(q_d[:n], desired.qd[:n], desired.qdd[:n])
+            states, sensordata, ctrl = self._run_python(seg, stop)
         else:
-            states, sensordata, ctrl, u_ff = self._run_rollout(desired, q_d, reference, gains)
+            states, sensordata, ctrl = self._run_rollout(seg)
+        n = len(sensordata)
+        u_ff = seg.u_ff[:n]
         if gains.feedforward == Feedforward.GRAVITY_COMPENSATION:
             # MuJoCo adds the gravity torque to the actuator force; recover its share
             q = self.scene.qpos(states[:-1])[:, self.scene.qpos_adr]
@@ -191,23 +167,18 @@ class Simulation:
             raise SimulationUnstable("the simulation became unstable (MuJoCo met a non-finite or huge "
                                      "acceleration, position, velocity or control); lower the gains or "
                                      "smooth the segment")
-        return StepRecord(desired, states, sensordata, u_ff)
+        return StepRecord(seg.desired(n), states, sensordata, u_ff)
 
     def _warnings(self) -> tuple[int, ...]:
         """Counts of MuJoCo's instability warnings so far."""
         return tuple(int(self.data.warning[w].number) for w in UNSTABLE_WARNINGS)
 
-    def _planned_feedforward(self, desired: Desired, q_d: np.ndarray, gains: Gains) -> np.ndarray:
-        """u_ff (n, n_dofs) N m known before the segment: inverse dynamics of the desired state in
-        FEEDFORWARD mode, zero otherwise (gravity compensation happens inside MuJoCo)."""
-        if gains.feedforward == Feedforward.FEEDFORWARD:
-            return np.array([self.inverse_dynamics(*row) for row in zip(q_d, desired.qd, desired.qdd)])
-        return np.zeros_like(q_d)
-
-    def _run_rollout(self, desired, q_d, reference, gains):
-        n = len(desired)
-        u_ff = self._planned_feedforward(desired, q_d, gains)
-        ctrl = np.clip(reference + u_ff, -CTRL_BOUND, CTRL_BOUND)
+    def _run_rollout(self, seg: Segment) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The whole segment in one ``mujoco.rollout`` call (u_ff known ahead, no integral term):
+        states (n + 1, nstate), sensordata (n, nsensordata), ctrl (n, n_dofs) N m."""
+        n = len(seg)
+        self.controller.plan_feedforward(seg)
+        ctrl = np.clip(seg.reference + seg.u_ff, -CTRL_BOUND, CTRL_BOUND)
         # rollout resets the inputs it is not given, so mocap poses travel with ctrl
         control = np.zeros((n, self.model.nu))
         control[:, self.scene.actuator] = ctrl
@@ -220,30 +191,26 @@ class Simulation:
             control_spec=CONTROL_SPEC, initial_warmstart=self.data.qacc_warmstart.copy()[None],
         )
         states = np.vstack([start[None], state[0, sub - 1 :: sub]])
-        return states, sensordata[0, ::sub], ctrl, u_ff
+        return states, sensordata[0, ::sub], ctrl
 
-    def _run_python(self, desired, q_d, reference, gains, feedback, stop):
-        n = len(desired)
+    def _run_python(self, seg: Segment, stop: Stop | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The segment one control tick at a time (``Controller.tick``), paced when there is a
+        pacer, until ``stop``: states (n + 1, nstate), sensordata (n, nsensordata), ctrl
+        (n, n_dofs) N m, n the steps run."""
+        n = len(seg)
         m, d = self.model, self.data
         states = np.empty((n + 1, self.nstate))
         sensordata = np.empty((n, m.nsensordata))
-        ctrl = np.empty_like(reference)
-        u_ff = self._planned_feedforward(desired, q_d, gains)
-        qa, va, act = self.scene.qpos_adr, self.scene.dof_adr, self.scene.actuator
-        inverse = gains.feedforward == Feedforward.INVERSE_DYNAMICS
+        ctrl = np.empty_like(seg.reference)
+        act = self.scene.actuator
+        tick = self.controller.tick
         mujoco.mj_getState(m, d, states[0], ROLLOUT_SPEC)
         for k in range(n):
             if self.pacer is not None:
                 self.pacer.wait()
-            q = d.qpos[qa]
-            if feedback is not None:
-                q_d[k] = self.scene.robot.clamp(q_d[k] + feedback(d))
-                reference[k] = gains.kp * q_d[k] + gains.kd * desired.qd[k]
-            if inverse:
-                u_ff[k] = self.inverse_dynamics(q, d.qvel[va], desired.qdd[k])
-            ctrl[k] = np.clip(reference[k] + gains.ki * self._integral + u_ff[k], -CTRL_BOUND, CTRL_BOUND)
+            u_i = tick(seg, k, d)
+            ctrl[k] = np.clip(seg.reference[k] + u_i + seg.u_ff[k], -CTRL_BOUND, CTRL_BOUND)
             d.ctrl[act] = ctrl[k]
-            self._integral += (q_d[k] - q) * self.dt
             for s in range(self.scene.substeps):
                 mujoco.mj_step(m, d)
                 if s == 0:
@@ -252,4 +219,4 @@ class Simulation:
             if stop is not None and stop(k, states, sensordata):
                 n = k + 1
                 break
-        return states[: n + 1], sensordata[:n], ctrl[:n], u_ff[:n]
+        return states[: n + 1], sensordata[:n], ctrl[:n]

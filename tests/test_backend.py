@@ -5,10 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from episodic.backend import MujocoDriver
-from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.backend import Backend, DriverBackend, MujocoDriver
+from episodic.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
+from episodic.control import Gains
 from episodic.protocol import Flag, MachineState
+from episodic.robot import load_robot
 from episodic.runner import Runner
+from episodic.scene import build_scene
+from episodic.simulation import Simulation
 from episodic.tasks import make_task
 from episodic.trajectory import min_jerk
 
@@ -73,3 +77,34 @@ def test_a_velocity_over_the_limit_stops_the_driver_at_that_tick():
         assert np.abs(r.sim.qd[0]) > r.robot.velocity_limit[0]
         motion = r.episodes[0].steps()["machine_state"] == MachineState.DO_MOTION
         assert motion.sum() == reply.n_steps
+
+
+def test_both_backends_are_backends_and_the_driver_is_no_simulation():
+    scene = build_scene(load_robot("wam"), make_task("reach"))
+    driver = DriverBackend(scene, MujocoDriver(scene))
+    assert isinstance(Simulation(scene), Backend) and isinstance(driver, Backend)
+    assert not isinstance(driver, Simulation)
+
+
+@pytest.mark.parametrize("mode", list(Feedforward))
+def test_driver_and_simulation_run_the_same_tick_with_a_feedback_law(mode):
+    """A task's feedback law, an integral gain and every u_ff mode: both loops run
+    Controller.tick, so the driver's robot follows the simulated one to rounding."""
+    robot = load_robot("wam")
+    scene = build_scene(robot, make_task("reach"))
+    desired = min_jerk(HOME, GOAL, 0.4, robot.control_dt)
+
+    def feedback(data):  # offsets rad (n_dofs,) from the measured state
+        return 0.01 * np.sin(7 * data.time + np.arange(7)) + 1e-3 * data.qvel[scene.dof_adr]
+
+    gains = Gains(KP, KD, np.full(7, 3.0), mode)
+    records = []
+    for backend in (Simulation(scene), DriverBackend(scene, MujocoDriver(scene))):
+        backend.reset(HOME)
+        records.append(backend.run(desired, gains, feedback))
+    sim, drv = records
+    q = [scene.qpos(r.state)[:, scene.qpos_adr] for r in records]
+    np.testing.assert_allclose(q[1], q[0], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(drv.desired.q, sim.desired.q, rtol=0, atol=1e-9)
+    assert np.abs(sim.desired.q - robot.clamp(desired.q)).max() > 1e-3  # the offsets were applied
+    np.testing.assert_allclose(drv.u_ff, sim.u_ff, rtol=0, atol=1e-6)

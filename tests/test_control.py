@@ -1,6 +1,6 @@
 """SL's control law as it runs inside MuJoCo (episodic/scene.py, episodic/simulation.py).
 
-Real MuJoCo, no mocks: the WAM with the reach task's scene, design.md sections 4 and 6.
+Real MuJoCo, no mocks: the WAM with the reach task's scene (control law: docs/architecture.md; numbers: robots/wam/robot.toml).
 Tracking errors are max |q - q_d| over all joints and control steps, comparing the state
 *before* step k with the desired sample k.
 """
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from episodic.commands import Feedforward
+from episodic.control import velocity_over_limit
 from episodic.robot import load_robot
 from episodic.scene import ROLLOUT_SPEC, build_scene
 from episodic.simulation import Gains, Simulation
@@ -135,7 +136,7 @@ def test_inverse_dynamics_feedforward_is_the_model_torque(robot, scene, sim):
     q = joint_q(scene, record)[:-1]
     qd = scene.qvel(record.state)[:-1, scene.dof_adr]
     for k in (0, 37, len(record) - 1):
-        expected = sim.inverse_dynamics(q[k], qd[k], desired.qdd[k])
+        expected = sim.controller.inverse_dynamics(q[k], qd[k], desired.qdd[k])
         np.testing.assert_allclose(record.u_ff[k], expected, rtol=0, atol=1e-12)
 
 
@@ -181,17 +182,18 @@ def test_pd_alone_sags_by_gravity_over_kp(robot, scene, sim):
 
 
 def _both_paths(sim, robot, desired, g, q0, qd0):
-    """Run the same segment through _run_rollout and _run_python from one state."""
+    """Run the same segment through _run_rollout and _run_python from one state: each path's
+    (states, sensordata, ctrl, u_ff) and the state it left the MjData in."""
     start_at(sim, q0, qd0)
     state0 = sim.get_state()
     sim.apply_gains(g)
-    q_d = robot.clamp(desired.q)
-    reference = g.kp * q_d + g.kd * desired.qd
-    fast = sim._run_rollout(desired, q_d, reference, g)
+    seg = sim.controller.plan(desired, g, None, plant_gravity=True)
+    fast = (*sim._run_rollout(seg), seg.u_ff)
     end_fast = sim.get_state()
     sim.set_state(state0)
     sim.reset_integral()
-    slow = sim._run_python(desired, q_d, reference, g, None, None)
+    seg = sim.controller.plan(desired, g, None, plant_gravity=True)
+    slow = (*sim._run_python(seg, None), seg.u_ff)
     end_slow = sim.get_state()
     return fast, slow, end_fast, end_slow
 
@@ -259,6 +261,20 @@ def test_torques_saturate_at_the_robot_limits(robot, scene, sim, mode):
     assert np.all(np.abs(sim.data.qfrc_actuator[scene.dof_adr]) <= limit * (1 + 1e-12))
 
 
+def test_velocity_over_limit_finds_the_first_step_and_its_joints(robot):
+    limit = robot.velocity_limit
+    qd = np.zeros((5, robot.n_dofs))
+    assert velocity_over_limit(qd, limit) is None
+    qd[:] = limit  # at the limit is within it
+    assert velocity_over_limit(qd, limit) is None
+    qd[3, [1, 4]] = -1.01 * limit[[1, 4]]
+    qd[4, 0] = np.nan  # a non-finite velocity counts as over
+    step, joints = velocity_over_limit(qd, limit)
+    assert step == 3 and joints.tolist() == [1, 4]
+    step, joints = velocity_over_limit(qd[4:], limit)
+    assert step == 0 and joints.tolist() == [0]
+
+
 def test_robot_clamp_is_check_range(robot):
     q = np.vstack([robot.range_lower - 1.0, robot.range_upper + 1.0, robot.home])
     clamped = robot.clamp(q)
@@ -302,7 +318,7 @@ def test_inverse_dynamics_ignores_joint_limit_constraints(robot, scene, sim):
     beyond[0] = robot.range_upper[0] + 0.002
     sim.reset(beyond)
     bias = sim.data.qfrc_bias[scene.dof_adr].copy()
-    u_ff = sim.inverse_dynamics(beyond, np.zeros(robot.n_dofs), np.zeros(robot.n_dofs))
+    u_ff = sim.controller.inverse_dynamics(beyond, np.zeros(robot.n_dofs), np.zeros(robot.n_dofs))
     np.testing.assert_allclose(u_ff, bias, rtol=0, atol=1e-9)  # with the stops: u_ff[0] = 35.7 N m
 
 
