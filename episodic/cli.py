@@ -1,7 +1,6 @@
 """The ``episodic`` command line: run a demo, serve a learner, replay and inspect run logs, list robots and tasks."""
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import sys
@@ -196,8 +195,9 @@ def robots() -> None:
 @main.command()
 def tasks() -> None:
     """List the tasks: what each is, its state columns, the context its start takes, its start
-    posture on the WAM, the task gains of its feedback law (gain-set tasks) and its parameters
-    with their defaults (set them with `episodic serve --task NAME --param NAME=VALUE`)."""
+    posture on the WAM, the task gains of its feedback law (gain-set tasks) and its parameters,
+    each as NAME=DEFAULT UNIT RANGE and what it means (set them with `episodic serve --task NAME
+    --param NAME=VALUE`)."""
     import numpy as np
 
     from episodic.robot import load_robot
@@ -213,9 +213,10 @@ def tasks() -> None:
             click.echo(f"    task gains (gains command): {cls.gains_help}")
         start = cls().start_posture(wam)
         click.echo(f"    start posture on wam: {np.round(start, 4).tolist()} rad")
-        params = [f"{f.name}={f.default}" for f in dataclasses.fields(cls)
-                  if f.default is not dataclasses.MISSING]
-        click.echo(f"    parameters: {', '.join(params) or '-'}")
+        declared = cls.declared()
+        click.echo(f"    parameters:{'' if declared else ' -'}")
+        for key, spec in declared.items():
+            click.echo(f"        {spec.describe(key)}{f': {spec.meaning}' if spec.meaning else ''}")
 
 
 def _parse_params(values: tuple[str, ...]) -> dict[str, str]:

@@ -2,15 +2,17 @@
 rewards, when a segment is over, and the named state columns it logs.
 
 Besides the :class:`Task` base class, this module holds what task modules share: the
-per-episode state (:class:`Episode`, with the model's named objects bound to ids once in
-:class:`Ids`), a free ball (:func:`add_free_ball`, :func:`place_free_ball`), a target marker
-(:func:`add_target`, :func:`place_target`), frame sensors (:func:`add_frame_sensors`) and what
-a feedback law reads and returns (:func:`update_kinematics`, :func:`body_velocity`,
-:meth:`Task.last_joint_offset`)."""
+declaration of a difficulty parameter (:func:`param`, :func:`coordinate`: its unit, valid range
+and meaning, checked whenever a task is built), the per-episode state (:class:`Episode`, with
+the model's named objects bound to ids once in :class:`Ids`), a free ball (:func:`add_free_ball`,
+:func:`place_free_ball`), a target marker (:func:`add_target`, :func:`place_target`), frame
+sensors (:func:`add_frame_sensors`) and what a feedback law reads and returns
+(:func:`update_kinematics`, :func:`body_velocity`, :meth:`Task.last_joint_offset`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Callable, ClassVar
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -22,6 +24,104 @@ TARGET = "target"  # the target marker's mocap body, and the prefix of its posit
 
 class TaskError(ValueError):
     """A task parameter or context is invalid; the message says what to change."""
+
+
+PARAM = "param"  # the metadata key under which a task parameter's field holds its Param
+# the box every position parameter lies in, m, world frame: over the floor, at most 3 m from the
+# robot's base horizontally and 3 m up
+WORKSPACE = {"x": (-3.0, 3.0), "y": (-3.0, 3.0), "z": (0.0, 3.0)}
+
+
+def format_number(value: float) -> str:
+    """``value`` as the shortest text that reads back as it: 0.02, -1, 1e-05, nan, inf."""
+    text = repr(value if isinstance(value, int) else float(value))
+    return text[:-2] if text.endswith(".0") else text
+
+
+@dataclass(frozen=True)
+class Param:
+    """What a task parameter declares: its default, its ``unit`` ("" for a pure number), its
+    valid range from ``low`` to ``high`` (None: unbounded on that side; ``low_open`` /
+    ``high_open``: that bound itself is excluded) and, where the name does not say it, its
+    ``meaning`` in a line. A value must be finite and in range, and a whole number when the
+    default is an int."""
+
+    default: float | int
+    unit: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    meaning: str = ""
+
+    @property
+    def integer(self) -> bool:
+        return isinstance(self.default, int)
+
+    @property
+    def two_sided(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    def bounds(self) -> str:
+        """The range as text: "> 0", ">= 0", "<= 3", "[0, 1)" when bounded on both sides,
+        "finite" when unbounded."""
+        low, high = self.low, self.high
+        if self.two_sided:
+            return (f"{'(' if self.low_open else '['}{format_number(low)}, "
+                    f"{format_number(high)}{')' if self.high_open else ']'}")
+        if low is not None:
+            return f"{'>' if self.low_open else '>='} {format_number(low)}"
+        if high is not None:
+            return f"{'<' if self.high_open else '<='} {format_number(high)}"
+        return "finite"
+
+    def admits(self, value: float) -> bool:
+        """Whether ``value`` is finite, in range and (for an integer parameter) whole."""
+        value = float(value)
+        if not math.isfinite(value) or (self.integer and not value.is_integer()):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def requirement(self) -> str:
+        """What a value must be, with the unit: "> 0 m", "in [0, 1)", "a whole number >= 1",
+        "a finite number, in m"."""
+        if self.low is None and self.high is None:
+            text = f"a finite {'whole ' if self.integer else ''}number"
+            return f"{text}, in {self.unit}" if self.unit else text
+        text = f"in {self.bounds()}" if self.two_sided else self.bounds()
+        text = f"a whole number {text}" if self.integer else text
+        return f"{text} {self.unit}" if self.unit else text
+
+    def describe(self, name: str) -> str:
+        """The parameter as `episodic tasks` lists it: "tolerance=0.02 m (> 0)", "restitution=0.8 [0, 1)"."""
+        unit = f" {self.unit}" if self.unit else ""
+        bounds = self.bounds() if self.two_sided else f"({self.bounds()})"
+        return f"{name}={format_number(self.default)}{unit} {bounds}"
+
+
+def param(default: float | int, unit: str, meaning: str = "", *, gt: float | None = None, ge: float | None = None,
+          lt: float | None = None, le: float | None = None) -> Any:
+    """Declare a task parameter: a dataclass field with ``default`` (an int for a parameter that
+    counts), its ``unit`` ("" for a pure number), its ``meaning`` in a line where the name does not
+    say it, and its valid range: greater than ``gt`` or at least ``ge``, less than ``lt`` or at
+    most ``le`` (at most one of each pair; none: unbounded on that side). Every value given,
+    the default included, is checked against it when the task is built."""
+    if gt is not None and ge is not None or lt is not None and le is not None:
+        raise TypeError("a parameter takes at most one lower bound (gt or ge) and one upper bound (lt or le)")
+    spec = Param(default, unit, low=ge if gt is None else gt, high=le if lt is None else lt,
+                 low_open=gt is not None, high_open=lt is not None, meaning=meaning)
+    if not spec.admits(default):
+        raise TypeError(f"the default {format_number(default)} is outside the declared range {spec.bounds()}")
+    return field(default=default, metadata={PARAM: spec})
+
+
+def coordinate(default: float, axis: str, meaning: str = "") -> Any:
+    """Declare a position parameter: the world coordinate along ``axis`` ("x", "y" or "z") of a
+    point, m, with ``default``, valid within :data:`WORKSPACE`."""
+    low, high = WORKSPACE[axis]
+    return param(default, "m", meaning, ge=low, le=high)
 
 
 @dataclass
@@ -96,9 +196,11 @@ class Episode:
 
 @dataclass
 class Task:
-    """Base class. Subclasses are dataclasses whose fields are the difficulty parameters
-    (settable by name, recorded in every log), checked by :meth:`check_params`, and override
-    the hooks below; what changes during an episode lives in :attr:`episode`, never in the
+    """Base class. Subclasses are dataclasses whose fields are the difficulty parameters, each
+    declared with :func:`param` (or :func:`coordinate`): its unit, valid range and meaning.
+    They are settable by name, recorded in every log, checked against their declarations and
+    then together by :meth:`check_params` whenever a task is built; the subclasses override the
+    hooks below. What changes during an episode lives in :attr:`episode`, never in the
     parameters."""
 
     name: ClassVar[str] = ""
@@ -112,42 +214,52 @@ class Task:
 
     def __post_init__(self) -> None:
         self._episode: Episode | None = None
+        for key, spec in self.declared().items():
+            setattr(self, key, self._checked(key, spec, getattr(self, key)))
         self.check_params()
 
     @classmethod
+    def declared(cls) -> dict[str, Param]:
+        """Each parameter's name -> its declaration; TypeError names a field declared without
+        :func:`param`."""
+        out = {}
+        for f in fields(cls):
+            if PARAM not in f.metadata:
+                raise TypeError(f"parameter '{f.name}' of task '{cls.name}' has no declared unit and range; "
+                                f"declare it with episodic.task.param")
+            out[f.name] = f.metadata[PARAM]
+        return out
+
+    def _checked(self, key: str, spec: Param, value: Any) -> float | int:
+        """``value`` (a number or its text) as the parameter's type, int or float; TaskError
+        naming the task, the parameter, its unit and range and ``value`` unless it is a number
+        the declaration admits."""
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise TaskError(f"parameter '{key}' of task '{self.name}' must be a number "
+                            f"({spec.requirement()}), got {value!r}") from None
+        if not spec.admits(number):
+            raise TaskError(f"parameter '{key}' of task '{self.name}' must be {spec.requirement()}, "
+                            f"got {format_number(number)}")
+        return int(number) if spec.integer else number
+
+    @classmethod
     def with_params(cls, params: dict[str, str | float]) -> "Task":
-        """Build from name=value strings (the CLI's --param), checking names and types."""
-        known = {f.name: f for f in fields(cls)}
-        values = {}
-        for key, raw in params.items():
+        """Build from name -> value, a value being a number or its text (the CLI's --param
+        NAME=VALUE); TaskError names an unknown parameter, and construction checks the values."""
+        known = cls.declared()
+        for key in params:
             if key not in known:
                 raise TaskError(f"task '{cls.name}' has no parameter '{key}'; known: {', '.join(known) or 'none'}")
-            default = getattr(cls, key, None)
-            try:
-                values[key] = type(default)(raw) if default is not None else float(raw)
-            except (TypeError, ValueError):
-                raise TaskError(f"parameter '{key}' of task '{cls.name}' needs a {type(default).__name__}, got {raw!r}") from None
-        return cls(**values)
+        return cls(**params)
 
     def params(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def check_params(self) -> None:
-        """Raise TaskError naming a parameter whose value is invalid (run on construction)."""
-
-    def require_positive(self, *names: str) -> None:
-        """Raise TaskError naming the first of these parameters that is not a finite positive number."""
-        self._require(names, "a positive number", lambda value: value > 0)
-
-    def require_non_negative(self, *names: str) -> None:
-        """Raise TaskError naming the first of these parameters that is not a finite number >= 0."""
-        self._require(names, "a non-negative number", lambda value: value >= 0)
-
-    def _require(self, names: tuple[str, ...], what: str, ok: Callable[[float], bool]) -> None:
-        for key in names:
-            value = getattr(self, key)
-            if not (np.isfinite(value) and ok(value)):
-                raise TaskError(f"parameter '{key}' of task '{self.name}' must be {what}, got {value}")
+        """Raise TaskError naming the parameters whose values do not go together (run on
+        construction, after each value has been checked against its declaration)."""
 
     @property
     def episode(self) -> Episode:

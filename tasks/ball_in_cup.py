@@ -55,7 +55,7 @@ import mujoco
 import numpy as np
 
 from episodic.robot import Robot
-from episodic.task import StepView, Task, TaskError, add_free_ball, add_frame_sensors, place_free_ball
+from episodic.task import StepView, Task, TaskError, add_free_ball, add_frame_sensors, param, place_free_ball
 
 WALL_BOXES = 16          # boxes that make the cup's wall
 WALL_THICKNESS = 0.004   # m
@@ -82,24 +82,23 @@ class BallInCup(Task):
     CATCH_BONUS: ClassVar[float] = 3.0
     STRETCH_ALLOWANCE: ClassVar[float] = 0.02  # m, for the default string_timeconst (tested)
 
-    string_length: float = 0.40     # m, anchor to ball centre when taut
-    string_timeconst: float = 0.006  # s, solref time constant of the taut string (>= 2 x timestep)
-    string_dampratio: float = 1.0   # solref damping ratio of the taut string
-    ball_radius: float = 0.02       # m
-    ball_mass: float = 0.024        # kg
-    cup_radius: float = 0.045       # m, inner radius
-    cup_depth: float = 0.10         # m, inner bottom to rim
-    cup_mass: float = 0.1           # kg, cup and bracket
-    rest_speed: float = 0.1         # m/s, "at rest" below this speed relative to the cup
-    rest_time: float = 0.2          # s, caught this long ends the segment with the bonus
+    string_length: float = param(0.40, "m", "anchor to ball centre when taut (the anchor is 1.54 m above "
+                                 "the floor at the start on the WAM)", gt=0, le=1.5)
+    string_timeconst: float = param(0.006, "s", "solref time constant of the taut string; MuJoCo makes "
+                                    "it at least 2 physics steps (2 ms each on the WAM at 500 Hz)", ge=0.004)
+    string_dampratio: float = param(1.0, "", "solref damping ratio of the taut string", gt=0)
+    ball_radius: float = param(0.02, "m", gt=0)
+    ball_mass: float = param(0.024, "kg", gt=0)
+    cup_radius: float = param(0.045, "m", "inner radius, larger than ball_radius", gt=0)
+    cup_depth: float = param(0.10, "m", "inner bottom to rim", gt=0)
+    cup_mass: float = param(0.1, "kg", "cup and bracket", gt=0)
+    rest_speed: float = param(0.1, "m/s", "'at rest' below this speed relative to the cup", gt=0)
+    rest_time: float = param(0.2, "s", "caught this long ends the segment with the bonus", ge=0)
 
     def check_params(self) -> None:
-        self.require_positive("string_length", "string_timeconst", "string_dampratio", "ball_radius", "ball_mass",
-                              "cup_depth", "cup_mass", "rest_speed")
         if not self.cup_radius > self.ball_radius:
             raise TaskError(f"parameter 'cup_radius' of task 'ball_in_cup' must be larger than ball_radius, "
                             f"got {self.cup_radius}")
-        self.require_non_negative("rest_time")
 
     # -- scene ---------------------------------------------------------------
     @property

@@ -55,7 +55,8 @@ import mujoco
 import numpy as np
 
 from episodic.robot import Robot
-from episodic.task import StepView, Task, TaskError, add_free_ball, body_velocity, place_free_ball, update_kinematics
+from episodic.task import (StepView, Task, TaskError, add_free_ball, body_velocity, param, place_free_ball,
+                           update_kinematics)
 
 BEAM = "beam"
 BALL = "ball"
@@ -78,25 +79,24 @@ class BallOnBeam(Task):
     gains_help: ClassVar[str] = ("[k_x, k_v] rad/m, rad s/m: q7_desired = q7_held + "
                                  "clip(k_x x + k_v xd, +-max_tilt), x m and xd m/s the ball along the beam")
 
-    beam_length: float = 0.8   # m, plank and rails
-    beam_mass: float = 0.3     # kg
-    ball_radius: float = 0.02  # m
-    ball_mass: float = 0.05    # kg
-    friction: float = 1.0      # Coulomb friction coefficient of ball and plank
-    x0: float = 0.1            # m, the ball's start along the beam without a context
-    max_tilt: float = 0.3      # rad, the feedback law's largest offset of j7
-    effort: float = 0.01       # m^2/(N m)^2, weight of u7^2 against x^2 in the step reward
-    fall_cost: float = 1.0     # m^2, cost rate (like x^2) of the steps left when the ball falls off
-    tolerance: float = 0.03    # m, |x| at the end for success
+    beam_length: float = param(0.8, "m", "plank and rails, at least 8 ball radii", gt=0)
+    beam_mass: float = param(0.3, "kg", gt=0)
+    ball_radius: float = param(0.02, "m", gt=0)
+    ball_mass: float = param(0.05, "kg", gt=0)
+    friction: float = param(1.0, "", "Coulomb friction coefficient of ball and plank", gt=0)
+    x0: float = param(0.1, "m", "the ball's start along the beam without a context, "
+                      "|x0| < beam_length/2 - ball_radius")
+    max_tilt: float = param(0.3, "rad", "the feedback law's largest offset of j7 (short of a right "
+                            "angle, which would stand the beam on end)", gt=0, le=1.5)
+    effort: float = param(0.01, "m^2/(N m)^2", "weight of u7^2 against x^2 in the step reward", ge=0)
+    fall_cost: float = param(1.0, "m^2", "cost rate (like x^2) of the steps left when the ball falls off", ge=0)
+    tolerance: float = param(0.03, "m", "success: |x| at the end below this", gt=0)
 
     def check_params(self) -> None:
-        self.require_positive("beam_length", "beam_mass", "ball_radius", "ball_mass", "friction", "max_tilt",
-                              "tolerance")
         if self.ball_radius * 8 > self.beam_length:
             raise TaskError(f"ball_radius {self.ball_radius} m is too large for a {self.beam_length} m beam")
         if not abs(self.x0) < self.half_length - self.ball_radius:
             raise TaskError(f"x0 must lie on the beam: |x0| < {self.half_length - self.ball_radius:g} m, got {self.x0}")
-        self.require_non_negative("effort", "fall_cost")
 
     # -- geometry ------------------------------------------------------------
     @property

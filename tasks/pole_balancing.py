@@ -55,7 +55,7 @@ import mujoco
 import numpy as np
 
 from episodic.robot import Robot
-from episodic.task import Episode, StepView, Task, TaskError, body_velocity, update_kinematics
+from episodic.task import Episode, StepView, Task, TaskError, body_velocity, param, update_kinematics
 
 POLE = "pole"
 LEVER = "pole_lever"
@@ -92,23 +92,17 @@ class PoleBalancing(Task):
         "(energy swing-up, then balance): offset of j7, see tasks/pole_balancing.py")
     episode_type: ClassVar[type[Episode]] = PoleEpisode
 
-    pole_length: float = 0.5    # m
-    pole_mass: float = 0.1      # kg
-    pole_radius: float = 0.01   # m
-    pole_damping: float = 0.0   # N m s/rad, of the hinge
-    lever_length: float = 0.25  # m, flange axis to hinge
-    lever_mass: float = 0.15    # kg
-    effort: float = 0.01        # 1/W, weight of the joints' mechanical power in the step reward
-    upright: float = 0.2        # rad, |phi| at the end for success
-    max_offset: float = 1.0     # rad, the feedback law's largest offset of j7
-
-    def check_params(self) -> None:
-        self.require_positive("pole_length", "pole_mass", "pole_radius", "lever_length", "lever_mass", "upright",
-                              "max_offset")
-        if self.pole_length > 1.2:
-            raise TaskError(f"pole_length must be at most 1.2 m (the pivot is 1.31 m above the floor at the start), "
-                            f"got {self.pole_length}")
-        self.require_non_negative("pole_damping", "effort")
+    pole_length: float = param(0.5, "m", "pivot to tip (the pivot is 1.31 m above the floor at the start)", gt=0,
+                               le=1.2)
+    pole_mass: float = param(0.1, "kg", gt=0)
+    pole_radius: float = param(0.01, "m", gt=0)
+    pole_damping: float = param(0.0, "N m s/rad", "viscous damping of the hinge", ge=0)
+    lever_length: float = param(0.25, "m", "flange axis to hinge", gt=0)
+    lever_mass: float = param(0.15, "kg", gt=0)
+    effort: float = param(0.01, "1/W", "weight of the joints' mechanical power in the step reward", ge=0)
+    upright: float = param(0.2, "rad", "success: |phi| at the end below this (a pole past the horizontal, "
+                           "1.57 rad, is not upright)", gt=0, le=1.5)
+    max_offset: float = param(1.0, "rad", "the feedback law's largest offset of j7", gt=0)
 
     # -- physics -------------------------------------------------------------
     @property

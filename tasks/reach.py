@@ -14,7 +14,7 @@ import mujoco
 import numpy as np
 
 from episodic.robot import Robot
-from episodic.task import StepView, Task, add_target, place_target
+from episodic.task import StepView, Task, add_target, coordinate, param, place_target
 
 
 @dataclass
@@ -25,11 +25,12 @@ class Reach(Task):
     context_sizes: ClassVar[tuple[int, ...]] = (0, 3)
     context_help: ClassVar[str] = "a target (x, y, z) m, or no context for the default"
 
-    effort: float = 1e-4
-    tolerance: float = 0.02
-    target_x: float = 0.0
-    target_y: float = 0.45
-    target_z: float = 1.55
+    effort: float = param(1e-4, "m/(N m)^2", "weight of the squared joint torques against the distance "
+                          "in the step reward", ge=0)
+    tolerance: float = param(0.02, "m", "success: the episode ends closer than this to the target", gt=0)
+    target_x: float = coordinate(0.0, "x", "the target without a context")
+    target_y: float = coordinate(0.45, "y", "the target without a context")
+    target_z: float = coordinate(1.55, "z", "the target without a context")
 
     def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
         add_target(spec, self.default_context(), 0.02, [0.9, 0.2, 0.2, 0.5])

@@ -43,7 +43,7 @@ import numpy as np
 
 from episodic.robot import Robot
 from episodic.task import (Episode, StepView, Task, TaskError, add_frame_sensors, add_free_ball, add_target,
-                           place_free_ball, place_target)
+                           coordinate, param, place_free_ball, place_target)
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
 CONTACT_OMEGA = 300.0  # rad/s, ball contacts: a ball-racket impact lasts pi / omega, about 10 ms
@@ -70,34 +70,26 @@ class Tetherball(Task):
     episode_type: ClassVar[type[Episode]] = Approach
 
     # string and ball
-    string_length: float = 1.0       # m, anchor to ball centre when just taut
-    string_stiffness: float = 300.0  # N/m, elasticity of the string when stretched
-    ball_mass: float = 0.06          # kg (about a tennis ball)
-    ball_radius: float = 0.035       # m
-    restitution: float = 0.8         # ball-racket coefficient of restitution (approximate)
-    anchor_x: float = 0.85           # m, the string's fixed point on the ceiling
-    anchor_y: float = 0.0
-    anchor_z: float = 2.35
+    string_length: float = param(1.0, "m", "anchor to ball centre when just taut", gt=0)
+    string_stiffness: float = param(300.0, "N/m", "elasticity of the string when stretched", gt=0)
+    ball_mass: float = param(0.06, "kg", "about a tennis ball", gt=0)
+    ball_radius: float = param(0.035, "m", gt=0)
+    restitution: float = param(0.8, "", "ball-racket coefficient of restitution (approximate)", ge=0, lt=1)
+    anchor_x: float = coordinate(0.85, "x", "the string's fixed point on the ceiling")
+    anchor_y: float = coordinate(0.0, "y", "the string's fixed point on the ceiling")
+    anchor_z: float = coordinate(2.35, "z", "the string's fixed point on the ceiling")
     # racket (table tennis: blade about 15 cm across, 0.17 kg in all)
-    blade_radius: float = 0.075      # m
-    blade_thickness: float = 0.014   # m, wood and both rubbers
-    blade_mass: float = 0.13         # kg
-    handle_length: float = 0.10      # m, flange to the blade's edge
-    handle_mass: float = 0.04        # kg
+    blade_radius: float = param(0.075, "m", gt=0)
+    blade_thickness: float = param(0.014, "m", "wood and both rubbers", gt=0)
+    blade_mass: float = param(0.13, "kg", gt=0)
+    handle_length: float = param(0.10, "m", "flange to the blade's edge", gt=0)
+    handle_mass: float = param(0.04, "kg", gt=0)
     # target and success
-    tolerance: float = 0.1           # m
-    target_x: float = 0.85
-    target_y: float = 0.6
-    target_z: float = 1.55
-
-    def check_params(self) -> None:
-        self.require_positive("string_length", "string_stiffness", "ball_mass", "ball_radius", "blade_radius",
-                              "blade_thickness", "blade_mass", "handle_length", "handle_mass", "tolerance")
-        if not 0 <= self.restitution < 1:
-            raise TaskError(f"tetherball parameter 'restitution' must be in [0, 1), got {self.restitution}")
-        for name in ("anchor_x", "anchor_y", "anchor_z", "target_x", "target_y", "target_z"):
-            if not np.isfinite(getattr(self, name)):
-                raise TaskError(f"tetherball parameter '{name}' must be finite")
+    tolerance: float = param(0.1, "m", "success: the ball's closest approach to the target is below this; "
+                             "also the target marker's radius", gt=0)
+    target_x: float = coordinate(0.85, "x", "the target without a context")
+    target_y: float = coordinate(0.6, "y", "the target without a context")
+    target_z: float = coordinate(1.55, "z", "the target without a context")
 
     # -- derived quantities ----------------------------------------------------
     @property
