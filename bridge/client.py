@@ -2,9 +2,13 @@
 
     from episodic.bridge import Client
     with Client("default") as runner:
-        runner.start_episode(1, context=[0.5, 0.2, 1.5])
-        reply = runner.send_trajectory(q)          # q: (n_samples, n_dofs) rad
+        start = runner.start_episode(1, context=[0.5, 0.2, 1.5])
+        reply = runner.send_trajectory(q)          # q: (n_samples, n_dofs) rad, q[0] near start.posture
         log = runner.get_episode()                 # {"q": (n_steps, n_dofs), ...}
+
+Every Reply carries ``posture`` (n_dofs,) rad, the posture held after the command: after a
+start the start posture reached, after a segment where the next one must start (within the
+robot's max_start_jump, else DISCONTINUOUS).
 
 The calls are those of the in-process runner (episodic.sender.Sender): a learner written
 against ``Runner`` runs unchanged against a ``Client``.

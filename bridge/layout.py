@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 MAGIC = b"EPISODIC"
-VERSION = 1
+VERSION = 2
 NAME_BYTES = 32
 MESSAGE_BYTES = 256
 ALIGN = 64
@@ -82,7 +82,8 @@ REPLY = np.dtype([
     ("pad", "<i4"),             # keeps the message 8-byte aligned
     ("message", f"S{MESSAGE_BYTES}"),  # explanation of a non-zero flag, UTF-8
 ])
-# after REPLY: state (n_state float64), the task state after the command
+# after REPLY: state (n_state float64), the task state after the command; then posture
+# (n_dofs float64), rad, the posture held after the command (where the next segment starts)
 
 
 _STRUCT_CODES = {("u", 1): "B", ("u", 4): "I", ("u", 8): "Q", ("i", 4): "i", ("i", 8): "q", ("f", 8): "d"}
@@ -160,9 +161,17 @@ class Layout:
     def reply_offset(self) -> int:
         return self.command_offset + _align(self.command_bytes)
 
+    def reply_arrays(self) -> dict[str, tuple[int, tuple[int, ...]]]:
+        """name -> (offset from the reply block, shape) of the float64 arrays after REPLY:
+        state (n_state,) and posture (n_dofs,) rad."""
+        n_state = len(self.sizes.state_names)
+        return {"state": (REPLY.itemsize, (n_state,)),
+                "posture": (REPLY.itemsize + 8 * n_state, (self.sizes.n_dofs,))}
+
     @property
     def reply_bytes(self) -> int:
-        return REPLY.itemsize + 8 * len(self.sizes.state_names)
+        off, (n,) = self.reply_arrays()["posture"]
+        return off + 8 * n
 
     @property
     def log_offset(self) -> int:

@@ -120,8 +120,12 @@ def demo_swings(n: int, seed: int = 0, noise: float = DEMO_NOISE) -> list[tuple[
 
 @dataclass
 class SwingRow:
-    """Outcome of one swing episode. steps: control steps of the trajectory segments."""
+    """Outcome of one swing episode: ``number`` its place in the run (0 first: the episode number
+    of `episodic info` and `episodic replay --episode`), ``episode_id`` the learner's id, and
+    ``steps`` every control step of the episode, the move to the start included (what `episodic
+    info` counts)."""
 
+    number: int
     episode_id: int
     label: str
     episode_return: float
@@ -131,9 +135,10 @@ class SwingRow:
     message: str = ""
 
 
-def run_swing(send: Callable, commands: list, label: str = "", caught_column: int | None = None) -> SwingRow:
-    """Send one episode's ``commands`` through ``send`` (a Runner's ``handle`` or a Client's
-    ``send``) and summarise the replies."""
+def run_swing(send: Callable, commands: list, label: str = "", caught_column: int | None = None,
+              number: int = 0) -> SwingRow:
+    """Send one episode's ``commands`` through ``send`` (a Runner's or a Client's ``send``) and
+    summarise the replies; ``number``: the episode's place in the run."""
     from episodic.tasks.ball_in_cup import BallInCup
 
     column = BallInCup.columns.index("caught") if caught_column is None else caught_column
@@ -145,24 +150,24 @@ def run_swing(send: Callable, commands: list, label: str = "", caught_column: in
             break
     last = replies[-1]
     caught = bool(last.flag == Flag.OK and last.episode_done and last.state[column] > 0.5)
-    return SwingRow(episode_id=commands[0].episode_id, label=label,
+    return SwingRow(number=number, episode_id=commands[0].episode_id, label=label,
                     episode_return=float(sum(r.reward for r in replies)), caught=caught,
-                    steps=int(sum(r.n_steps for r in replies[1:])), flag=last.flag.name,
+                    steps=int(sum(r.n_steps for r in replies)), flag=last.flag.name,
                     message=last.message)
 
 
 def run_swings(send: Callable, robot, swings: list[tuple[str, Swing]], first_id: int = 1) -> list[SwingRow]:
-    """One episode per (label, swing); one SwingRow each."""
-    return [run_swing(send, swing_commands(robot, swing, first_id + i), label)
+    """One episode per (label, swing), numbered from 0 (a fresh runner's run); one SwingRow each."""
+    return [run_swing(send, swing_commands(robot, swing, first_id + i), label, number=i)
             for i, (label, swing) in enumerate(swings)]
 
 
 def format_swing_rows(rows: list[SwingRow]) -> str:
     """A plain-text table of swing episodes, with a summary line."""
-    head = f"{'episode':>7}  {'swing':<12} {'return':>8} {'caught':>6} {'steps':>6}  flag"
+    head = f"{'episode':>7} {'id':>4}  {'swing':<12} {'return':>8} {'caught':>6} {'steps':>6}  flag"
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r.episode_id:>7}  {r.label:<12} {r.episode_return:>8.3f} "
+        lines.append(f"{r.number:>7} {r.episode_id:>4}  {r.label:<12} {r.episode_return:>8.3f} "
                      f"{'yes' if r.caught else 'no':>6} {r.steps:>6}  {r.flag}")
     lines.append(f"{sum(r.caught for r in rows)} of {len(rows)} swings caught the ball")
     return "\n".join(lines)

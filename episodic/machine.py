@@ -89,7 +89,7 @@ class EpisodeMachine:
             _log.exception("could not end the episode after a failure")
             self.episode, self.state = None, MachineState.RESTART
             return Reply(_int(getattr(raw, "episode_id", -1)), _int(getattr(raw, "index", -1)), flag, 0.0,
-                         self._no_state(), 0, True, message, self.state)
+                         self._no_state(), 0, True, message, self.state, self._hold_q.copy())
 
     def _holding_gains(self) -> Gains:
         """The robot's PD gains under gravity compensation, no integral: how it holds after an abort."""
@@ -139,10 +139,11 @@ class EpisodeMachine:
             jump = np.abs(self.robot.clamp(desired.q[0]) - self._hold_q)
             if jump.max() > self.robot.max_start_jump:
                 j = int(np.argmax(jump))
+                held = (np.round(self._hold_q, 4) + 0.0).tolist()  # + 0.0: no "-0.0"
                 return self._refuse(raw, Flag.DISCONTINUOUS,
                                     f"the segment starts {jump[j]:.3f} rad from the held posture on joint "
                                     f"{self.robot.joint_names[j]} (at most {self.robot.max_start_jump} rad); "
-                                    f"start it where the previous segment ended")
+                                    f"start it at the held posture {held} rad (the last reply's posture)")
             desired = desired.then_hold(self._steps(cmd.wait_time))
         self.episode.commands.append(raw)
         return self._segment(cmd, desired)
@@ -156,7 +157,8 @@ class EpisodeMachine:
 
     def _refuse(self, raw, flag: Flag, message: str) -> Reply:
         """End the episode (or note the refusal outside one) with ``flag``; ``raw`` is stored once
-        in the episode's commands (it may be there already when it failed while running)."""
+        in the episode's commands (it may be there already when it failed while running). The
+        reply carries NaN as task state and the posture held (n_dofs,) rad."""
         episode_id = getattr(raw, "episode_id", -1)
         index = getattr(raw, "index", -1)
         if self.episode is None:
@@ -165,15 +167,17 @@ class EpisodeMachine:
             if raw is not None and not (self.episode.commands and self.episode.commands[-1] is raw):
                 self.episode.commands.append(raw)
             self.abort(flag, message)
-        return Reply(_int(episode_id), _int(index), flag, 0.0, self._no_state(), 0, True, message, self.state)
+        return Reply(_int(episode_id), _int(index), flag, 0.0, self._no_state(), 0, True, message, self.state,
+                     self._hold_q.copy())
 
     def _no_state(self) -> np.ndarray:
         return np.full(len(self.task.columns), np.nan)
 
     def _reply(self, cmd, flag: Flag, reward: float = 0.0, n_steps: int = 0, done: bool = False,
                message: str = "") -> Reply:
+        """The reply to ``cmd``, with the task state now and the posture held now (n_dofs,) rad."""
         return Reply(cmd.episode_id, cmd.index, flag, reward, self.current_task_state(), n_steps, done, message,
-                     self.state)
+                     self.state, self._hold_q.copy())
 
     # -- episode life --------------------------------------------------------
     def _start(self, raw, cmd: StartCommand) -> Reply:

@@ -71,7 +71,13 @@ class Flag(enum.IntEnum):
 @dataclass(frozen=True)
 class Reply:
     """Answer to one command: reward of the segment, the task state after it
-    (n_state,) in the task's column order, and the flag. ``message`` explains a flag."""
+    (n_state,) in the task's column order, and the flag. ``message`` explains a flag.
+
+    ``posture`` (n_dofs,) rad is the posture the robot holds after the command: after a start,
+    the start posture reached; after a segment (or a refusal), where the next segment must start
+    (its first sample within the robot's max_start_jump of it, else DISCONTINUOUS). None only in
+    a reply built without the machine (the bridge's could-not-write-the-reply answer; NaN on
+    the wire)."""
 
     episode_id: int
     index: int
@@ -82,3 +88,4 @@ class Reply:
     episode_done: bool
     message: str = ""
     machine_state: MachineState = MachineState.RESTART
+    posture: np.ndarray | None = None

@@ -1,4 +1,5 @@
-"""Start and stop real `episodic serve` processes for the bridge tests."""
+"""Helpers shared by the test modules: smooth segments, whole episodes, and real `episodic serve`
+processes and channels for the bridge tests (fixtures live in conftest.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -11,10 +12,36 @@ import numpy as np
 
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import Channel
+from episodic.commands import StartCommand, TrajectoryCommand
 from episodic.served import ServedRunner, fresh_channel
 
 ROOT = Path(__file__).parent.parent
 _seq = itertools.count(1_000_000)
+
+
+def wave(home: np.ndarray, n: int = 500, amplitude: float = 0.2, phase: float = 0.0) -> np.ndarray:
+    """A smooth (n, n_dofs) rad segment around ``home``; starts at home when phase is 0."""
+    t = np.arange(1, n + 1) / n
+    shape = np.sin(np.pi * t + phase) - np.sin(phase)
+    return home + amplitude * shape[:, None] * np.linspace(1.0, 0.3, home.size)
+
+
+def run_episode(runner, episode_id: int, n_segments: int = 3, context=(0.5, 0.2, 1.5)) -> list:
+    """A start with ``context`` and ``n_segments`` wave segments from the robot's home; the replies."""
+    home = runner.robot.home
+    replies = [runner.send(StartCommand(episode_id, n_segments, context=np.array(context)))]
+    for k in range(1, n_segments + 1):
+        replies.append(runner.send(TrajectoryCommand(episode_id, k, n_segments, wave(home))))
+    return replies
+
+
+def run_commands(runner, commands: list) -> tuple[list, object, dict]:
+    """Send one episode's ``commands`` to an in-process runner that keeps its episodes; the
+    replies, the episode and its per-step columns."""
+    runner.episodes.clear()
+    replies = [runner.send(c) for c in commands]
+    (episode,) = runner.episodes
+    return replies, episode, episode.steps()
 
 
 def channel_name() -> str:

@@ -22,11 +22,13 @@ from episodic.bridge.layout import COMMAND, MAGIC, VERSION
 from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
 from episodic.log import read_episodes
 from episodic.protocol import Flag, MachineState
+from episodic.robot import load_robot
 from episodic.runner import Runner
 from episodic.tasks import make_task
-from tests.bridge_helpers import (ROOT, Served, assert_same_steps, channel_name, raw_channel, raw_exchange,
-                                  shm_leftovers)
-from tests.conftest import wave
+from tests.helpers import (ROOT, Served, assert_same_steps, channel_name, raw_channel, raw_exchange,
+                          shm_leftovers, wave)
+
+pytestmark = pytest.mark.slow  # real `episodic serve` processes
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
 CONTEXT = [0.5, 0.2, 1.5]
@@ -81,15 +83,38 @@ def test_bridge_log_is_bit_identical_to_in_process(tmp_path):
     with Runner(make_task("reach"), log=tmp_path / "local.h5", seed=7) as r:
         local_replies = [r.send(c) for c in commands]
     assert [r.reward for r in replies] == [r.reward for r in local_replies]
+    assert [r.posture.tobytes() for r in replies] == [r.posture.tobytes() for r in local_replies]
     (bridged,), (local,) = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
     assert_same_steps(local, bridged, fetched)
     assert bridged.attrs["return"] == local.attrs["return"]
 
 
+def test_replies_say_where_the_next_segment_starts():
+    """Over the bridge: the start reply's posture is ball_in_cup's start posture (not the home
+    posture on j6, j7); a segment begun there runs; one begun elsewhere is refused with a message
+    that gives the posture held."""
+    robot = load_robot("wam")
+    expected = make_task("ball_in_cup").start_posture(robot)
+    with Served(channel_name(), task="ball_in_cup") as s, Client(s.channel, timeout=10) as client:
+        start = client.start_episode(max_commands=2)
+        assert start.flag == Flag.OK and start.posture.shape == (7,)
+        np.testing.assert_allclose(start.posture, expected, rtol=0, atol=robot.goto.tolerance_q)
+        np.testing.assert_array_equal(np.flatnonzero(start.posture != robot.home), [5, 6])
+        q = wave(start.posture, amplitude=0.1, phase=0.3)
+        first = client.send_trajectory(q)
+        assert first.flag == Flag.OK, first.message
+        np.testing.assert_array_equal(first.posture, robot.clamp(q[-1]))
+        far = client.send_trajectory(wave(first.posture) + np.array([0.3, 0, 0, 0, 0, 0, 0]))
+    assert far.flag == Flag.DISCONTINUOUS and far.n_steps == 0
+    np.testing.assert_array_equal(far.posture, first.posture)
+    assert f"{(np.round(first.posture, 4) + 0.0).tolist()} rad (the last reply's posture)" in far.message
+
+
 LEARNER_THAT_DIES = """
 import os, sys, numpy as np
 from episodic.bridge import Client
-from tests.conftest import wave
+from tests.helpers import wave
+
 home = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
 c = Client(sys.argv[1], timeout=10)
 c.start_episode(max_commands=3, episode_id=11)
@@ -204,6 +229,7 @@ def fill_valid_trajectory(blocks: Blocks, n: int = 10):
 @pytest.mark.parametrize("field, value, words", [
     ("magic", b"WRONGMAG", "protocol"),
     ("version", VERSION + 1, "version"),
+    ("version", VERSION - 1, f"version {VERSION - 1}; this runner speaks protocol version {VERSION}"),
     ("n_samples", 10**9, "n_samples"),
     ("n_samples", -1, "n_samples"),
     ("kind", 42, "kind"),

@@ -71,6 +71,7 @@ def ball_demo(tmp_path_factory) -> tuple[Path, str]:
 
 
 # -- demo -----------------------------------------------------------------------
+@pytest.mark.slow
 def test_demo_serves_ball_in_cup_and_logs_a_catch(ball_demo):
     path, output = ball_demo
     meta = read_metadata(path)
@@ -86,17 +87,18 @@ def test_demo_serves_ball_in_cup_and_logs_a_catch(ball_demo):
     assert caught == 1
     # the table: one row per episode, the reference first and caught
     lines = output.splitlines()
-    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["episode", "swing"])
+    header = next(i for i, line in enumerate(lines) if line.split()[:3] == ["episode", "id", "swing"])
     for word in ("return", "caught", "steps", "flag"):
         assert word in lines[header]
     rows = [line.split() for line in lines[header + 2 : header + 2 + N_EPISODES]]
-    assert rows[0][:2] == ["1", "reference"] and rows[0][3] == "yes"
-    for row, ep in zip(rows, episodes):
-        label_words = 1 if row[1] == "reference" else 2
-        ret, yes, steps, flag = row[1 + label_words : 5 + label_words]
+    assert rows[0][:3] == ["0", "1", "reference"] and rows[0][4] == "yes"
+    for row, ep in zip(rows, episodes):  # the numbers and steps of `episodic info`
+        assert int(row[0]) == int(ep.name) and int(row[1]) == ep.attrs["episode_id"]
+        label_words = 1 if row[2] == "reference" else 2
+        ret, yes, steps, flag = row[2 + label_words : 6 + label_words]
         assert float(ret) == pytest.approx(ep.attrs["return"], abs=1e-3)
         assert yes == ("yes" if ep.attrs["success"] else "no") and flag == "OK"
-        assert int(steps) == sum(ep.segments["n_steps"])
+        assert int(steps) == ep.attrs["n_steps"]
     n_caught = sum(bool(ep.attrs["success"]) for ep in episodes)
     assert f"{n_caught} of {N_EPISODES} swings caught the ball" in output
     assert "serving" not in output and "channel 'demo" in output
@@ -104,6 +106,7 @@ def test_demo_serves_ball_in_cup_and_logs_a_catch(ball_demo):
     assert f"episodic info {path}" in output and f"episodic replay {path}" in output
 
 
+@pytest.mark.slow
 def test_demo_log_replays_bit_identically(ball_demo):
     path, _ = ball_demo
     result = invoke("replay", str(path))
@@ -111,6 +114,7 @@ def test_demo_log_replays_bit_identically(ball_demo):
     assert result.output.strip() == f"{N_EPISODES} episodes replayed bit-identically"
 
 
+@pytest.mark.slow
 def test_demo_cleans_up_when_the_learner_fails(tmp_path, monkeypatch):
     import episodic.demo as demo_module
     from episodic.bridge.channel import object_names, pid_alive
@@ -131,6 +135,7 @@ def test_demo_cleans_up_when_the_learner_fails(tmp_path, monkeypatch):
     assert not demo_shm(os.getpid())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("whom", ["process group", "demo only"])
 def test_demo_interrupted_by_ctrl_c_leaves_nothing_behind(tmp_path, whom):
     proc = subprocess.Popen([sys.executable, "-m", "episodic", "demo", "--episodes", "1000"], cwd=tmp_path,
@@ -311,6 +316,7 @@ def _console_script() -> str:
     return found
 
 
+@pytest.mark.slow
 def test_installed_console_script_runs_demo_info_and_replay(tmp_path):
     exe = _console_script()
 
@@ -322,8 +328,8 @@ def test_installed_console_script_runs_demo_info_and_replay(tmp_path):
     assert demo.returncode == 0, demo.stderr
     assert (tmp_path / "runs" / "demo.h5").is_file()
     assert "swings caught the ball" in demo.stdout
-    reference = next(line for line in demo.stdout.splitlines() if line.split()[:2] == ["1", "reference"])
-    assert reference.split()[3] == "yes"
+    reference = next(line for line in demo.stdout.splitlines() if line.split()[:3] == ["0", "1", "reference"])
+    assert reference.split()[4] == "yes"
     channel = demo_channel_of(demo.stdout)
     assert channel.startswith("demo") and not demo_shm(int(channel[4:].split("-")[0]))
     info = run("info", "runs/demo.h5")
@@ -339,6 +345,7 @@ def test_installed_console_script_runs_demo_info_and_replay(tmp_path):
     assert version.returncode == 0 and episodic.__version__ in version.stdout
 
 
+@pytest.mark.slow
 def test_serve_refuses_an_unknown_task_without_a_traceback(tmp_path):
     result = subprocess.run([_console_script(), "serve", "--task", "nosuch", "--channel", f"cli{tmp_path.name[-8:]}"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=120)

@@ -30,8 +30,9 @@ from episodic.log import read_episodes
 from episodic.protocol import Flag
 from episodic.runner import Runner
 from episodic.tasks import make_task
-from tests.bridge_helpers import ROOT, Served, assert_same_steps, channel_name, shm_leftovers
-from tests.conftest import wave
+from tests.helpers import ROOT, Served, assert_same_steps, channel_name, shm_leftovers, wave
+
+pytestmark = pytest.mark.slow  # Octave, a C compiler and served runners
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
 CONTEXT = [0.5, 0.2, 1.5]
@@ -119,15 +120,16 @@ def cases(stdout: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-@pytest.fixture
-def wrong_version(tmp_path):
-    """A served channel whose header claims the next protocol version."""
+@pytest.fixture(params=[VERSION - 1, VERSION + 1], ids=["previous", "next"])
+def wrong_version(request):
+    """A served channel whose header claims the previous or the next protocol version; the
+    runner and that version."""
     with Served(channel_name()) as s:
         chan = Channel.attach(s.channel)
         blocks = Blocks(chan.mm, chan.layout)
-        blocks.header["version"] = VERSION + 1
+        blocks.header["version"] = request.param
         try:
-            yield s
+            yield s, request.param
         finally:
             blocks.header["version"] = VERSION
             blocks.release()
@@ -141,6 +143,8 @@ def test_c_example_runs_a_reach_episode(c_example, tmp_path):
         assert s.stop() == 0
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("flag 0 (OK)") == 4 and "flags 0" in out.stdout
+    start = re.search(r"start posture:((?: -?[\d.]+){7}) rad", out.stdout)
+    np.testing.assert_allclose([float(x) for x in start.group(1).split()], HOME, rtol=0, atol=5e-5)  # reach's
     rows = int(re.search(r"log: (\d+) rows", out.stdout).group(1))
     (episode,) = read_episodes(tmp_path / "c.h5")
     assert episode.attrs["flag"] == Flag.OK and episode.attrs["n_steps"] == rows >= 1500
@@ -149,14 +153,112 @@ def test_c_example_runs_a_reach_episode(c_example, tmp_path):
 
 
 def test_c_client_errors(c_example, wrong_version):
-    out = subprocess.run([str(c_example), wrong_version.channel], capture_output=True, text=True, timeout=60)
+    served, version = wrong_version
+    out = subprocess.run([str(c_example), served.channel], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
-    assert f"channel '{wrong_version.channel}' speaks protocol version {VERSION + 1}" in out.stderr
+    assert f"channel '{served.channel}' speaks protocol version {version}, this client version {VERSION}" in out.stderr
     out = subprocess.run([str(c_example), "no-such-channel"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "no runner serves channel 'no-such-channel'" in out.stderr
 
 
+START_AT_THE_POSTURE_C = r"""
+/* Start an episode at the task's start posture, print the start reply's posture, hold it for one
+ * 0.2 s segment that begins there, print that reply's flag and posture. */
+#include "episodic_client.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+static void print(const char *what, const ep_reply *r)
+{
+    int j;
+    printf("%s %d %d", what, r->flag, r->n_dofs);
+    for (j = 0; j < r->n_dofs; j++)
+        printf(" %.17g", r->posture[j]);
+    printf("\n");
+}
+
+int main(int argc, char **argv)
+{
+    ep_client *c;
+    ep_reply r;
+    double *q;
+    int i, n;
+    if (argc < 2 || ep_attach(argv[1], 10.0, &c) != EP_OK || ep_start(c, EP_NEXT, 1, NULL, NULL, 0, &r) != EP_OK) {
+        fprintf(stderr, "%s\n", ep_last_error());
+        return 1;
+    }
+    print("START", &r);
+    n = r.n_dofs;
+    q = malloc(sizeof(double) * 100 * (size_t)n);
+    for (i = 0; i < 100 * n; i++)
+        q[i] = r.posture[i % n];
+    if (ep_send_trajectory(c, EP_NEXT, EP_DEFAULT, q, NULL, NULL, 100, 0.0, 0.0, &r) != EP_OK) {
+        fprintf(stderr, "%s\n", ep_last_error());
+        return 1;
+    }
+    print("SEGMENT", &r);
+    free(q);
+    ep_detach(c);
+    return 0;
+}
+"""
+
+
+def postures(stdout: str) -> dict[str, tuple[int, np.ndarray]]:
+    """The 'NAME flag n_dofs posture...' lines of the start-posture programs: name -> (flag, posture)."""
+    out = {}
+    for line in stdout.splitlines():
+        if not line.startswith(("START ", "SEGMENT ")):
+            continue
+        name, flag, n, *values = line.split()
+        assert int(n) == len(values), line
+        out[name] = (int(flag), np.array([float(v) for v in values]))
+    return out
+
+
+def assert_started_at_ball_in_cup_posture(found: dict[str, tuple[int, np.ndarray]]) -> None:
+    """The start reply's posture is ball_in_cup's start posture (not home: j6, j7 differ); the
+    segment begun there ran and holds it."""
+    with Runner(make_task("ball_in_cup")) as r:
+        expected, home, tolerance = r.task.start_posture(r.robot), r.robot.home, r.robot.goto.tolerance_q
+    flag, start = found["START"]
+    assert flag == Flag.OK
+    np.testing.assert_allclose(start, expected, rtol=0, atol=tolerance)
+    np.testing.assert_array_equal(np.flatnonzero(start != home), [5, 6])
+    assert found["SEGMENT"][0] == Flag.OK
+    np.testing.assert_array_equal(found["SEGMENT"][1], start)
+
+
+def test_c_start_reply_gives_the_start_posture(tmp_path):
+    require("cc")
+    source = tmp_path / "start_posture.c"
+    source.write_text(START_AT_THE_POSTURE_C)
+    program = tmp_path / "start_posture"
+    built = subprocess.run(["cc", "-std=c99", "-O2", "-Wall", f"-I{C_CLIENT}", "-o", str(program), str(source),
+                            str(C_CLIENT / "episodic_client.c"), "-lrt", "-lpthread"],
+                           capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    with Served(channel_name(), task="ball_in_cup") as s:
+        out = subprocess.run([str(program), s.channel], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert_started_at_ball_in_cup_posture(postures(out.stdout))
+
+
 # -- Octave ----------------------------------------------------------------------------------
+def test_octave_start_reply_gives_the_start_posture(mex_dir):
+    with Served(channel_name(), task="ball_in_cup") as s:
+        code = f"""
+            SLConnect('{s.channel}');
+            [~, ~, f, info] = SLSendTrajectory([], 0, 0, 1, [], 10);
+            printf('START %d %d%s\\n', f, columns(info.posture), sprintf(' %.17g', info.posture));
+            [~, ~, f, info] = SLSendTrajectory(repmat(info.posture, 100, 1), 0, 1, 1, [], 10);
+            printf('SEGMENT %d %d%s\\n', f, columns(info.posture), sprintf(' %.17g', info.posture));
+            SLDisconnect();
+        """
+        out = run_octave(code, mex_dir)
+    assert_started_at_ball_in_cup_posture(postures(out.stdout))
+
+
 def reach_commands(episode_id: int):
     """Start at a posture with a context, a gain set, then three segments: 250 Hz samples; with
     qd and qdd; held at the end."""
@@ -192,11 +294,12 @@ def test_octave_episode_is_bit_identical_to_python(mex_dir, tmp_path):
         python_replies = [runner.send(c) for c in commands]
     assert [r.flag for r in python_replies] == [Flag.OK] * 5
 
-    replies = np.fromfile(data / "replies.bin").reshape(5, -1)  # reward, flag, episode_id, n_steps, state
+    replies = np.fromfile(data / "replies.bin").reshape(5, -1)  # reward, flag, episode_id, n_steps, state, posture
     assert replies[:, 0].tobytes() == np.array([r.reward for r in python_replies]).tobytes()
     assert list(replies[:, 1]) == [0] * 5 and list(replies[:, 2]) == [episode_id] * 5
     assert list(replies[:, 3]) == [r.n_steps for r in python_replies]
-    assert replies[:, 4:].tobytes() == np.array([r.state for r in python_replies]).tobytes()
+    assert replies[:, 4:-7].tobytes() == np.array([r.state for r in python_replies]).tobytes()
+    assert replies[:, -7:].tobytes() == np.array([r.posture for r in python_replies]).tobytes()
 
     (octave,), (python,) = read_episodes(tmp_path / "octave.h5"), read_episodes(tmp_path / "python.h5")
     assert octave.attrs["episode_id"] == python.attrs["episode_id"] == episode_id
@@ -263,10 +366,11 @@ def test_octave_errors_name_the_problem(mex_dir, tmp_path):
 
 
 def test_octave_version_mismatch(mex_dir, wrong_version):
-    out = run_octave(f"expect_error('version', @() SLConnect('{wrong_version.channel}'))", mex_dir)
+    served, version = wrong_version
+    out = run_octave(f"expect_error('version', @() SLConnect('{served.channel}'))", mex_dir)
     ident, message = cases(out.stdout)["version"]
     assert ident == "episodic:version"
-    assert (f"the runner on channel '{wrong_version.channel}' speaks protocol version {VERSION + 1}, "
+    assert (f"the runner on channel '{served.channel}' speaks protocol version {version}, "
             f"this client version {VERSION}") in message
 
 

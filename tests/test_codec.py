@@ -21,8 +21,7 @@ from episodic.log import read_episodes
 from episodic.protocol import Flag, MachineState, Reply
 from episodic.runner import Runner
 from episodic.tasks import make_task
-from tests.bridge_helpers import Served, assert_same_steps, channel_name
-from tests.conftest import wave
+from tests.helpers import Served, assert_same_steps, channel_name, wave
 
 N, MAX_SAMPLES, MAX_CONTEXT = 7, 50, 8
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
@@ -108,13 +107,21 @@ def test_a_block_that_is_no_command_decodes_as_malformed(blocks):
 
 def test_replies_round_trip(blocks):
     reply = Reply(2**41, 3, Flag.SAFETY_ABORT, -1.25e-3, np.array([0.5, np.nan]), 1234, True,
-                  "joint velocity over its limit ✓", MachineState.RESTART)
+                  "joint velocity over its limit ✓", MachineState.RESTART, HOME + 0.125)
     encode_reply(blocks, ReplyBlock(77, reply, 1000, True))
     answer = decode_reply(blocks)
     assert (answer.seq, answer.log_rows, answer.log_truncated) == (77, 1000, True)
     for name in reply.__dataclass_fields__:
         x, y = getattr(reply, name), getattr(answer.reply, name)
-        assert x.tobytes() == y.tobytes() if name == "state" else x == y, name
+        assert x.tobytes() == y.tobytes() if name in ("state", "posture") else x == y, name
+
+
+def test_a_reply_without_posture_goes_out_as_nan(blocks):
+    """The bridge's own could-not-write-the-reply answer has no posture: NaN on the wire."""
+    reply = Reply(1, 1, Flag.INTERNAL_ERROR, 0.0, np.full(2, np.nan), 0, True, "could not write")
+    encode_reply(blocks, ReplyBlock(78, reply, 0, False))
+    posture = decode_reply(blocks).reply.posture
+    assert posture.shape == (N,) and np.isnan(posture).all()
 
 
 def learner(runner) -> list[Reply]:

@@ -366,6 +366,7 @@ def only_command_error(cmd):
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, derandomize=True, report_multiple_bugs=False,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(garbled_commands())

@@ -20,8 +20,7 @@ from episodic.machine import Flag
 from episodic.replay import replay
 from episodic.runner import Runner
 from episodic.tasks import make_task
-from tests.conftest import wave
-from tests.test_machine import run_episode
+from tests.helpers import run_episode, wave
 
 
 @pytest.fixture
@@ -100,7 +99,7 @@ import sys, numpy as np
 from episodic.runner import Runner
 from episodic.commands import StartCommand, TrajectoryCommand
 from episodic.tasks import make_task
-from tests.conftest import wave
+from tests.helpers import wave
 r = Runner(make_task("reach"), log=sys.argv[1])
 for ep in range(1, 3):
     r.send(StartCommand(ep, 2))
@@ -115,6 +114,7 @@ while True:  # an endless episode, killed from outside
 """
 
 
+@pytest.mark.slow
 def test_killed_run_leaves_a_readable_file(tmp_path):
     path = tmp_path / "killed.h5"
     proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN, str(path)], stdout=subprocess.PIPE,

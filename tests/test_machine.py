@@ -7,15 +7,9 @@ import pytest
 from episodic.commands import (Feedforward, GainsCommand, ResetCommand, StartCommand,
                                TrajectoryCommand)
 from episodic.machine import Flag, MachineState
-from tests.conftest import wave
-
-
-def run_episode(runner, episode_id, n_segments=3, context=(0.5, 0.2, 1.5)):
-    home = runner.robot.home
-    replies = [runner.send(StartCommand(episode_id, n_segments, context=np.array(context)))]
-    for k in range(1, n_segments + 1):
-        replies.append(runner.send(TrajectoryCommand(episode_id, k, n_segments, wave(home))))
-    return replies
+from episodic.runner import Runner
+from episodic.tasks import TASKS, make_task
+from tests.helpers import run_episode, wave
 
 
 def test_three_segment_episode_runs_in_order(runner):
@@ -142,6 +136,7 @@ def test_velocity_over_the_limit_aborts_with_the_safety_flag(runner):
     jump[10:, 0] += 1.5  # a step of 1.5 rad on joint 1: the PD drives it past its velocity limit
     reply = runner.send(TrajectoryCommand(1, 1, 2, jump))
     assert reply.flag == Flag.SAFETY_ABORT and "j1" in reply.message
+    np.testing.assert_array_equal(reply.posture, runner.robot.clamp(runner.sim.q))  # held where it stopped
     assert 0 < reply.n_steps < 400 and reply.episode_done
     ep = runner.episodes[0]
     assert ep.flag == Flag.SAFETY_ABORT
@@ -224,6 +219,9 @@ def test_segment_far_from_the_held_posture_is_refused(runner):
     reply = runner.send(TrajectoryCommand(1, 1, 2, far))
     assert reply.flag == Flag.DISCONTINUOUS and "j3" in reply.message and reply.n_steps == 0
     assert runner.episodes[0].flag == Flag.DISCONTINUOUS
+    # the message and the reply say where to start: the posture held
+    np.testing.assert_array_equal(reply.posture, home)
+    assert f"start it at the held posture {(np.round(home, 4) + 0.0).tolist()} rad" in reply.message
     # a segment that starts where the held posture is, within the allowance, runs
     runner.send(StartCommand(2, 1))
     near = wave(home) + np.array([0, 0, 0.09, 0, 0, 0, 0])
@@ -262,3 +260,28 @@ def test_a_refused_segment_is_stored_once_and_replays(tmp_path, bad):
     (ep,) = read_episodes(path)
     assert len(ep.commands) == 2
     assert replay(path).identical
+
+
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_a_learner_that_starts_at_the_reply_posture_is_never_discontinuous(task):
+    """The start reply's posture is the task's start posture (ball_in_cup's differs from the
+    robot's home on j6 and j7); every reply's posture is where the next segment must start."""
+    with Runner(make_task(task)) as r:
+        robot = r.robot
+        expected = r.task.start_posture(robot)
+        start = r.send(StartCommand(1, 3))
+        assert start.flag == Flag.OK
+        np.testing.assert_allclose(start.posture, expected, rtol=0, atol=robot.goto.tolerance_q)
+        if task == "ball_in_cup":
+            np.testing.assert_allclose(r.sim.q, start.posture, rtol=0, atol=robot.goto.tolerance_q)
+            np.testing.assert_array_equal(np.flatnonzero(start.posture != robot.home), [5, 6])  # j6, j7
+        reply = start
+        for k in range(1, 4):
+            q = wave(reply.posture, amplitude=0.1, phase=0.3 * k)  # ends 0.06 rad away from its start
+            reply = r.send(TrajectoryCommand(1, k, 3, q))
+            assert reply.flag == Flag.OK, reply.message
+            np.testing.assert_array_equal(reply.posture, robot.clamp(q[-1]))
+        # a gain set holds where the last segment ended
+        r.send(StartCommand(2, 2))
+        gains = r.send(GainsCommand(2, 1, 2, robot.kp, robot.kd, wait_time=0.05))
+        np.testing.assert_array_equal(gains.posture, expected)

@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from examples.power_ball_in_cup import (
     N_PARAMS,
@@ -29,7 +30,10 @@ from examples.power_ball_in_cup import (
     start_swing,
     swing_params,
 )
-from tests.bridge_helpers import ROOT, Served, channel_name, shm_leftovers
+from tests.helpers import ROOT, Served, channel_name, shm_leftovers
+
+
+pytestmark = pytest.mark.slow  # a learner over a served runner
 
 BUDGET = 40
 

@@ -13,7 +13,7 @@ import pytest
 
 from episodic.columns import step_widths
 from episodic.bridge.layout import COMMAND, HEADER, LOG_COLUMN, NAME_BYTES, REPLY, Layout, Sizes
-from tests.bridge_helpers import ROOT, Served, channel_name, shm_leftovers
+from tests.helpers import ROOT, Served, channel_name, shm_leftovers
 
 README = ROOT / "README.md"
 PROTOCOL = ROOT / "docs" / "protocol.md"
@@ -27,6 +27,7 @@ def python_blocks(markdown: str, heading: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", section, flags=re.M | re.S)
 
 
+@pytest.mark.slow
 def test_readme_learner_runs_against_a_served_runner():
     learner, in_process = python_blocks(README.read_text(), "## A learner in Python")
     assert learner.count(CHANNEL_AS_PRINTED) == 1, "the example attaches to the default channel as printed"
@@ -53,6 +54,7 @@ def test_readme_learner_runs_against_a_served_runner():
     assert namespace["same"].flag.name == "OK"
 
 
+@pytest.mark.slow
 def test_every_readme_code_block_is_tested():
     """Python blocks run above; every command of a shell block names a program that exists here
     (benchmark scripts answer --help; the install lines are what CI runs)."""

@@ -17,7 +17,9 @@ from episodic.protocol import Flag, MachineState
 from episodic.runner import Runner
 from episodic.tasks import make_task
 from episodic.trajectory import min_jerk
-from tests.bridge_helpers import ROOT, Served, channel_name, shm_leftovers
+from tests.helpers import ROOT, Served, channel_name, shm_leftovers
+
+pytestmark = pytest.mark.slow  # wall-clock paced runners
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
 DT = 0.002
@@ -59,6 +61,7 @@ def held_within(steps: dict, waiting: np.ndarray) -> float:
 DYING_LEARNER = """
 import os, sys, numpy as np
 from episodic.bridge import Client
+
 c = Client(sys.argv[1], timeout=10)
 c.start_episode(max_commands=5, episode_id=9)
 os._exit(0)

@@ -16,8 +16,7 @@ from episodic.commands import (Feedforward, GainsCommand, ResetCommand, StartCom
 from episodic.protocol import Flag
 from episodic.runner import Runner
 from episodic.tasks import make_task
-from tests.bridge_helpers import Served, channel_name, raw_channel, raw_exchange
-from tests.conftest import wave
+from tests.helpers import Served, channel_name, raw_channel, raw_exchange, wave
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
 N = HOME.size
@@ -172,6 +171,7 @@ def write_block(blocks, episode_id: int, kind: int, index: int, draw) -> None:
             c[field] = draw(st.sampled_from([-1, 0, 4, 2**31 - 1, blocks.layout.sizes.max_samples]))
 
 
+@pytest.mark.slow
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(data=st.data())

@@ -1,23 +1,19 @@
 """ball_in_cup with real MuJoCo: the scene, the string's physics, the catch test, the
-reference swing (in-process, over the bridge from another process, replayed)."""
+reference swing (over the bridge and replayed: tests/test_tasks_over_bridge.py)."""
 from __future__ import annotations
 
 import mujoco
 import numpy as np
 import pytest
 
-from episodic.bridge import Client
 from episodic import demo
 from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.log import read_episodes, read_metadata
+from episodic.log import read_metadata
 from episodic.protocol import Flag
-from episodic.robot import load_robot
-from episodic.replay import replay
 from episodic.runner import Runner
 from examples.ball_in_cup_reference import reference_commands
 from episodic.tasks import TaskError, make_task
 from episodic.tasks.ball_in_cup import BallInCup
-from tests.bridge_helpers import Served, assert_same_steps, channel_name, shm_leftovers
 
 COLUMNS = BallInCup.columns
 G = 9.81
@@ -229,29 +225,3 @@ def test_perturbed_reference_swings_run(runner):
     for r in rows:
         assert (r.episode_return > BallInCup.CATCH_BONUS) == r.caught
 
-
-def test_reference_over_the_bridge_is_bit_identical_and_replays(tmp_path):
-    before = shm_leftovers()
-    robot = load_robot("wam")
-    commands = reference_commands(robot, 1) + demo.swing_commands(
-        robot, demo.perturbed_swing(demo.REFERENCE_SWING, np.random.default_rng(4)), 2)
-    channel = channel_name()
-    with Served(channel, tmp_path / "bridge.h5", "--seed", "3", "--param", "rest_time=0.2", task="ball_in_cup") as s:
-        with Client(channel, timeout=30) as client:
-            replies = [client.send(c) for c in commands]
-        assert s.stop() == 0
-    assert shm_leftovers() == before
-    with Runner(make_task("ball_in_cup"), log=tmp_path / "local.h5", seed=3) as r:
-        local = [r.send(c) for c in commands]
-    assert [x.flag for x in replies] == [Flag.OK] * len(commands)
-    assert [x.reward for x in replies] == [x.reward for x in local]
-    assert [x.state.tobytes() for x in replies] == [x.state.tobytes() for x in local]
-    bridged, here = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
-    assert len(bridged) == len(here) == 2 and bridged[0].attrs["success"]
-    for b, h in zip(bridged, here):
-        assert_same_steps(h, b)
-        assert b.attrs["return"] == h.attrs["return"]
-    assert read_metadata(tmp_path / "bridge.h5")["task_params"]["rest_time"] == 0.2
-    report = replay(tmp_path / "bridge.h5")
-    assert report.identical, report.differences
-    assert len(report.episodes) == 2

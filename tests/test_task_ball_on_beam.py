@@ -1,19 +1,16 @@
-"""ball_on_beam with real MuJoCo: rolling physics, the reference gain set, a bad gain set, and the
-task over the bridge from another process, bit-identical to in-process and to its replay."""
+"""ball_on_beam with real MuJoCo: rolling physics, the reference gain set and a bad gain set (over
+the bridge and replayed: tests/test_tasks_over_bridge.py)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from episodic.bridge import Client
 from episodic.commands import GainsCommand, StartCommand
-from episodic.log import read_episodes, read_metadata
 from episodic.protocol import Flag
-from episodic.replay import replay
 from episodic.runner import Runner
-from examples.ball_on_beam_reference import reference_commands
 from episodic.tasks import TaskError, make_task
-from tests.bridge_helpers import Served, assert_same_steps, channel_name, shm_leftovers
+from examples.ball_on_beam_reference import reference_commands
+from tests.helpers import run_commands
 
 G = 9.81
 
@@ -31,11 +28,6 @@ def stiff_gains(robot):
     return kp, kd
 
 
-def run_episode(runner, commands):
-    runner.episodes.clear()
-    replies = [runner.send(c) for c in commands]
-    (episode,) = runner.episodes
-    return replies, episode, episode.steps()
 
 
 @pytest.mark.parametrize("tilt, x0", [(0.05, 0.3), (-0.1, -0.3)])
@@ -44,7 +36,7 @@ def test_a_ball_on_a_tilted_beam_rolls_at_five_sevenths_g_sin_theta(runner, tilt
     posture = runner.task.start_posture(robot)
     posture[6] = tilt  # near the start posture the beam angle is q7
     kp, kd = stiff_gains(robot)
-    _, episode, steps = run_episode(runner, [StartCommand(1, 1, posture=posture, context=[x0]),
+    _, episode, steps = run_commands(runner, [StartCommand(1, 1, posture=posture, context=[x0]),
                                              GainsCommand(1, 1, 1, kp, kd, wait_time=1.0)])
     state = steps["task_state"][steps["index"] == 1]
     x, xd, theta, on = state.T
@@ -62,7 +54,7 @@ def test_a_ball_at_rest_on_a_level_beam_stays_still(runner):
     rest at the centre stays put: it keeps the millimetres per second left from the start's
     settling, with no acceleration (creep or drift from the contact model)."""
     kp, kd = stiff_gains(runner.robot)
-    _, episode, steps = run_episode(runner, [StartCommand(1, 2, context=[0.0]),
+    _, episode, steps = run_commands(runner, [StartCommand(1, 2, context=[0.0]),
                                              GainsCommand(1, 1, 2, kp, kd, wait_time=0.5),
                                              GainsCommand(1, 2, 2, kp, kd, wait_time=2.0)])
     x, xd, theta, on = steps["task_state"][steps["index"] == 2].T
@@ -73,7 +65,7 @@ def test_a_ball_at_rest_on_a_level_beam_stays_still(runner):
 
 
 def test_the_reference_gain_set_keeps_the_ball_on_the_beam_and_centres_it(runner):
-    replies, episode, steps = run_episode(runner, reference_commands(runner.robot))
+    replies, episode, steps = run_commands(runner, reference_commands(runner.robot))
     assert [r.flag for r in replies] == [Flag.OK, Flag.OK]
     motion = steps["index"] == 1
     x, xd, theta, on = steps["task_state"][motion].T
@@ -89,7 +81,7 @@ def test_the_reference_gain_set_keeps_the_ball_on_the_beam_and_centres_it(runner
 
 def test_a_positive_feedback_gain_set_drops_the_ball_and_the_task_says_so(runner):
     commands = reference_commands(runner.robot, task_gains=[-0.6, -0.4])
-    replies, episode, steps = run_episode(runner, commands)
+    replies, episode, steps = run_commands(runner, commands)
     reply = replies[-1]
     x, xd, theta, on = reply.state
     assert reply.flag == Flag.OK and reply.episode_done
@@ -124,31 +116,3 @@ def test_context_sets_the_balls_start_position_and_velocity(runner):
     assert x == pytest.approx(-0.2, abs=1e-3) and xd == pytest.approx(0.3, abs=1e-3) and on == 1.0
     runner.send(GainsCommand(3, 1, 1, runner.robot.kp, runner.robot.kd, wait_time=0.01))
 
-
-def test_over_the_bridge_bit_identical_to_in_process_and_to_replay(tmp_path):
-    before = shm_leftovers()
-    params = ["--param", "beam_length=0.9", "--param", "x0=-0.15"]
-    robot_commands = None
-    channel = channel_name()
-    with Served(channel, tmp_path / "bridge.h5", "--seed", "3", *params, task="ball_on_beam") as served:
-        with Client(channel, timeout=30) as client:
-            from episodic.robot import load_robot
-            robot_commands = reference_commands(load_robot("wam"), episode_id=7)
-            replies = [client.send(c) for c in robot_commands]
-            fetched = client.get_episode()
-        assert served.stop() == 0
-    assert shm_leftovers() == before
-    assert [r.flag for r in replies] == [Flag.OK, Flag.OK] and replies[-1].episode_done
-    meta = read_metadata(tmp_path / "bridge.h5")
-    assert meta["task"] == "ball_on_beam" and meta["task_params"]["beam_length"] == 0.9
-    assert meta["state_columns"] == ["ball_x", "ball_xd", "beam_angle", "on_beam"]
-    with Runner(make_task("ball_on_beam", {"beam_length": 0.9, "x0": -0.15}), log=tmp_path / "local.h5", seed=3) as r:
-        local = [r.send(c) for c in robot_commands]
-    assert [a.reward for a in replies] == [b.reward for b in local]
-    (bridged,), (in_process,) = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
-    assert_same_steps(in_process, bridged, fetched)
-    assert bridged.attrs["return"] == in_process.attrs["return"] and bridged.attrs["success"]
-    x = bridged.steps["task_state"][:, 0]
-    assert x[np.flatnonzero(bridged.steps["index"] == 1)[0]] == pytest.approx(-0.15, abs=1e-3)
-    report = replay(tmp_path / "bridge.h5")
-    assert report.identical, report.differences

@@ -1,5 +1,5 @@
 """The tetherball task with real MuJoCo: the elastic string, the pendulum, the reward, the
-scripted reference stroke in-process and over the bridge, and replay."""
+scripted reference stroke (over the bridge and replayed: tests/test_tasks_over_bridge.py)."""
 from __future__ import annotations
 
 import importlib.util
@@ -7,14 +7,11 @@ import importlib.util
 import numpy as np
 import pytest
 
-from episodic.bridge import Client
 from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.log import read_episodes
 from episodic.machine import Flag, MachineState
-from episodic.replay import replay
 from episodic.runner import Runner
 from episodic.tasks import TaskError, make_task
-from tests.bridge_helpers import ROOT, Served, assert_same_steps, channel_name
+from tests.helpers import ROOT
 
 _spec = importlib.util.spec_from_file_location("tetherball_reference", ROOT / "examples" / "tetherball_reference.py")
 reference = importlib.util.module_from_spec(_spec)
@@ -223,27 +220,3 @@ def test_rewards_do_not_depend_on_how_the_motion_is_split_into_segments():
         rows = steps["task_state"][steps["index"] == index]
         np.testing.assert_array_equal(col(rows, "min_distance"), np.minimum.accumulate(col(rows, "distance")))
 
-
-def test_reference_over_the_bridge_is_bit_identical_and_replays(tmp_path):
-    commands = reference_commands("wam", 5)
-    channel = channel_name()
-    with Served(channel, tmp_path / "bridge.h5", task="tetherball") as s:
-        with Client(channel, timeout=20) as client:
-            replies = [client.send(c) for c in commands]
-            fetched = client.get_episode()
-        assert s.stop() == 0
-    assert [x.flag for x in replies] == [Flag.OK] * 3
-    with Runner(make_task("tetherball"), log=tmp_path / "local.h5") as runner:
-        local_replies = [runner.send(c) for c in commands]
-        second = [runner.send(c) for c in reference_commands(runner.robot, 6, MIRRORED_55)]
-    assert [x.flag for x in second] == [Flag.OK] * 3
-    assert [x.reward for x in replies] == [x.reward for x in local_replies]
-    for remote, local in zip(replies, local_replies):
-        assert remote.state.tobytes() == local.state.tobytes()
-    (bridged,), (local, _) = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
-    assert_same_steps(local, bridged, fetched)
-    assert bridged.attrs["return"] == local.attrs["return"] and bridged.attrs["success"]
-    np.testing.assert_array_equal(fetched["distance"], local.steps["task_state"][:, 9])
-    for log in ("bridge.h5", "local.h5"):  # the second episode starts where the first left off
-        report = replay(tmp_path / log)
-        assert report.identical, report.differences

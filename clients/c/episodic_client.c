@@ -57,7 +57,8 @@ struct ep_client {
     uint64_t *column_offset;   /* from the start of the object */
     uint64_t command_offset, reply_offset, log_offset;
     uint64_t array_offset[8];  /* posture kp kd ki context q qd qdd, from the command block */
-    double *state;
+    double *state;             /* the last reply's state (n_state) */
+    double *posture;           /* the last reply's posture (n_dofs), rad */
     uint64_t seq;
     int64_t episode_id;
     int next_index;
@@ -257,6 +258,7 @@ void ep_detach(ep_client *c)
     free(c->column_width);
     free(c->column_offset);
     free(c->state);
+    free(c->posture);
     free(c);
 }
 
@@ -316,7 +318,7 @@ static int read_header(ep_client *c)
     q = COMMAND_BYTES + 8 * (4 * (uint64_t)n_dofs + max_context);
     command_bytes = q + 24 * (uint64_t)max_samples * n_dofs;
     reply_offset = command_offset + align64(command_bytes);
-    log_offset = reply_offset + align64(REPLY_BYTES + 8 * (uint64_t)n_state);
+    log_offset = reply_offset + align64(REPLY_BYTES + 8 * ((uint64_t)n_state + n_dofs));
     total = log_offset;
     table = h + HEADER_BYTES + (uint64_t)EP_NAME_BYTES * n_state;
     for (i = 0; i < n_cols; i++)  /* width of column i times the rows, each rounded up to 64 bytes */
@@ -355,7 +357,9 @@ static int read_header(ep_client *c)
     c->column_width = calloc(n_cols ? n_cols : 1, sizeof *c->column_width);
     c->column_offset = calloc(n_cols ? n_cols : 1, sizeof *c->column_offset);
     c->state = calloc(n_state ? n_state : 1, sizeof *c->state);
-    if (!c->state_names || !c->column_names || !c->column_width || !c->column_offset || !c->state)
+    c->posture = calloc(n_dofs, sizeof *c->posture);
+    if (!c->state_names || !c->column_names || !c->column_width || !c->column_offset || !c->state ||
+        !c->posture)
         return fail(EP_ERR_SYSTEM, "channel '%s': out of memory", ch);
     for (i = 0; i < n_state; i++)
         memcpy(c->state_names[i], h + HEADER_BYTES + EP_NAME_BYTES * i, EP_NAME_BYTES);
@@ -498,7 +502,7 @@ static int wait_reply(ep_client *c, ep_reply *out)
 {
     double deadline = monotonic_now() + c->timeout;
     const unsigned char *r = c->base + c->reply_offset;
-    int taken_over, n_state = c->info.n_state;
+    int taken_over, n_state = c->info.n_state, n_dofs = c->info.n_dofs;
 
     for (;;) {
         double left = deadline - monotonic_now();
@@ -532,10 +536,13 @@ static int wait_reply(ep_client *c, ep_reply *out)
         out->log_truncated = get_i32(r + 48);
         memcpy(out->message, r + 56, EP_MESSAGE_BYTES);
         doubles_from_wire(c->state, r + REPLY_BYTES, (size_t)n_state);
+        doubles_from_wire(c->posture, r + REPLY_BYTES + 8 * (size_t)n_state, (size_t)n_dofs);
         lock_give(c, taken_over);
         out->message[EP_MESSAGE_BYTES] = '\0';
         out->n_state = n_state;
         out->state = c->state;
+        out->n_dofs = n_dofs;
+        out->posture = c->posture;
         c->log_rows = out->log_rows < 0 ? 0 : out->log_rows;
         if (c->log_rows > c->info.max_log_steps)
             c->log_rows = c->info.max_log_steps;

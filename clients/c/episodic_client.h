@@ -1,11 +1,12 @@
 /*
  * episodic_client.h: a C client for `episodic serve` (the shared-memory protocol of
- * docs/protocol.md, version 1). It mirrors the Python client, bridge/client.py.
+ * docs/protocol.md, version 2). It mirrors the Python client, bridge/client.py.
  *
  *     ep_client *c;
  *     ep_reply r;
  *     if (ep_attach("default", 30.0, &c) != EP_OK) { fprintf(stderr, "%s\n", ep_last_error()); ... }
  *     ep_start(c, EP_NEXT, 1, NULL, context, 3, &r);          start posture of the task, context
+ *     (r.posture: the start posture reached, n_dofs rad; start the first segment there)
  *     ep_send_trajectory(c, EP_NEXT, EP_DEFAULT, q, NULL, NULL, n_samples, 0.0, 0.0, &r);
  *     rows = ep_log_rows(c);  ep_get_log(c, "q", buffer, rows, &rows);
  *     ep_detach(c);
@@ -29,7 +30,7 @@
 extern "C" {
 #endif
 
-#define EP_PROTOCOL_VERSION 1
+#define EP_PROTOCOL_VERSION 2
 #define EP_NAME_BYTES 32     /* longest state / log column name */
 #define EP_MESSAGE_BYTES 256 /* longest reply message */
 #define EP_NEXT (-1)         /* episode id: the client's next one; index: the next of the episode */
@@ -84,7 +85,11 @@ typedef struct {
     double control_rate; /* Hz */
 } ep_info;
 
-/* A reply. `state` points into the client (n_state values) and stays valid until the next command. */
+/* A reply. `state` (n_state values) and `posture` (n_dofs values) point into the client and stay
+ * valid until the next command. `posture` is the posture the robot holds after the command, rad:
+ * after a start, the start posture reached; after a segment, a gain set or a refusal, where the
+ * next segment must start (its first sample within the robot's max_start_jump, WAM 0.1 rad, else
+ * EP_FLAG_DISCONTINUOUS). */
 typedef struct {
     uint64_t seq;
     int64_t episode_id;
@@ -98,7 +103,9 @@ typedef struct {
     int log_truncated;
     char message[EP_MESSAGE_BYTES + 1];
     int n_state;
-    const double *state;
+    const double *state;  /* task state after the command (NaN when refused) */
+    int n_dofs;
+    const double *posture;/* posture held after the command, rad */
 } ep_reply;
 
 /* Attach to `channel` (1-64 of A-Z a-z 0-9 _ -): map the object, open the semaphores, check
@@ -118,7 +125,8 @@ int64_t ep_episode_id(const ep_client *c);
 void ep_set_episode_id(ep_client *c, int64_t episode_id);
 
 /* Index 0: go to `posture` (n_dofs rad; NULL = the task's start posture), reset the task from
- * `context` (n_context values). episode_id EP_NEXT: the current id + 1. */
+ * `context` (n_context values); reply->posture is the start posture reached, where the first
+ * segment must start. episode_id EP_NEXT: the current id + 1. */
 int ep_start(ep_client *c, int64_t episode_id, int max_commands, const double *posture,
              const double *context, int n_context, ep_reply *reply);
 

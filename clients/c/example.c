@@ -4,8 +4,10 @@
  *     episodic serve --task reach --channel demo &
  *     make && ./build/example demo
  *
- * Starts an episode with a target (the context), sends three 1 s segments around the WAM's home
- * posture, prints each reply, fetches the episode log and prints its row count.
+ * Starts an episode with a target (the context) and prints the start posture its reply gives;
+ * sends three 1 s segments, each beginning at the posture the last reply gives (a segment must
+ * start within 0.1 rad of the posture held, or it is refused DISCONTINUOUS); prints each reply,
+ * fetches the episode log and prints its row count.
  * Exit status: 0 when every flag is OK, 1 on a client error, 2 when a flag is not OK.
  */
 #include "episodic_client.h"
@@ -17,18 +19,17 @@
 #define N_SEGMENTS 3
 #define N_SAMPLES 500 /* 1 s at the WAM's 500 Hz */
 
-static const double HOME[7] = {0, 0.5876, 0, 1.36, 0, -0.321, -1.57};
-
-/* A smooth n x 7 segment around HOME (row-major): joint j moves by
- * amplitude * (sin(pi t + phase) - sin(phase)) * (1 - 0.7 j / 6), t = 1/n .. 1. */
-static void wave(double *q, int n, double amplitude, double phase)
+/* A smooth n x 7 segment around `start` (7 rad; row-major): joint j moves by
+ * amplitude * (sin(pi t + phase) - sin(phase)) * (1 - 0.7 j / 6), t = 1/n .. 1, so it begins
+ * at `start` and leaves it smoothly. */
+static void wave(double *q, int n, const double *start, double amplitude, double phase)
 {
     const double pi = 3.14159265358979323846;
     int r, j;
     for (r = 0; r < n; r++) {
         double t = (double)(r + 1) / n, shape = sin(pi * t + phase) - sin(phase);
         for (j = 0; j < 7; j++)
-            q[r * 7 + j] = HOME[j] + amplitude * shape * (1.0 - 0.7 * j / 6.0);
+            q[r * 7 + j] = start[j] + amplitude * shape * (1.0 - 0.7 * j / 6.0);
     }
 }
 
@@ -72,8 +73,12 @@ int main(int argc, char **argv)
         goto error;
     print_reply("start", &reply);
     bad |= reply.flag != EP_FLAG_OK;
+    printf("start posture:");
+    for (k = 0; k < 7; k++)
+        printf(" %.4f", reply.posture[k]);
+    printf(" rad\n");
     for (k = 0; k < N_SEGMENTS && !bad; k++) {
-        wave(q, N_SAMPLES, 0.2, 0.1 * k);
+        wave(q, N_SAMPLES, reply.posture, 0.2, 0.1 * k); /* begins where the last reply says */
         if ((rc = ep_send_trajectory(c, EP_NEXT, EP_DEFAULT, q, NULL, NULL, N_SAMPLES, 0.0, 0.0, &reply)) != EP_OK)
             goto error;
         sprintf(what, "segment %d", k + 1);

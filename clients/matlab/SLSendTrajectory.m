@@ -8,7 +8,8 @@ function [reward, state, flag, info] = SLSendTrajectory(trajectory, waitTime, tr
 %     waitTime     unused
 %     maxCommands  segments the episode will have (1..1000)
 %     stateBuffer  the context, e.g. the reach target [x y z] m ([] for the task's default)
-%   The reply comes once the robot is at the start posture.
+%   The reply comes once the robot is at the start posture; info.posture is that posture
+%   (1 x n_dofs rad): start segment 1 there (within 0.1 rad on the WAM, else flag 8).
 %
 %   trajIdx k = 1..maxCommands sends segment k of the running episode:
 %     trajectory   desired joint positions, steps x n_dofs rad (one row per time step, one
@@ -24,9 +25,12 @@ function [reward, state, flag, info] = SLSendTrajectory(trajectory, waitTime, tr
 %   reward   the segment's reward (0 for a start)
 %   state    1 x n_state: the task state after the command (reach: target x y z, distance)
 %   flag     0 OK; 1 out of order, 2 stale episode, 3 invalid payload, 4 safety abort,
-%            5 timeout, 6 aborted by learner, 7 interrupted (the episode is then over)
+%            5 timeout, 6 aborted by learner, 7 interrupted, 8 discontinuous (the segment
+%            starts too far from the posture held), 9 internal error (the episode is then over)
 %   info     struct: episode_id, index, flag_name, n_steps, episode_done, machine_state,
-%            log_rows, log_truncated, message (why the flag is not OK), state
+%            log_rows, log_truncated, message (why the flag is not OK), state, posture
+%            (1 x n_dofs rad: the posture held after the command, where the next segment
+%            must start)
 %
 %   Matlab stores matrices column-major and the protocol row-major; the MEX file converts.
 if nargin < 6

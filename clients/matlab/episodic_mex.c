@@ -178,12 +178,12 @@ static mxArray *info_struct(void)
     return s;
 }
 
-/* [reward, state, flag, reply] */
+/* [reward, state, flag, reply]; reply.posture is 1 x n_dofs rad, the posture held after the command */
 static void reply_outputs(int nlhs, mxArray *plhs[], const ep_reply *r)
 {
     static const char *fields[] = {"episode_id", "index", "flag", "flag_name", "reward", "n_steps",
                                    "episode_done", "machine_state", "log_rows", "log_truncated", "message",
-                                   "state"};
+                                   "state", "posture"};
     mxArray *state = mxCreateDoubleMatrix(1, (size_t)r->n_state, mxREAL);
     if (r->n_state > 0)
         memcpy(mxGetPr(state), r->state, sizeof(double) * (size_t)r->n_state);
@@ -193,7 +193,7 @@ static void reply_outputs(int nlhs, mxArray *plhs[], const ep_reply *r)
     if (nlhs > 2)
         plhs[2] = mxCreateDoubleScalar(r->flag);
     if (nlhs > 3) {
-        mxArray *s = mxCreateStructMatrix(1, 1, 12, fields);
+        mxArray *s = mxCreateStructMatrix(1, 1, 13, fields), *posture;
         mxSetField(s, 0, "episode_id", mxCreateDoubleScalar((double)r->episode_id));
         mxSetField(s, 0, "index", mxCreateDoubleScalar(r->index));
         mxSetField(s, 0, "flag", mxCreateDoubleScalar(r->flag));
@@ -206,6 +206,9 @@ static void reply_outputs(int nlhs, mxArray *plhs[], const ep_reply *r)
         mxSetField(s, 0, "log_truncated", mxCreateDoubleScalar(r->log_truncated));
         mxSetField(s, 0, "message", mxCreateString(r->message));
         mxSetField(s, 0, "state", mxDuplicateArray(state));
+        posture = mxCreateDoubleMatrix(1, (size_t)r->n_dofs, mxREAL);
+        memcpy(mxGetPr(posture), r->posture, sizeof(double) * (size_t)r->n_dofs);
+        mxSetField(s, 0, "posture", posture);
         plhs[3] = s;
     }
     if (nlhs < 2)

@@ -2,7 +2,7 @@ function reach_episode(channel, data, episode_id)
 %REACH_EPISODE  The commands of tests/test_clients.py's bit-identity test, from Octave.
 %   data: folder with posture.bin, context.bin, gains.bin (n x 3 [kp kd ki]), q1.bin, q2.bin,
 %   qd2.bin, qdd2.bin, q3.bin (row-major float64). Writes replies.bin (one row per command:
-%   reward, flag, episode_id, n_steps, state) and one <field>.bin per SLGetEpisode field.
+%   reward, flag, episode_id, n_steps, state, posture) and one <field>.bin per SLGetEpisode field.
 SLConnect(channel);
 SLEpisodeId(episode_id);
 n = 7;
@@ -11,20 +11,20 @@ context = read_rows(fullfile(data, 'context.bin'), 3);
 gains = read_rows(fullfile(data, 'gains.bin'), 3);
 replies = [];
 [r, s, f, i] = SLSendTrajectory(posture, 0, 0, 4, context, 10);
-replies(end+1, :) = [r, f, i.episode_id, i.n_steps, s];
+replies(end+1, :) = [r, f, i.episode_id, i.n_steps, s, i.posture];
 [r, s, f, i] = SLSendController(gains, 0.05, 1, 4, [], 10, 'inverse_dynamics');
-replies(end+1, :) = [r, f, i.episode_id, i.n_steps, s];
+replies(end+1, :) = [r, f, i.episode_id, i.n_steps, s, i.posture];
 % segment 2: 250 Hz samples, the rate as the 7th argument
 [r, s, f, i] = SLSendTrajectory(read_rows(fullfile(data, 'q1.bin'), n), 0, 2, 4, [], 10, 250);
-replies(end+1, :) = [r, f, i.episode_id, i.n_steps, s];
+replies(end+1, :) = [r, f, i.episode_id, i.n_steps, s, i.posture];
 % segment 3: a struct with velocities and accelerations
 seg = struct('q', read_rows(fullfile(data, 'q2.bin'), n), 'qd', read_rows(fullfile(data, 'qd2.bin'), n), ...
              'qdd', read_rows(fullfile(data, 'qdd2.bin'), n));
 [r, s, f, i] = SLSendTrajectory(seg, 0, 3, 4, [], 10);
-replies(end+1, :) = [r, f, i.episode_id, i.n_steps, s];
+replies(end+1, :) = [r, f, i.episode_id, i.n_steps, s, i.posture];
 % segment 4: held 0.1 s at the end
 [r, s, f, i] = SLSendTrajectory(read_rows(fullfile(data, 'q3.bin'), n), 0.1, 4, 4, [], 10);
-replies(end+1, :) = [r, f, i.episode_id, i.n_steps, s];
+replies(end+1, :) = [r, f, i.episode_id, i.n_steps, s, i.posture];
 write_rows(fullfile(data, 'replies.bin'), replies);
 episode = SLGetEpisode();
 names = fieldnames(episode);
