@@ -7,7 +7,8 @@ from episodic.bridge.layout import COMMAND, HEADER, REPLY, Layout
 
 
 class Blocks:
-    """Views into ``buf`` laid out by ``layout``: header, command (+ arrays), reply (+ state), log."""
+    """Views into ``buf`` laid out by ``layout``: header, command (+ arrays), reply (+ state and
+    posture), log."""
 
     def __init__(self, buf, layout: Layout):
         self.buf = buf
@@ -20,8 +21,10 @@ class Blocks:
             for name, (off, shape) in layout.command_arrays().items()
         }
         self.reply = np.ndarray((), REPLY, buffer=buf, offset=layout.reply_offset)
-        self.reply_state = np.ndarray((len(s.state_names),), "<f8", buffer=buf,
-                                      offset=layout.reply_offset + REPLY.itemsize)
+        self.reply_arrays = {
+            name: np.ndarray(shape, "<f8", buffer=buf, offset=layout.reply_offset + off)
+            for name, (off, shape) in layout.reply_arrays().items()
+        }
         self.log = {
             name: np.ndarray((s.max_log_steps, width), "<f8", buffer=buf, offset=layout.log_offset + off)
             for name, width, off in layout.log_column_offsets()
@@ -29,6 +32,6 @@ class Blocks:
 
     def release(self) -> None:
         """Drop every view so the mapping can be closed."""
-        self.header = self.command = self.reply = self.reply_state = self.buf = None
-        self.command_arrays = {}
+        self.header = self.command = self.reply = self.buf = None
+        self.command_arrays = self.reply_arrays = {}
         self.log = {}

@@ -130,12 +130,6 @@ def decode_command(blocks: Blocks, c: dict) -> Command | MalformedCommand:
     return MalformedCommand(**head, reason=f"unknown command kind {kind}; use 0 start, 1 trajectory, 2 gains, 3 reset")
 
 
-def _reply_array(blocks: Blocks, name: str) -> np.ndarray:
-    """A view of the reply block's float64 array ``name`` (state (n_state,), posture (n_dofs,))."""
-    off, shape = blocks.layout.reply_arrays()[name]
-    return np.ndarray(shape, "<f8", buffer=blocks.buf, offset=blocks.layout.reply_offset + off)
-
-
 def encode_reply(blocks: Blocks, answer: ReplyBlock) -> None:
     """Write a reply, its task state, its posture (NaN when the reply has none) and the log-block
     bookkeeping into the reply block."""
@@ -145,14 +139,14 @@ def encode_reply(blocks: Blocks, answer: ReplyBlock) -> None:
                   log_rows=answer.log_rows, log_truncated=int(answer.log_truncated), pad=0,
                   message=r.message.encode()[:MESSAGE_BYTES])
     REPLY_STRUCT.pack_into(blocks.buf, blocks.layout.reply_offset, *[values[n] for n in REPLY.names])
-    _reply_array(blocks, "state")[:] = r.state
-    _reply_array(blocks, "posture")[:] = np.nan if r.posture is None else r.posture
+    blocks.reply_arrays["state"][:] = r.state
+    blocks.reply_arrays["posture"][:] = np.nan if r.posture is None else r.posture
 
 
 def decode_reply(blocks: Blocks) -> ReplyBlock:
     """Read the reply block (the inverse of encode_reply)."""
     r = dict(zip(REPLY.names, REPLY_STRUCT.unpack_from(blocks.buf, blocks.layout.reply_offset)))
-    reply = Reply(r["episode_id"], r["index"], Flag(r["flag"]), r["reward"], _reply_array(blocks, "state").copy(),
+    reply = Reply(r["episode_id"], r["index"], Flag(r["flag"]), r["reward"], blocks.reply_arrays["state"].copy(),
                   r["n_steps"], bool(r["episode_done"]), r["message"].rstrip(b"\0").decode(errors="replace"),
-                  MachineState(r["machine_state"]), _reply_array(blocks, "posture").copy())
+                  MachineState(r["machine_state"]), blocks.reply_arrays["posture"].copy())
     return ReplyBlock(r["seq"], reply, r["log_rows"], bool(r["log_truncated"]))

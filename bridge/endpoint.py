@@ -95,7 +95,7 @@ class Endpoint:
             except Exception as exc:  # noqa: BLE001 - the learner gets an answer whatever happens
                 log.exception("could not write the reply")
                 reply = Reply(reply.episode_id, reply.index, Flag.INTERNAL_ERROR, 0.0,
-                              np.full(len(self.blocks.reply_state), np.nan), 0, True,
+                              np.full(len(self.runner.state_names), np.nan), 0, True,
                               f"the runner could not write its reply ({type(exc).__name__}: {exc})",
                               posture=reply.posture)
                 encode_reply(self.blocks, ReplyBlock(c["seq"], reply, self._log_rows, False))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -127,16 +128,17 @@ class Sizes:
 
 @dataclass(frozen=True)
 class Layout:
-    """Byte offsets of every field for given Sizes."""
+    """Byte offsets of every field for given Sizes (computed once per layout: the codec reads them
+    with every command)."""
 
     sizes: Sizes
 
-    @property
+    @cached_property
     def header_bytes(self) -> int:
         s = self.sizes
         return HEADER.itemsize + NAME_BYTES * len(s.state_names) + LOG_COLUMN.itemsize * len(s.log_columns)
 
-    @property
+    @cached_property
     def command_offset(self) -> int:
         return _align(self.header_bytes)
 
@@ -152,12 +154,12 @@ class Layout:
             at += 8 * int(np.prod(shape))
         return out
 
-    @property
+    @cached_property
     def command_bytes(self) -> int:
         off, shape = self.command_arrays()["qdd"]
         return off + 8 * int(np.prod(shape))
 
-    @property
+    @cached_property
     def reply_offset(self) -> int:
         return self.command_offset + _align(self.command_bytes)
 
@@ -168,12 +170,12 @@ class Layout:
         return {"state": (REPLY.itemsize, (n_state,)),
                 "posture": (REPLY.itemsize + 8 * n_state, (self.sizes.n_dofs,))}
 
-    @property
+    @cached_property
     def reply_bytes(self) -> int:
         off, (n,) = self.reply_arrays()["posture"]
         return off + 8 * n
 
-    @property
+    @cached_property
     def log_offset(self) -> int:
         return self.reply_offset + _align(self.reply_bytes)
 
@@ -185,7 +187,7 @@ class Layout:
             at += _align(8 * width * self.sizes.max_log_steps)
         return out
 
-    @property
+    @cached_property
     def total_size(self) -> int:
         name, width, at = self.log_column_offsets()[-1]
         return self.log_offset + at + _align(8 * width * self.sizes.max_log_steps)
@@ -223,7 +225,9 @@ def read_header(buf) -> Layout:
         raise LayoutError("the shared-memory object is smaller than a header")
     head = np.ndarray((), HEADER, buffer=buf)
     if head["magic"].item() != MAGIC:
-        raise LayoutError(f"bad magic {head['magic'].item()!r}: not an episodic channel")
+        magic = head["magic"].item().decode("ascii", errors="replace")
+        raise LayoutError(f"the shared memory starts with '{magic}', not 'EPISODIC': it is not an episodic "
+                          f"channel (another program's object under this name?)")
     if int(head["version"]) != VERSION:
         raise LayoutError(f"the runner speaks protocol version {int(head['version'])}, "
                           f"this client version {VERSION}; use matching versions of episodic")
