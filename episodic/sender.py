@@ -9,6 +9,7 @@ episode id and the next index are tracked from what was sent.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from episodic.commands import (Command, Feedforward, GainsCommand, ResetCommand, StartCommand,
                                TrajectoryCommand)
@@ -48,8 +49,8 @@ class Sender:
         raise NotImplementedError
 
     # -- convenience calls ---------------------------------------------------
-    def start_episode(self, max_commands: int = 1, *, posture=None, context=None,
-                      episode_id: int | None = None) -> Reply:
+    def start_episode(self, max_commands: int = 1, *, posture: ArrayLike | None = None,
+                      context: ArrayLike | None = None, episode_id: int | None = None) -> Reply:
         """Index 0: go to ``posture`` (n_dofs,) rad or the task's default start, then reset the task
         from ``context`` (n_context,); the reply comes once the start is reached. ``episode_id``
         defaults to the previous one plus 1."""
@@ -57,16 +58,18 @@ class Sender:
         context = np.zeros(0) if context is None else np.asarray(context, dtype=float).ravel()
         return self.send(StartCommand(episode_id, max_commands, posture=posture, context=context))
 
-    def send_trajectory(self, q, *, qd=None, qdd=None, rate: float | None = None, wait_time: float = 0.0,
-                        index: int | None = None, max_commands: int | None = None) -> Reply:
+    def send_trajectory(self, q: ArrayLike, *, qd: ArrayLike | None = None, qdd: ArrayLike | None = None,
+                        rate: float | None = None, wait_time: float = 0.0, index: int | None = None,
+                        max_commands: int | None = None) -> Reply:
         """A segment: q, qd, qdd (n_samples, n_dofs) rad, rad/s, rad/s^2 at ``rate`` Hz (None: the
         control rate); the final posture is then held ``wait_time`` s. ``index`` and
         ``max_commands`` default to the next index of the running episode."""
         return self.send(TrajectoryCommand(self.episode_id, *self._position(index, max_commands), q, qd, qdd,
                                            rate, wait_time))
 
-    def send_gains(self, kp, kd, *, ki=None, feedforward: Feedforward | str | int = Feedforward.GRAVITY_COMPENSATION,
-                   wait_time: float = 0.0, task_gains=None, index: int | None = None,
+    def send_gains(self, kp: ArrayLike, kd: ArrayLike, *, ki: ArrayLike | None = None,
+                   feedforward: Feedforward | str | int = Feedforward.GRAVITY_COMPENSATION, wait_time: float = 0.0,
+                   task_gains: ArrayLike | None = None, index: int | None = None,
                    max_commands: int | None = None) -> Reply:
         """A gain set for the next segments: kp N m/rad, kd N m s/rad, ki N m/(rad s), (n_dofs,)
         each, and the feedforward mode (none, gravity_compensation, feedforward,
