@@ -2,13 +2,18 @@
 
 Names: ``/episodic.<uid>.<channel>`` for the memory and the same with ``.cmd`` (command
 ready), ``.reply`` (reply ready) and ``.lock`` (guards the blocks) for the semaphores,
-all created with mode 0600. The runner creates them, the client attaches.
+all created with mode 0600. The runner creates them, the client attaches; both refuse
+objects that belong to another user (``/dev/shm`` is world-writable, so anybody can create
+a file under a name meant for someone else). The runner holds an exclusive ``flock`` on the
+memory object for its lifetime: that lock, not the pid in the header, says whether it lives.
 """
 from __future__ import annotations
 
+import fcntl
 import logging
 import mmap
 import os
+import pwd
 import re
 
 import numpy as np
@@ -20,10 +25,19 @@ log = logging.getLogger("episodic.bridge")
 LOCK_TIMEOUT = 2.0  # s; a lock held longer belongs to a dead process and is taken over
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 DEFAULT_CHANNEL = "default"
+SHM_DIR = "/dev/shm"  # where Linux keeps POSIX shared memory (<name>) and named semaphores (sem.<name>)
 
 
-class ChannelBusy(RuntimeError):
+class ChannelError(RuntimeError):
+    """The channel cannot be created or used."""
+
+
+class ChannelBusy(ChannelError):
     """A live runner already serves this channel."""
+
+
+class ForeignChannel(ChannelError):
+    """An object of the channel belongs to another user."""
 
 
 def object_names(channel: str) -> dict[str, str]:
@@ -34,9 +48,43 @@ def object_names(channel: str) -> dict[str, str]:
     return {"shm": base, "cmd": base + ".cmd", "reply": base + ".reply", "lock": base + ".lock"}
 
 
+def object_paths(channel: str) -> dict[str, str]:
+    """The files behind a channel's objects on Linux: ``/dev/shm/<name>`` for the memory,
+    ``/dev/shm/sem.<name>`` for a semaphore."""
+    return {key: f"{SHM_DIR}/{'' if key == 'shm' else 'sem.'}{name[1:]}"
+            for key, name in object_names(channel).items()}
+
+
+def _user(uid: int) -> str:
+    """'name (uid N)', or 'uid N' for a uid without a name."""
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def refuse_foreign(channel: str, path: str, owner: int) -> None:
+    """Raise ForeignChannel unless ``owner`` (the uid owning ``path``) is this process's user."""
+    if owner != os.getuid():
+        raise ForeignChannel(f"channel '{channel}': {path} belongs to {_user(owner)}, not to you, "
+                             f"{_user(os.getuid())}; another user created it, so it is not used. "
+                             f"Have that user (or root) remove it, or choose another channel")
+
+
+def check_owned(channel: str) -> None:
+    """Raise ForeignChannel when an existing object of ``channel`` belongs to another user."""
+    for path in object_paths(channel).values():
+        try:
+            owner = os.lstat(path).st_uid
+        except FileNotFoundError:
+            continue
+        refuse_foreign(channel, path, owner)
+
+
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists and has not exited (a zombie, exited but not yet reaped by
-    its parent, counts as gone: a learner that started its own runner would otherwise wait)."""
+    its parent, counts as gone: a learner that started its own runner would otherwise wait).
+    Used for the learner's pid; a runner's liveness is its lock (``runner_holds``)."""
     if pid <= 0:
         return False
     try:
@@ -52,66 +100,89 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def runner_holds(fd: int) -> bool:
+    """Whether a live runner holds the memory object open as ``fd``: the runner keeps an
+    exclusive ``flock`` on it, which the kernel drops when the runner's process ends (also when
+    it is killed, and whatever process gets its pid later). Probed with a shared lock that is
+    given back at once."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
+
+
 def runner_pid_of(channel: str) -> int | None:
-    """The pid written in an existing channel's header, or None when there is none."""
+    """The pid of the live runner serving ``channel`` (from its header; 0 while it starts), or
+    None when none does: no objects, another user's, or the leftovers of a dead runner."""
     names = object_names(channel)
     try:
         shm = posix_ipc.SharedMemory(names["shm"])
-    except posix_ipc.ExistentialError:
+    except (posix_ipc.ExistentialError, posix_ipc.PermissionsError):
         return None
     try:
-        if shm.size < HEADER.itemsize:
+        if os.fstat(shm.fd).st_uid != os.getuid() or not runner_holds(shm.fd):
             return None
+        if shm.size < HEADER.itemsize:
+            return 0
         with mmap.mmap(shm.fd, HEADER.itemsize, prot=mmap.PROT_READ) as mm:
             head = np.frombuffer(mm, HEADER, count=1)[0].copy()
-        return int(head["runner_pid"]) if head["magic"] == MAGIC else None
+        return int(head["runner_pid"]) if head["magic"] == MAGIC else 0
     finally:
         shm.close_fd()
 
 
 class locked:
     """``with locked(sem):`` holds the blocks' lock. A lock not released within LOCK_TIMEOUT
-    belonged to a dead process: it is taken over, and on leaving it is given back only if
-    nobody else did, so the semaphore never counts above 1. (A class: cheaper than contextlib.)"""
+    is presumed to belong to a dead process and is taken over, once: the block is entered
+    without it. Whoever leaves gives the lock back only while its count is 0, so that when the
+    presumed-dead holder was merely paused, its late release and the taker's together leave the
+    count at 1, never 2 (two holders at once). (A class: cheaper than contextlib.)"""
 
-    __slots__ = ("sem", "taken_over")
+    __slots__ = ("sem",)
 
     def __init__(self, sem: posix_ipc.Semaphore):
         self.sem = sem
-        self.taken_over = False
 
     def __enter__(self) -> None:
         try:
             self.sem.acquire(LOCK_TIMEOUT)
         except posix_ipc.BusyError:
             log.warning("the channel lock was held for over %.1f s; taking it over", LOCK_TIMEOUT)
-            self.taken_over = True
 
     def __exit__(self, *exc) -> None:
-        if not self.taken_over or self.sem.value == 0:
+        if self.sem.value == 0:
             self.sem.release()
 
 
 def remove(channel: str) -> list[str]:
-    """Unlink every object of ``channel``; returns the names that existed."""
+    """Unlink every object of ``channel`` that belongs to this user (another user's are left
+    alone); returns the names unlinked."""
     removed = []
+    paths = object_paths(channel)
     for key, name in object_names(channel).items():
         try:
+            if os.lstat(paths[key]).st_uid != os.getuid():
+                continue
             if key == "shm":
                 posix_ipc.unlink_shared_memory(name)
             else:
                 posix_ipc.unlink_semaphore(name)
             removed.append(name)
-        except posix_ipc.ExistentialError:
+        except (FileNotFoundError, posix_ipc.ExistentialError):
             pass
     return removed
 
 
 class Channel:
-    """Mapped memory plus semaphores of one channel. Use ``create`` (runner) or ``attach`` (client)."""
+    """Mapped memory plus semaphores of one channel. Use ``create`` (runner) or ``attach`` (client).
+    ``shm`` stays open: the runner's flock is on it, and a client probes that flock through it."""
 
-    def __init__(self, channel: str, mm: mmap.mmap, layout: Layout, sems: dict, owner: bool):
+    def __init__(self, channel: str, shm: posix_ipc.SharedMemory, mm: mmap.mmap, layout: Layout, sems: dict,
+                 owner: bool):
         self.name = channel
+        self.shm = shm
         self.mm = mm
         self.layout = layout
         self.cmd_ready: posix_ipc.Semaphore = sems["cmd"]
@@ -121,52 +192,65 @@ class Channel:
 
     @classmethod
     def create(cls, channel: str, layout: Layout) -> "Channel":
-        """Create the channel for this process's runner. Leftovers of a dead runner are replaced;
-        raises ChannelBusy when a live runner holds the name."""
+        """Create the channel for this process's runner, which holds its flock until ``close``.
+        Leftovers of a dead runner are replaced; raises ForeignChannel when an object of that name
+        belongs to another user, ChannelBusy when a live runner holds the name."""
+        check_owned(channel)
         pid = runner_pid_of(channel)
-        if pid is not None and pid != os.getpid() and pid_alive(pid):
-            raise ChannelBusy(f"channel '{channel}' is served by a live runner (pid {pid}); "
+        if pid is not None:
+            raise ChannelBusy(f"channel '{channel}' is served by a live runner{f' (pid {pid})' if pid else ''}; "
                               f"stop it or choose another --channel")
         remove(channel)
         names = object_names(channel)
         flags = posix_ipc.O_CREX
         try:
             shm = posix_ipc.SharedMemory(names["shm"], flags, mode=0o600, size=layout.total_size)
-            try:
-                mm = mmap.mmap(shm.fd, layout.total_size)
-            finally:
-                shm.close_fd()
+            fcntl.flock(shm.fd, fcntl.LOCK_EX)  # blocks only while a client's probe holds it
+            mm = mmap.mmap(shm.fd, layout.total_size)
             write_header(mm, layout, os.getpid())
             sems = {k: posix_ipc.Semaphore(names[k], flags, mode=0o600, initial_value=1 if k == "lock" else 0)
                     for k in ("cmd", "reply", "lock")}
         except posix_ipc.ExistentialError:
             raise ChannelBusy(f"another runner is starting on channel '{channel}' at the same time; "
                               f"choose another --channel") from None
-        return cls(channel, mm, layout, sems, owner=True)
+        return cls(channel, shm, mm, layout, sems, owner=True)
 
     @classmethod
     def attach(cls, channel: str) -> "Channel":
-        """Attach to a runner's channel; raises FileNotFoundError when none is served."""
+        """Attach to a runner's channel; raises FileNotFoundError when none is served,
+        ForeignChannel when an object of the channel belongs to another user."""
         names = object_names(channel)
+        check_owned(channel)
         try:
             shm = posix_ipc.SharedMemory(names["shm"])
-            sems = {k: posix_ipc.Semaphore(names[k]) for k in ("cmd", "reply", "lock")}
+            try:
+                sems = {k: posix_ipc.Semaphore(names[k]) for k in ("cmd", "reply", "lock")}
+                # again after opening: an object may have appeared since the check
+                refuse_foreign(channel, object_paths(channel)["shm"], os.fstat(shm.fd).st_uid)
+                check_owned(channel)
+                mm = mmap.mmap(shm.fd, shm.size)
+            except BaseException:
+                shm.close_fd()
+                raise
         except posix_ipc.ExistentialError:
             raise FileNotFoundError(f"no runner serves channel '{channel}'; start one with "
                                     f"'episodic serve --channel {channel}'") from None
-        try:
-            mm = mmap.mmap(shm.fd, shm.size)
-        finally:
-            shm.close_fd()
+        except posix_ipc.PermissionsError as exc:
+            raise ChannelError(f"channel '{channel}': {exc}") from None
         try:
             layout = read_header(mm)
         except LayoutError:
             mm.close()
+            shm.close_fd()
             raise
-        return cls(channel, mm, layout, sems, owner=False)
+        return cls(channel, shm, mm, layout, sems, owner=False)
+
+    def runner_alive(self) -> bool:
+        """Whether the runner that created this channel's memory object still lives."""
+        return runner_holds(self.shm.fd)
 
     def close(self) -> None:
-        """Unmap and close; the owner also unlinks every object."""
+        """Unmap and close; the owner also unlinks every object, then drops its flock."""
         for sem in (self.cmd_ready, self.reply_ready, self.lock):
             sem.close()
         try:
@@ -175,3 +259,4 @@ class Channel:
             pass  # numpy views still alive; the mapping goes with the process
         if self.owner:
             remove(self.name)
+        self.shm.close_fd()

@@ -22,14 +22,14 @@ import numpy as np
 import posix_ipc
 
 from episodic.bridge.blocks import Blocks
-from episodic.bridge.channel import DEFAULT_CHANNEL, Channel, locked, pid_alive
+from episodic.bridge.channel import DEFAULT_CHANNEL, Channel, locked
 from episodic.bridge.codec import decode_reply, encode_command
 from episodic.bridge.layout import LayoutError
 from episodic.commands import Command
 from episodic.protocol import Reply
 from episodic.sender import Sender
 
-POLL = 0.2  # s between checks that the runner is still alive while waiting
+POLL = 0.2  # s between checks that the runner is still alive (its lock) while waiting
 
 
 class ProtocolError(RuntimeError):
@@ -81,7 +81,7 @@ class Client(Sender):
             try:
                 self._channel.reply_ready.acquire(min(POLL, left))
             except posix_ipc.BusyError:
-                if not pid_alive(self.runner_pid):
+                if not self._channel.runner_alive():
                     raise RunnerGone(f"the runner of channel '{self.channel_name}' (pid {self.runner_pid}) "
                                      f"has exited") from None
                 continue

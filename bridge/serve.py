@@ -7,6 +7,9 @@ import os
 import signal
 from typing import Callable
 
+import posix_ipc
+
+from episodic.bridge.channel import ChannelError
 from episodic.bridge.endpoint import Endpoint
 from episodic.runner import Runner
 
@@ -33,6 +36,9 @@ def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.
         _realtime_priority()
     try:
         endpoint = Endpoint(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps)
+    except (OSError, posix_ipc.Error) as exc:  # e.g. /dev/shm full: a message, not a traceback
+        runner.close()
+        raise ChannelError(f"could not create channel '{channel}': {exc}") from None
     except BaseException:
         runner.close()
         raise

@@ -1,7 +1,9 @@
 """The C and Octave/Matlab clients (clients/) against a real `episodic serve`: the C example runs an
 episode; an episode sent from Octave gives the same log, bit for bit, as the same commands in
-Python; clear errors on a silent or dead runner, a version mismatch and wrong sizes; the Octave
-learner of clients/README.md runs as printed; round-trip times from Octave and Python (printed).
+Python; clear errors on a silent or dead runner (also when its pid was reused), a version
+mismatch, wrong sizes and another user's channel; a paused lock holder is taken over once; the
+Octave learner of clients/README.md runs as printed; round-trip times from Octave and Python
+(printed).
 
 Needs a C compiler and make (C client), Octave with mkoctfile (apt-get install -y
 --no-install-recommends octave liboctave-dev; .ci/run does). Missing tools skip these tests,
@@ -31,6 +33,8 @@ from episodic.protocol import Flag
 from episodic.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import ROOT, Served, assert_same_steps, channel_name, shm_leftovers, wave
+from tests.test_channel_security import (ROOT_USER, LockWatch, foreign_message, impostor_for, planted_by,
+                                         second_user, unlink)
 
 pytestmark = pytest.mark.slow  # Octave, a C compiler and served runners
 
@@ -159,6 +163,54 @@ def test_c_client_errors(c_example, wrong_version):
     assert f"channel '{served.channel}' speaks protocol version {version}, this client version {VERSION}" in out.stderr
     out = subprocess.run([str(c_example), "no-such-channel"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "no runner serves channel 'no-such-channel'" in out.stderr
+
+
+def test_c_client_refuses_another_users_channel(c_example):
+    other = second_user()
+    channel = channel_name()
+    planted = planted_by(other, channel)
+    try:
+        out = subprocess.run([str(c_example), channel], capture_output=True, text=True, timeout=60)
+    finally:
+        unlink(planted)
+    assert out.returncode == 1 and "runner pid" not in out.stdout
+    assert foreign_message(channel, other, ROOT_USER, planted[0]) in out.stderr, out.stderr
+    assert "(the channel belongs to another user)" in out.stderr
+
+
+def test_c_client_sees_a_dead_runner_whose_pid_was_reused(c_example):
+    channel = channel_name()
+    s = Served(channel)
+    impostor = None
+    try:
+        dead = s.proc.pid
+        s.stop(signal.SIGKILL)
+        impostor = impostor_for(dead, channel)
+        t0 = time.monotonic()
+        out = subprocess.run([str(c_example), channel], capture_output=True, text=True, timeout=60)
+        elapsed = time.monotonic() - t0
+    finally:
+        if impostor is not None:
+            impostor.kill()
+            impostor.wait()
+        remove(channel)
+    assert out.returncode == 1 and f"the runner of channel '{channel}' (pid " in out.stderr, out.stderr
+    assert "has exited" in out.stderr and elapsed < 5  # a poll or so, not the example's 30 s timeout
+
+
+def test_c_client_takes_a_paused_lock_holder_over_once(c_example):
+    """A process holding the lock is stopped: the C example takes the lock over and runs its
+    episode; the holder, continued, releases late; the lock never counts above 1."""
+    with Served(channel_name()) as s:
+        watch = LockWatch(s.channel)
+        try:
+            watch.pause()
+            out = subprocess.run([str(c_example), s.channel], capture_output=True, text=True, timeout=60)
+            assert watch.resume() == "released\nlocked again\n"
+        finally:
+            value = watch.close()
+    assert out.returncode == 0 and out.stdout.count("flag 0 (OK)") == 4, out.stdout + out.stderr
+    assert max(watch.values) <= 1 and value == 1, sorted(set(watch.values))
 
 
 START_AT_THE_POSTURE_C = r"""
@@ -372,6 +424,19 @@ def test_octave_version_mismatch(mex_dir, wrong_version):
     assert ident == "episodic:version"
     assert (f"the runner on channel '{served.channel}' speaks protocol version {version}, "
             f"this client version {VERSION}") in message
+
+
+def test_octave_refuses_another_users_channel(mex_dir):
+    other = second_user()
+    channel = channel_name()
+    planted = planted_by(other, channel)
+    try:
+        out = run_octave(f"expect_error('foreign', @() SLConnect('{channel}'))", mex_dir)
+    finally:
+        unlink(planted)
+    ident, message = cases(out.stdout)["foreign"]
+    assert ident == "episodic:foreignChannel"
+    assert foreign_message(channel, other, ROOT_USER, planted[0]) in message
 
 
 def test_octave_without_the_mex_file_says_how_to_build_it():

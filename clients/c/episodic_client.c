@@ -1,6 +1,6 @@
 /*
  * episodic_client.c: the C client of the episodic shared-memory protocol (docs/protocol.md).
- * Written in portable C99 plus POSIX (shm_open, mmap, sem_open, sem_timedwait, kill);
+ * Written in portable C99 plus POSIX (shm_open, mmap, sem_open, sem_timedwait) and flock;
  * link with -lrt -lpthread.
  */
 #ifndef _POSIX_C_SOURCE
@@ -12,12 +12,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pwd.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -49,6 +51,7 @@ struct ep_client {
     char channel[65];
     unsigned char *base;       /* the mapped object */
     size_t size;
+    int fd;                    /* the object, kept open to probe the runner's flock (liveness) */
     sem_t *cmd, *reply, *lock;
     ep_info info;
     char (*state_names)[EP_NAME_BYTES + 1];
@@ -96,6 +99,7 @@ const char *ep_strerror(int code)
     case EP_ERR_RUNNER_GONE: return "the runner has exited";
     case EP_ERR_PROTOCOL: return "reply for another episode";
     case EP_ERR_NO_COLUMN: return "no such log column";
+    case EP_ERR_FOREIGN: return "the channel belongs to another user";
     default: return "unknown error code";
     }
 }
@@ -205,25 +209,35 @@ static int timed_take(sem_t *sem, double seconds)
     return 0;
 }
 
-static int pid_alive(int64_t pid)
+/* Whether the runner lives: it holds an exclusive flock on the memory object for its lifetime,
+ * which the kernel drops when its process ends, whatever process gets its pid later. Probed with
+ * a shared lock, given back at once. Where the object cannot be flocked, the pid has to do. */
+static int runner_alive(const ep_client *c)
 {
-    if (pid <= 0)
+    if (flock(c->fd, LOCK_SH | LOCK_NB) == 0) {
+        flock(c->fd, LOCK_UN);
         return 0;
-    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+    }
+    if (errno == EWOULDBLOCK)
+        return 1;
+    return c->info.runner_pid > 0 && (kill((pid_t)c->info.runner_pid, 0) == 0 || errno == EPERM);
 }
 
-/* Take the blocks' lock; returns 1 when it was taken over (held for over 2 s by a dead process). */
-static int lock_take(ep_client *c)
+/* Take the blocks' lock; held for over 2 s, it is presumed to belong to a dead process and is
+ * taken over (once: the blocks are used without it). */
+static void lock_take(ep_client *c)
 {
-    return timed_take(c->lock, LOCK_TIMEOUT_SECONDS) != 0;
+    timed_take(c->lock, LOCK_TIMEOUT_SECONDS);
 }
 
-/* Give the lock back; after a take-over only if nobody did meanwhile (it never counts above 1). */
-static void lock_give(ep_client *c, int taken_over)
+/* Give the lock back only while its count is 0: after a take-over the taker and the late
+ * holder both give it back, and it must not count 2 (two holders at once). */
+static void lock_give(ep_client *c)
 {
-    int value = 1;
-    if (!taken_over || (sem_getvalue(c->lock, &value) == 0 && value == 0))
-        sem_post(c->lock);
+    int value;
+    if (sem_getvalue(c->lock, &value) == 0 && value > 0)
+        return;
+    sem_post(c->lock);
 }
 
 /* -- attach / detach -------------------------------------------------------------------- */
@@ -253,6 +267,8 @@ void ep_detach(ep_client *c)
         sem_close(c->reply);
     if (c->lock)
         sem_close(c->lock);
+    if (c->fd >= 0)
+        close(c->fd);
     free(c->state_names);
     free(c->column_names);
     free(c->column_width);
@@ -266,6 +282,54 @@ static int attach_fail(ep_client *c, int code)
 {
     ep_detach(c);
     return code;
+}
+
+/* "name (uid N)", or "uid N" for a uid without a name, into buf. */
+static const char *describe_user(uid_t uid, char *buf, size_t size)
+{
+    const struct passwd *user = getpwuid(uid);
+    if (user)
+        snprintf(buf, size, "%s (uid %lu)", user->pw_name, (unsigned long)uid);
+    else
+        snprintf(buf, size, "uid %lu", (unsigned long)uid);
+    return buf;
+}
+
+/* EP_ERR_FOREIGN when `uid` (the owner of `path`) is not this process's user: /dev/shm is
+ * world-writable, so another user can create objects under this user's names. */
+static int check_owner(const ep_client *c, const char *path, uid_t uid)
+{
+    char owner[96], me[96];
+    if (uid == getuid())
+        return EP_OK;
+    describe_user(uid, owner, sizeof owner);
+    describe_user(getuid(), me, sizeof me);
+    return fail(EP_ERR_FOREIGN, "channel '%s': %s belongs to %s, not to you, %s; another user created it, "
+                "so it is not used. Have that user (or root) remove it, or choose another channel",
+                c->channel, path, owner, me);
+}
+
+/* The owners of the channel's objects that exist, where the system shows them as files (Linux:
+ * /dev/shm/<name>, /dev/shm/sem.<name>). */
+static int check_owners(const ep_client *c, const char *base)
+{
+#ifdef __linux__
+    static const char *const formats[] = {"/dev/shm%s", "/dev/shm/sem.%s.cmd", "/dev/shm/sem.%s.reply",
+                                          "/dev/shm/sem.%s.lock"};
+    char path[160];
+    struct stat st;
+    size_t i;
+    int rc;
+    for (i = 0; i < sizeof formats / sizeof *formats; i++) {
+        snprintf(path, sizeof path, formats[i], i == 0 ? base : base + 1);
+        if (lstat(path, &st) == 0 && (rc = check_owner(c, path, st.st_uid)) != EP_OK)
+            return rc;
+    }
+#else
+    (void)c;
+    (void)base;
+#endif
+    return EP_OK;
 }
 
 static int open_sem(ep_client *c, const char *base, const char *suffix, sem_t **out)
@@ -382,7 +446,7 @@ int ep_attach(const char *channel, double timeout, ep_client **out)
     struct stat st;
     struct timespec now;
     ep_client *c;
-    int fd, rc;
+    int rc;
 
     if (!out)
         return fail(EP_ERR_ARGUMENT, "ep_attach: out is NULL");
@@ -394,11 +458,14 @@ int ep_attach(const char *channel, double timeout, ep_client **out)
     if (!c)
         return fail(EP_ERR_SYSTEM, "out of memory");
     strcpy(c->channel, channel);
+    c->fd = -1;
     c->timeout = timeout > 0 ? timeout : DEFAULT_TIMEOUT;
     snprintf(base, sizeof base, "/episodic.%lu.%s", (unsigned long)getuid(), channel);
 
-    fd = shm_open(base, O_RDWR, 0);
-    if (fd < 0) {
+    if ((rc = check_owners(c, base)) != EP_OK)
+        return attach_fail(c, rc);
+    c->fd = shm_open(base, O_RDWR, 0);
+    if (c->fd < 0) {
         if (errno == ENOENT)
             rc = fail(EP_ERR_NO_CHANNEL, "no runner serves channel '%s'; start one with "
                       "'episodic serve --channel %s'", channel, channel);
@@ -406,18 +473,14 @@ int ep_attach(const char *channel, double timeout, ep_client **out)
             rc = fail(EP_ERR_SYSTEM, "channel '%s': shm_open(%s): %s", channel, base, strerror(errno));
         return attach_fail(c, rc);
     }
-    if (fstat(fd, &st) != 0) {
-        rc = fail(EP_ERR_SYSTEM, "channel '%s': fstat: %s", channel, strerror(errno));
-        close(fd);
+    if (fstat(c->fd, &st) != 0)
+        return attach_fail(c, fail(EP_ERR_SYSTEM, "channel '%s': fstat: %s", channel, strerror(errno)));
+    if ((rc = check_owner(c, base, st.st_uid)) != EP_OK)  /* the object opened, whatever the check saw */
         return attach_fail(c, rc);
-    }
     c->size = (size_t)st.st_size;
-    if (c->size == 0) {
-        close(fd);
+    if (c->size == 0)
         return attach_fail(c, fail(EP_ERR_LAYOUT, "channel '%s': the shared-memory object is empty", channel));
-    }
-    c->base = mmap(NULL, c->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
+    c->base = mmap(NULL, c->size, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
     if (c->base == MAP_FAILED) {
         c->base = NULL;
         return attach_fail(c, fail(EP_ERR_SYSTEM, "channel '%s': mmap: %s", channel, strerror(errno)));
@@ -425,6 +488,7 @@ int ep_attach(const char *channel, double timeout, ep_client **out)
     if ((rc = open_sem(c, base, "cmd", &c->cmd)) != EP_OK ||
         (rc = open_sem(c, base, "reply", &c->reply)) != EP_OK ||
         (rc = open_sem(c, base, "lock", &c->lock)) != EP_OK ||
+        (rc = check_owners(c, base)) != EP_OK ||  /* again: a semaphore may have appeared since */
         (rc = read_header(c)) != EP_OK)
         return attach_fail(c, rc);
 
@@ -502,7 +566,7 @@ static int wait_reply(ep_client *c, ep_reply *out)
 {
     double deadline = monotonic_now() + c->timeout;
     const unsigned char *r = c->base + c->reply_offset;
-    int taken_over, n_state = c->info.n_state, n_dofs = c->info.n_dofs;
+    int n_state = c->info.n_state, n_dofs = c->info.n_dofs;
 
     for (;;) {
         double left = deadline - monotonic_now();
@@ -512,16 +576,16 @@ static int wait_reply(ep_client *c, ep_reply *out)
                         c->channel, c->timeout);
         err = timed_take(c->reply, left < POLL_SECONDS ? left : POLL_SECONDS);
         if (err == ETIMEDOUT) {
-            if (!pid_alive(c->info.runner_pid))
+            if (!runner_alive(c))
                 return fail(EP_ERR_RUNNER_GONE, "the runner of channel '%s' (pid %lld) has exited",
                             c->channel, (long long)c->info.runner_pid);
             continue;
         }
         if (err != 0)
             return fail(EP_ERR_SYSTEM, "channel '%s': sem_timedwait: %s", c->channel, strerror(err));
-        taken_over = lock_take(c);
+        lock_take(c);
         if (get_u(r, 8) != c->seq) {   /* the late answer to a command that timed out */
-            lock_give(c, taken_over);
+            lock_give(c);
             continue;
         }
         out->seq = get_u(r, 8);
@@ -537,7 +601,7 @@ static int wait_reply(ep_client *c, ep_reply *out)
         memcpy(out->message, r + 56, EP_MESSAGE_BYTES);
         doubles_from_wire(c->state, r + REPLY_BYTES, (size_t)n_state);
         doubles_from_wire(c->posture, r + REPLY_BYTES + 8 * (size_t)n_state, (size_t)n_dofs);
-        lock_give(c, taken_over);
+        lock_give(c);
         out->message[EP_MESSAGE_BYTES] = '\0';
         out->n_state = n_state;
         out->state = c->state;
@@ -558,7 +622,7 @@ static int exchange(ep_client *c, const fields *f, const array_arg *arrays, int 
     unsigned char fixed[COMMAND_BYTES];
     unsigned char *block = c->base + c->command_offset;
     ep_reply scratch;
-    int i, taken_over;
+    int i;
 
     if (!out)
         out = &scratch;
@@ -582,11 +646,11 @@ static int exchange(ep_client *c, const fields *f, const array_arg *arrays, int 
     put_f64(fixed + 72, f->rate);
     put_f64(fixed + 80, f->wait_time);
 
-    taken_over = lock_take(c);
+    lock_take(c);
     memcpy(block, fixed, COMMAND_BYTES);
     for (i = 0; i < n_arrays; i++)
         doubles_to_wire(block + c->array_offset[arrays[i].which], arrays[i].values, arrays[i].count);
-    lock_give(c, taken_over);
+    lock_give(c);
     if (sem_post(c->cmd) != 0)
         return fail(EP_ERR_SYSTEM, "channel '%s': sem_post: %s", c->channel, strerror(errno));
     return wait_reply(c, out);
@@ -719,7 +783,7 @@ int ep_reset(ep_client *c, ep_reply *reply)
 
 int ep_get_log_columns(ep_client *c, int n, const int *columns, double *const *out, int max_rows, int *rows)
 {
-    int i, taken_over, have;
+    int i, have;
     if ((i = check_client(c, "ep_get_log_columns")) != EP_OK)
         return i;
     if (n < 0 || (n > 0 && (!columns || !out)))
@@ -733,11 +797,11 @@ int ep_get_log_columns(ep_client *c, int n, const int *columns, double *const *o
     have = c->log_rows;
     if (max_rows < have)
         return fail(EP_ERR_ARGUMENT, "the log has %d rows; the buffers hold %d", have, max_rows);
-    taken_over = lock_take(c);
+    lock_take(c);
     for (i = 0; i < n; i++)
         doubles_from_wire(out[i], c->base + c->column_offset[columns[i]],
                           (size_t)have * (size_t)c->column_width[columns[i]]);
-    lock_give(c, taken_over);
+    lock_give(c);
     if (rows)
         *rows = have;
     return EP_OK;

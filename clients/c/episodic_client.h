@@ -47,7 +47,8 @@ enum ep_error {
     EP_ERR_TIMEOUT = -7,     /* no reply within the timeout (the runner is alive but silent) */
     EP_ERR_RUNNER_GONE = -8, /* the runner process exited while the client waited */
     EP_ERR_PROTOCOL = -9,    /* the reply is for another episode than the command's */
-    EP_ERR_NO_COLUMN = -10   /* no log column of that name */
+    EP_ERR_NO_COLUMN = -10,  /* no log column of that name */
+    EP_ERR_FOREIGN = -11     /* an object of the channel belongs to another user (not used) */
 };
 
 enum ep_kind { EP_KIND_START = 0, EP_KIND_TRAJECTORY = 1, EP_KIND_GAINS = 2, EP_KIND_RESET = 3 };
@@ -109,7 +110,8 @@ typedef struct {
 } ep_reply;
 
 /* Attach to `channel` (1-64 of A-Z a-z 0-9 _ -): map the object, open the semaphores, check
- * magic and version. `timeout` s: longest wait for a reply (<= 0: 30 s). */
+ * that they belong to this user, check magic and version. `timeout` s: longest wait for a reply
+ * (<= 0: 30 s). */
 int ep_attach(const char *channel, double timeout, ep_client **out);
 /* Unmap and close (the runner's objects stay). NULL is ignored. */
 void ep_detach(ep_client *c);

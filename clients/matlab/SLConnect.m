@@ -8,8 +8,9 @@ function info = SLConnect(channel)
 %
 %   The attachment is kept in the MEX file until SLDisconnect, `clear episodic_mex` or the end
 %   of the session. Calling SLConnect again re-attaches (e.g. after the runner was restarted).
-%   Errors: episodic:noChannel (no runner serves it), episodic:version (the runner speaks
-%   another protocol version), episodic:channel (not an episodic channel / corrupt header).
+%   Errors: episodic:noChannel (no runner serves it), episodic:foreignChannel (an object of
+%   the channel belongs to another user), episodic:version (the runner speaks another protocol
+%   version), episodic:channel (not an episodic channel / corrupt header).
 if nargin < 1 || isempty(channel)
   channel = 'default';
 end
