@@ -28,6 +28,11 @@ def _open_log(path: str):
         with h5py.File(p, "r") as f:
             fmt = f.attrs.get("format")
             has_episodes = "episodes" in f
+    except BlockingIOError:
+        raise click.ClickException(f"{path} is open in another process (a runner still writing it?); HDF5 "
+                                   f"lets nobody read it meanwhile: try again once that run has stopped") from None
+    except PermissionError:
+        raise click.ClickException(f"{path}: permission denied; read it as a user who may, or copy it") from None
     except OSError as exc:
         cut = re.search(r"truncated file: eof = (\d+).*stored_eof = (\d+)", str(exc))
         if cut:
@@ -68,6 +73,8 @@ def replay(log: str, episodes: tuple[int, ...]) -> None:
         report = run_replay(path, sorted(set(episodes)) or None)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+    for name, why in sorted(report.skipped.items()):
+        click.echo(f"warning: episode {name} not replayed: it was not written whole ({why})", err=True)
     if report.version_changes:
         changes = ", ".join(f"{k} {old} -> {new}" for k, (old, new) in sorted(report.version_changes.items()))
         fix = report.install_recorded()
@@ -104,10 +111,14 @@ def info(log: str) -> None:
     the run used. Then one row per episode: its number in the log (the numbers `replay
     --episode` takes), the learner's episode id, the return, the flag, success, the control steps
     logged (the move to the start included) and the wall time; realtime runs add the tick
-    period error and missed deadlines. A damaged or foreign file is refused with the reason."""
+    period error and missed deadlines. An episode not written whole (e.g. the disk filled up
+    during its write) is marked '*' with what it lacks. The rows come from the log's /summary
+    in one read (a log written before /summary is read episode by episode). A damaged or
+    foreign file is refused with the reason."""
     import h5py
 
-    from episodic.log import read_metadata
+    from episodic.log import read_metadata, read_summary
+    from episodic.protocol import Flag
 
     path = _open_log(log)
     meta = read_metadata(path)
@@ -130,31 +141,30 @@ def info(log: str) -> None:
     for key, value in fields:
         click.echo(f"{key + ':':<{width + 1}} {value}")
 
+    rows, partial = read_summary(path)
     with h5py.File(path, "r") as f:
-        names = sorted(f["episodes"])
-        rows = []
-        for name in names:
-            a = f["episodes"][name].attrs
-            rows.append((name, a.get("episode_id", -1), a.get("return", float("nan")),
-                         a.get("flag_name", "?"), a.get("success", False), a.get("n_steps", 0),
-                         a.get("wall_time", float("nan")), _timing(a)))
         rejected = f["rejected"].shape[0] if "rejected" in f else None
-        run_timing = _timing(f.attrs)
-    if rows:
+        run_timing = _timing(dict(f.attrs))
+    if len(rows):
         click.echo()
-        timed = any(r[7] for r in rows)
+        timings = [_timing(dict(zip(rows.dtype.names, row.item()))) for row in rows]
+        timed = any(timings)
         head = f"{'episode':>7} {'id':>8} {'return':>12} {'flag':<18} {'success':>7} {'steps':>7} {'wall ms':>9}"
         if timed:
             head += f" {TIMING_HEAD}"
         click.echo(head)
         click.echo("-" * len(head))
-        for name, eid, ret, flag, success, steps, wall, timing in rows:
-            flag = flag.decode() if isinstance(flag, bytes) else flag
-            click.echo(f"{int(name):>7} {int(eid):>8} {float(ret):>12.5g} {flag:<18} "
-                       f"{'yes' if success else 'no':>7} {int(steps):>7} {float(wall) * 1e3:>9.1f}"
-                       + (f" {timing}" if timed else ""))
-        n_success = sum(bool(r[4]) for r in rows)
-        click.echo(f"{n_success} of {len(rows)} episodes successful")
+        for row, timing in zip(rows, timings):
+            flag = int(row["flag"])
+            name = Flag(flag).name if flag in Flag._value2member_map_ else str(flag)
+            mark = "*" if f"{int(row['number']):06d}" in partial else ""
+            click.echo(f"{int(row['number']):>7} {int(row['episode_id']):>8} {float(row['return']):>12.5g} "
+                       f"{name + mark:<18} {'yes' if row['success'] else 'no':>7} {int(row['n_steps']):>7} "
+                       f"{float(row['wall_time']) * 1e3:>9.1f}" + (f" {timing}" if timed else ""))
+        click.echo(f"{int(rows['success'].astype(bool).sum())} of {len(rows)} episodes successful")
+    if partial:
+        listed = ", ".join(f"{int(name)} ({why})" for name, why in sorted(partial.items()))
+        click.echo(f"* not written whole, so not replayable: episode {listed}")
     if rejected is not None:
         click.echo(f"rejected commands (outside any episode): {rejected}")
     if run_timing:
@@ -164,9 +174,9 @@ def info(log: str) -> None:
 TIMING_HEAD = f"{'period err p50/p99/max ms':>27} {'missed':>6}"
 
 
-def _timing(attrs) -> str:
-    """The tick timing columns of a realtime episode (or run), '' when not recorded."""
-    if "timing_ticks" not in attrs:
+def _timing(attrs: dict) -> str:
+    """The tick timing columns of a realtime episode (or run), '' when not recorded (no ticks)."""
+    if not attrs.get("timing_ticks", 0):
         return ""
     ms = [1e3 * float(attrs[f"timing_period_error_{p}"]) for p in ("p50", "p99", "max")]
     return f"{ms[0]:>9.3f}/{ms[1]:.3f}/{ms[2]:.3f} {int(attrs['timing_missed']):>6}"
@@ -235,7 +245,9 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Task parameter; repeatable.")
 @click.option("--channel", default="default", show_default=True, help="Shared-memory channel name.")
 @click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None,
-              help="HDF5 log of the run (default: no log file).")
+              help="HDF5 log of the run, a new file (default: no log file).")
+@click.option("--overwrite", is_flag=True,
+              help="Replace an existing --log file (never one another process has open).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run.")
 @click.option("--learner-timeout", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Seconds of learner silence after which a running episode is aborted.")
@@ -244,16 +256,21 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--mode", type=click.Choice(["blocking", "realtime"]), default="blocking", show_default=True,
               help="blocking: time stops while the runner waits (reproducible); realtime: the simulation "
                    "ticks at the control rate and the robot holds while the learner is silent.")
-def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path: str | None, seed: int,
-          learner_timeout: float, max_log_steps: int, mode: str) -> None:
+def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path: str | None, overwrite: bool,
+          seed: int, learner_timeout: float, max_log_steps: int, mode: str) -> None:
     """Serve episodes to a learner over a shared-memory channel until Ctrl-C / SIGTERM.
 
     The channel name is 1 to 64 letters, digits, '_' or '-' (per user: two users may both serve
     'default'). A segment holds at most 20000 samples and, after resampling to the control rate,
     lasts at most 20000 control steps (40 s on the WAM at 500 Hz); a wait_time is at most 60 s;
     a context or task-gain vector has at most 64 values; array values are at most 1e6 in
-    magnitude. docs/protocol.md describes the channel for clients in other languages."""
+    magnitude. docs/protocol.md describes the channel for clients in other languages.
+
+    --log is a new file: an existing one is refused unless --overwrite, and a symbolic link is
+    refused, not followed. A reply whose command ended an episode that could not be logged
+    (e.g. a full disk) says so in its message."""
     from episodic.bridge.serve import serve as run_serve
+    from episodic.log import LogError
     from episodic.robot import RobotError
     from episodic.runner import Runner
     from episodic.task import TaskError
@@ -265,15 +282,15 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
 
     try:
         runner = Runner(make_task(task, _parse_params(params)), robot, log=log_path, seed=seed,
-                        keep_episodes=False, mode=mode)
+                        keep_episodes=False, mode=mode, overwrite=overwrite)
         run_serve(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps, ready=ready)
-    except (TaskError, RobotError, ValueError, RuntimeError) as exc:
+    except (TaskError, RobotError, LogError, ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
 
 
 @main.command()
 @click.option("--out", default="runs/demo.h5", show_default=True, type=click.Path(dir_okay=False),
-              help="HDF5 log the runner writes.")
+              help="HDF5 log the runner writes (replaced if it exists).")
 @click.option("--episodes", "n_episodes", default=5, show_default=True, type=click.IntRange(1, 1000),
               help="Episodes: the reference swing, then perturbed variants of it.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run and of the perturbations.")

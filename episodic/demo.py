@@ -206,7 +206,7 @@ def run_demo(out: str | Path = "runs/demo.h5", n_episodes: int = 5, seed: int = 
     swings = demo_swings(n_episodes, seed, noise)
     channel = fresh_channel("demo")
     try:
-        with ServedRunner(channel, task=DEMO_TASK, log=out, seed=seed) as runner:
+        with ServedRunner(channel, task=DEMO_TASK, log=out, seed=seed, args=("--overwrite",)) as runner:
             echo(f"runner started (pid {runner.proc.pid}), channel '{channel}', log {out}")
             try:
                 with Client(channel, timeout=60) as client:

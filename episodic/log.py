@@ -5,18 +5,20 @@ File layout (one file per run; see the README):
                         control_rate, timestep, versions (JSON where structured), created
   /model_xml            the compiled scene, as MJCF text
   /episodes/NNNNNN/     attrs: episode_id, flag, flag_name, message, return, success, n_steps,
-                        wall_time, rng_seed
+                        wall_time, rng_seed, complete (0 until the episode is written whole)
       initial_state     mjSTATE_INTEGRATION vector the episode started from
       steps/<column>    per control step (episodic.columns.STEP_COLUMNS, plus task_state with attr 'columns')
       segments/<field>  per segment (index >= 1): index, kind, flag, reward, n_steps, state (n_seg, n_state)
       commands/NNN/     each command as received: attrs kind, episode_id, index, ...; arrays
-  /rejected             commands refused outside any episode: episode_id, index, flag (table)
+  /summary              one row per episode written whole, appended after it (SUMMARY_DTYPE)
+  /rejected             commands refused outside any episode: episode_id, index, flag (table, appended)
 """
 from __future__ import annotations
 
 import errno
 import json
 import logging
+import os
 import platform
 import shutil
 import time
@@ -33,7 +35,15 @@ from episodic.commands import Kind
 
 FORMAT = "episodic-log/1"
 _log = logging.getLogger("episodic.log")
-SPACE_MARGIN = 4 << 20  # bytes kept free on the log's disk beyond twice an episode's data
+SPACE_MARGIN = 1 << 20  # bytes kept free on the log's disk beyond twice an episode's data
+# One row of /summary per episode: what `episodic info` shows, so it reads one dataset instead
+# of every episode's group. wall_time and timing_period_error_* in s; timing_* 0 / NaN in blocking mode.
+SUMMARY_DTYPE = np.dtype([("number", "<i8"), ("episode_id", "<i8"), ("return", "<f8"), ("flag", "<i4"),
+                          ("success", "i1"), ("n_steps", "<i8"), ("wall_time", "<f8"), ("timing_ticks", "<i8"),
+                          ("timing_period_error_p50", "<f8"), ("timing_period_error_p99", "<f8"),
+                          ("timing_period_error_max", "<f8"), ("timing_missed", "<i8")])
+SUMMARY_CHUNK = 512    # rows per HDF5 chunk of /summary
+REJECTED_CHUNK = 1024  # rows per HDF5 chunk of /rejected
 
 SEGMENT_FIELDS = {"index": np.int32, "kind": np.int8, "flag": np.int8, "reward": np.float64,
                   "n_steps": np.int32}
@@ -119,24 +129,34 @@ def _scalar(value):
         return repr(value)[:1000]
 
 
+class LogError(Exception):
+    """A run log cannot be created where asked (it exists, is a directory or a symbolic link, or
+    the path cannot be written); the message says why and what to do."""
+
+
 class RunLog:
-    """One HDF5 file per run. Each finished episode is written whole and flushed, so a run
-    stopped mid-episode leaves a readable file holding every finished episode.
+    """One HDF5 file per run, always a new file: an existing one is refused unless ``overwrite``
+    (and even then one that another process has open is refused). A symbolic link as ``path`` is
+    refused, not followed. Each finished episode is written whole and flushed, so a run stopped
+    mid-episode leaves a readable file holding every finished episode; its group is marked
+    ``complete`` last, and a row is then appended to /summary.
 
     ``incremental``: ``write_episode`` only queues the episode and ``work(budget)`` writes it a
     dataset at a time, so a paced loop can spend its spare time per tick on it instead of
     stalling for the milliseconds a whole episode takes (h5py holds the interpreter while it
     writes, so a thread would not help). A write that fails (e.g. a full disk) is reported on
-    the ``episodic.log`` logger and counted in ``failed_writes``; the run goes on.
+    the ``episodic.log`` logger, counted in ``failed_writes`` and kept for ``pop_failures``; the
+    run goes on. An episode the disk has no room for is refused when it is handed over (both
+    modes); one whose write fails part-way keeps ``complete`` = 0.
     """
 
-    def __init__(self, path: str | Path, metadata: dict, incremental: bool = False):
+    def __init__(self, path: str | Path, metadata: dict, incremental: bool = False, overwrite: bool = False):
         self.path = Path(path)
         self.failed_writes = 0
         self.incremental = incremental
-        self._pending: deque[Iterator[None]] = deque()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = h5py.File(self.path, "w")
+        self._pending: deque[tuple[str, Iterator[None]]] = deque()
+        self._failures: list[str] = []
+        self._file = _create(self.path, overwrite)
         for key, value in metadata.items():
             if key == "model_xml":
                 self._file.create_dataset("model_xml", data=value)
@@ -144,11 +164,13 @@ class RunLog:
                 self._file.attrs[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
         self._file.attrs["format"] = FORMAT
         self._episodes = self._file.create_group("episodes")
-        self._rejected: list[tuple[int, int, int]] = []
+        self._summary = self._file.create_dataset("summary", shape=(0,), maxshape=(None,), dtype=SUMMARY_DTYPE,
+                                                  chunks=(SUMMARY_CHUNK,))
+        self._rejected: h5py.Dataset | None = None
         self._file.flush()
 
-    def _submit(self, job: Iterator[None]) -> None:
-        self._pending.append(job)
+    def _submit(self, what: str, job: Iterator[None]) -> None:
+        self._pending.append((what, job))
         if not self.incremental:
             self.work()
 
@@ -156,44 +178,61 @@ class RunLog:
         """Write pending pieces for up to ``budget`` s; True while some remain."""
         end = time.perf_counter() + budget
         while self._pending and time.perf_counter() < end:
+            what, job = self._pending[0]
             try:
-                next(self._pending[0])
+                next(job)
             except StopIteration:
                 self._pending.popleft()
             except (OSError, ValueError, RuntimeError, KeyError) as exc:
                 self._pending.popleft()
-                self.failed_writes += 1
-                _log.error("could not write to %s (%s); the run goes on", self.path, exc)
+                self._failed(what, exc)
         return bool(self._pending)
 
+    def _failed(self, what: str, exc: Exception) -> None:
+        self.failed_writes += 1
+        self._failures.append(f"{what} was not logged in full ({exc})")
+        _log.error("could not write %s to %s (%s); the run goes on", what, self.path, exc)
+
+    def pop_failures(self) -> list[str]:
+        """What could not be logged since the last call, one sentence each (for the next reply)."""
+        failures, self._failures = self._failures, []
+        return failures
+
     def write_episode(self, ep: EpisodeBuffer) -> None:
-        """Write a finished episode (queued when incremental)."""
-        self._submit(self._write_episode(ep))
+        """Write a finished episode (queued when incremental); refused at once when the disk has
+        no room for it."""
+        what = f"episode {ep.number:06d} (id {ep.episode_id})"
+        try:
+            self._check_space(_data_bytes(ep))
+        except OSError as exc:
+            self._failed(what, exc)
+            return
+        self._submit(what, self._write_episode(ep))
 
     def reject(self, episode_id, index, flag: int) -> None:
-        """Note a command refused while no episode ran."""
-        self._submit(self._reject(episode_id, index, flag))
+        """Note a command refused while no episode ran (a row appended to /rejected)."""
+        self._submit(f"the refusal of command {index} of episode {episode_id}", self._reject(episode_id, index, flag))
 
     def set_attrs(self, attrs: dict) -> None:
         """Run-level attributes known only at the end (e.g. the whole run's tick timing)."""
-        self._submit(self._set_attrs(attrs))
+        self._submit("the run's attributes", self._set_attrs(attrs))
 
     def _check_space(self, n_bytes: int) -> None:
-        """Refuse a write the disk cannot take: HDF5 does not survive running out of space
-        mid-write, so an episode that does not fit is left out whole and the file stays sound."""
+        """Refuse a write of about ``n_bytes`` bytes the disk cannot take: HDF5 does not survive
+        running out of space mid-write (the process may crash), so an episode that does not fit
+        is left out whole and the file stays sound."""
         free = shutil.disk_usage(self.path.parent).free
         if free < 2 * n_bytes + SPACE_MARGIN:
-            raise OSError(errno.ENOSPC, f"{free} bytes free, about {n_bytes} needed; free some space "
-                          f"or log elsewhere (--log)")
+            raise OSError(errno.ENOSPC, f"disk full: {free} bytes free, {2 * n_bytes + SPACE_MARGIN} needed; "
+                          f"free some space or log elsewhere")
 
     def _write_episode(self, ep: EpisodeBuffer) -> Iterator[None]:
-        self._check_space(sum(v.nbytes for b in ep.blocks for v in b.values()) + ep.initial_state.nbytes)
+        self._check_space(_data_bytes(ep))  # again: a queued write may start much later
         g = self._episodes.create_group(f"{ep.number:06d}")
-        g.attrs.update(episode_id=ep.episode_id, flag=ep.flag, flag_name=ep.flag_name, message=ep.message,
-                       n_steps=ep.n_steps, wall_time=ep.wall_time, rng_seed=list(ep.rng_seed),
-                       success=ep.success)
-        g.attrs["return"] = ep.episode_return
-        g.attrs.update(ep.timing)
+        head = {"episode_id": ep.episode_id, "flag": ep.flag, "flag_name": ep.flag_name, "message": ep.message,
+                "return": ep.episode_return, "success": ep.success, "n_steps": ep.n_steps,
+                "wall_time": ep.wall_time, "rng_seed": list(ep.rng_seed), **ep.timing}
+        g.attrs.update(head, complete=False)
         g.create_dataset("initial_state", data=ep.initial_state)
         yield
         steps = g.create_group("steps")
@@ -214,15 +253,17 @@ class RunLog:
             for name, value in arrays.items():
                 c.create_dataset(name, data=value)
             yield
+        g.attrs["complete"] = True
+        _append(self._summary, summary_row(ep.number, head))
         self._file.flush()
 
     def _reject(self, episode_id, index, flag: int) -> Iterator[None]:
-        self._check_space(24 * (len(self._rejected) + 1))
-        self._rejected.append((_int_or(episode_id), _int_or(index), flag))
-        if "rejected" in self._file:
-            del self._file["rejected"]
-        self._file.create_dataset("rejected", data=np.array(self._rejected, dtype=np.int64).reshape(-1, 3))
-        self._file["rejected"].attrs["columns"] = ["episode_id", "index", "flag"]
+        self._check_space(REJECTED_CHUNK * 24)
+        if self._rejected is None:
+            self._rejected = self._file.create_dataset("rejected", shape=(0, 3), maxshape=(None, 3), dtype=np.int64,
+                                                       chunks=(REJECTED_CHUNK, 3))
+            self._rejected.attrs["columns"] = ["episode_id", "index", "flag"]
+        _append(self._rejected, np.array([_int_or(episode_id), _int_or(index), flag], dtype=np.int64))
         self._file.flush()
         yield
 
@@ -236,6 +277,72 @@ class RunLog:
         if self._file.id.valid:
             self.work()
             self._file.close()
+
+
+def _create(path: Path, overwrite: bool) -> h5py.File:
+    """A new, empty HDF5 file at ``path`` (LogError saying why and what to do when it cannot be).
+    Without ``overwrite`` the file is created exclusively, so an existing one (a finished run's
+    log, or a live run's) is never truncated. Free space is not tracked for reuse
+    (fs_strategy "none"): HDF5's free-space manager would keep a record per freed fragment in
+    memory, about 1 kB per episode over a run, for a file under 0.1 % larger."""
+    if path.is_symlink():
+        raise LogError(f"{path} is a symbolic link (to {os.readlink(path)}); a log is never written through "
+                       f"a link: give the real path")
+    if path.is_dir():
+        raise LogError(f"{path} is a directory; give the log a file name, e.g. {path / 'run.h5'}")
+    if path.exists() and not overwrite:
+        raise LogError(f"{path} exists (the log of an earlier or of a running run); a log is never overwritten "
+                       f"unless asked: choose another path, or overwrite it (episodic serve --overwrite, "
+                       f"Runner(..., overwrite=True))")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = "a file is in the way" if isinstance(exc, FileExistsError) else os.strerror(exc.errno)
+        raise LogError(f"cannot create the directory {path.parent} for the log: {reason}; choose a path in "
+                       f"a directory you can write to") from None
+    try:
+        if path.exists():
+            _check_not_open(path)
+        return h5py.File(path, "w" if overwrite else "x", fs_strategy="none")
+    except FileExistsError:  # created by another process since the check above
+        raise LogError(f"{path} was created by another process just now; choose another path") from None
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise LogError(f"cannot write the log {path}: {reason}; choose a path in a directory you can "
+                       f"write to") from None
+
+
+def _check_not_open(path: Path) -> None:
+    """LogError when another process has the HDF5 file at ``path`` open (HDF5 locks it)."""
+    try:
+        h5py.File(path, "r").close()
+    except BlockingIOError:
+        raise LogError(f"{path} is open in another process (a runner still writing it?); it is not "
+                       f"overwritten: stop that process first, or choose another path") from None
+    except OSError:
+        pass  # not an HDF5 file: nothing holds it, it may be replaced
+
+
+def _data_bytes(ep: EpisodeBuffer) -> int:
+    """Bytes of an episode's per-step data and initial state (its bulk in the log)."""
+    return ep.initial_state.nbytes + sum(v.nbytes for b in ep.blocks for v in b.values())
+
+
+def _append(dataset: h5py.Dataset, row: np.ndarray) -> None:
+    """Append one row to a dataset resizable along its first axis."""
+    n = dataset.shape[0]
+    dataset.resize(n + 1, axis=0)
+    dataset[n] = row
+
+
+def summary_row(number: int, attrs) -> np.ndarray:
+    """The /summary row of episode ``number`` from its attributes (a mapping such as its group's
+    attrs; the timing fields are 0 ticks and NaN s when absent, as in blocking mode)."""
+    row = np.zeros((), dtype=SUMMARY_DTYPE)
+    row["number"] = number
+    for name in SUMMARY_DTYPE.names[1:]:
+        row[name] = attrs.get(name, 0 if name in ("timing_ticks", "timing_missed") else np.nan)
+    return row
 
 
 def _int_or(value, default: int = -1) -> int:
@@ -279,8 +386,59 @@ def _decode(value):
     return value
 
 
+def episode_problem(g: h5py.Group) -> str:
+    """Why the episode group ``g`` is not whole, '' when it is: its write did not finish
+    (attribute complete = 0, left by a write that failed part-way), or one of its parts is
+    missing or shorter than its n_steps (logs written before the attribute are judged by this)."""
+    if not g.attrs.get("complete", True):
+        return "its write did not finish"
+    missing = [name for name in ("initial_state", "steps", "segments", "commands") if name not in g]
+    if missing:
+        return f"no {', '.join(missing)}"
+    n = int(g.attrs.get("n_steps", 0))
+    steps, segments = g["steps"], g["segments"]
+    missing = [f"steps/{c}" for c in STEP_DTYPES if n and c not in steps]
+    missing += [f"segments/{c}" for c in (*SEGMENT_FIELDS, "state") if c not in segments]
+    if missing:
+        return f"no {', '.join(missing)}"
+    short = [f"steps/{c}" for c, d in steps.items() if d.shape[:1] != (n,)]
+    return f"{', '.join(short)} not {n} rows long" if short else ""
+
+
+def partial_episodes(path: str | Path) -> dict[str, str]:
+    """The episodes of a log that are not whole: number (as its group name) -> why."""
+    with h5py.File(path, "r") as f:
+        found = ((name, episode_problem(g)) for name, g in f["episodes"].items())
+        return {name: problem for name, problem in found if problem}
+
+
+def read_summary(path: str | Path) -> tuple[np.ndarray, dict[str, str]]:
+    """One SUMMARY_DTYPE row per episode in number order, and the episodes that are not whole
+    (number as group name -> why). Read from /summary at once; only the episodes it lacks (those
+    not written whole, or all of a log written before /summary) are read from their groups."""
+    with h5py.File(path, "r") as f:
+        rows = f["summary"][()] if "summary" in f else np.zeros(0, SUMMARY_DTYPE)
+        episodes = f["episodes"]
+        partial: dict[str, str] = {}
+        if len(episodes) == len(rows):
+            return rows, partial
+        known = set(rows["number"].tolist())
+        extra = []
+        for name in sorted(episodes):
+            if int(name) in known:
+                continue
+            g = episodes[name]
+            extra.append(summary_row(int(name), g.attrs))
+            problem = episode_problem(g)
+            if problem:
+                partial[name] = problem
+        return np.sort(np.concatenate([rows, np.array(extra, dtype=SUMMARY_DTYPE)]), order="number"), partial
+
+
 def read_episodes(path: str | Path, numbers: list[int] | None = None) -> list[StoredEpisode]:
-    """Episodes of a log, all or those whose sequence numbers are given."""
+    """The whole episodes of a log, all or those whose sequence numbers are given. An episode
+    that is not whole (see ``partial_episodes``) is left out of all, and a ValueError when asked
+    for by number."""
     out = []
     with h5py.File(path, "r") as f:
         if "episodes" not in f:
@@ -294,6 +452,11 @@ def read_episodes(path: str | Path, numbers: list[int] | None = None) -> list[St
             names = [n for n in names if n in wanted]
         for name in names:
             g = f["episodes"][name]
+            problem = episode_problem(g)
+            if problem and numbers is not None:
+                raise ValueError(f"episode {name} of {path} was not written whole ({problem}); it cannot be read")
+            if problem:
+                continue
             steps = {k: v[()] for k, v in g["steps"].items()}
             columns = tuple(_decode(c) for c in g["steps"]["task_state"].attrs.get("columns", [])) \
                 if "task_state" in g["steps"] else ()

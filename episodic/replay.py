@@ -9,7 +9,7 @@ import numpy as np
 
 from episodic.commands import Limits
 from episodic.columns import STEP_DTYPES
-from episodic.log import (EpisodeBuffer, StoredEpisode, command_from_record,
+from episodic.log import (EpisodeBuffer, StoredEpisode, command_from_record, partial_episodes,
                           read_episodes, read_metadata, software_versions)
 from episodic.protocol import Flag
 from episodic.runner import Runner
@@ -27,6 +27,7 @@ class Difference:
 class ReplayReport:
     episodes: list[str] = field(default_factory=list)
     differences: list[Difference] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # episodes not written whole: name -> why
     version_changes: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
@@ -84,7 +85,9 @@ def compare(stored: StoredEpisode, new: EpisodeBuffer) -> list[Difference]:
 
 def replay(path: str | Path, episodes: list[int] | None = None) -> ReplayReport:
     """Re-execute the commands of ``episodes`` (sequence numbers; all when None) of the log
-    at ``path`` from each episode's recorded initial state, and compare."""
+    at ``path`` from each episode's recorded initial state, and compare. Episodes not written
+    whole are skipped (listed in the report's ``skipped``) when all are replayed, and a
+    ValueError when asked for by number."""
     meta = read_metadata(path)
     if meta.get("mode", "blocking") != "blocking":
         raise ValueError(f"{path} was recorded in {meta['mode']} mode, where the robot's motion depends "
@@ -92,7 +95,7 @@ def replay(path: str | Path, episodes: list[int] | None = None) -> ReplayReport:
     stored = read_episodes(path, episodes)
     runner = Runner(make_task(meta["task"], meta.get("task_params") or {}), meta["robot"], seed=meta["seed"],
                     limits=Limits(**meta.get("limits", {})), keep_episodes=False)
-    report = ReplayReport()
+    report = ReplayReport(skipped={} if episodes is not None else partial_episodes(path))
     now = software_versions()
     report.version_changes = {k: (v, now.get(k, "missing")) for k, v in meta.get("versions", {}).items()
                               if now.get(k) != v and k != "episodic"}

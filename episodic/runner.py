@@ -7,6 +7,7 @@ HDF5 run log, behind one ``send(command) -> Reply`` call (what the bridge serves
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +43,10 @@ class Runner(Sender):
     """Episodes of ``task`` (a :class:`episodic.task.Task`, e.g. ``make_task("reach")``) on
     ``robot`` (a Robot or the name of a folder under robots/).
 
-    ``log``: HDF5 file for the run (None keeps episodes in memory only, in ``episodes``).
+    ``log``: HDF5 file for the run (None keeps episodes in memory only, in ``episodes``); a new
+    file: an existing one is refused (episodic.log.LogError) unless ``overwrite``. An episode
+    that could not be logged (e.g. a full disk) is named in the message of the reply that ended
+    it (blocking mode; in realtime mode a write that fails after that reply, in the next reply).
     ``seed``: the run's seed; episode k's random generator is seeded with (seed, k).
     ``mode``: "blocking" (time stops between commands; results depend only on the commands)
     or "realtime" (the simulation is paced to the wall clock and the robot holds while the
@@ -52,7 +56,7 @@ class Runner(Sender):
 
     def __init__(self, task: Task, robot: Robot | str = "wam", *, log: str | Path | None = None, seed: int = 0,
                  limits: Limits = Limits(), keep_episodes: bool | None = None, mode: str = "blocking",
-                 driver: Callable[[Scene], JointDriver] | None = None):
+                 driver: Callable[[Scene], JointDriver] | None = None, overwrite: bool = False):
         if mode not in MODES:
             raise ValueError(f"unknown mode '{mode}'; use one of {', '.join(MODES)}")
         if not isinstance(task, Task):
@@ -74,7 +78,8 @@ class Runner(Sender):
         self.limits = limits
         self.keep_episodes = log is None if keep_episodes is None else keep_episodes
         self.episodes: list[EpisodeBuffer] = []
-        self.log = RunLog(log, self.metadata(), incremental=mode == "realtime") if log is not None else None
+        self.log = RunLog(log, self.metadata(), incremental=mode == "realtime", overwrite=overwrite) \
+            if log is not None else None
         self.machine = EpisodeMachine(self.scene, self.sim, self.task, self.seed, limits,
                                       on_episode=self._episode_done, on_reject=self._rejected)
 
@@ -92,8 +97,13 @@ class Runner(Sender):
 
     # -- commands ------------------------------------------------------------
     def _deliver(self, command: Command) -> Reply:
-        """Run one command; never raises on any input (the reply's flag says what went wrong)."""
-        return self.machine.handle(command)
+        """Run one command; never raises on any input (the reply's flag says what went wrong, its
+        message also what could not be logged since the previous reply)."""
+        reply = self.machine.handle(command)
+        lost = self.log.pop_failures() if self.log is not None else []
+        if not lost:
+            return reply
+        return dataclasses.replace(reply, message="; ".join([reply.message, *lost] if reply.message else lost))
 
     def abort(self, flag: Flag, message: str) -> None:
         """Abort the running episode (e.g. a silent learner: Flag.TIMEOUT)."""

@@ -37,9 +37,9 @@ def main() -> None:
     from episodic.tasks import make_task
 
     parser = argparse.ArgumentParser(description="Run the reference ball-in-a-cup swing in-process.")
-    parser.add_argument("--log", default=None, help="HDF5 log to write (default: none)")
+    parser.add_argument("--log", default=None, help="HDF5 log to write, replaced if it exists (default: none)")
     args = parser.parse_args()
-    with Runner(make_task("ball_in_cup"), log=args.log) as runner:
+    with Runner(make_task("ball_in_cup"), log=args.log, overwrite=True) as runner:
         row = demo.run_swing(runner.send, reference_commands(runner.robot), "reference")
     print(f"return {row.episode_return:.4f}, caught {'yes' if row.caught else 'no'}, "
           f"{row.steps} steps, flag {row.flag}")

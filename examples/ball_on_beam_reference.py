@@ -39,10 +39,10 @@ def reference_commands(robot: Robot, episode_id: int = 1, context=None, duration
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Run the ball_on_beam reference gain set.")
-    parser.add_argument("--out", default=None, help="HDF5 log to write (default: none)")
+    parser.add_argument("--out", default=None, help="HDF5 log to write, replaced if it exists (default: none)")
     args = parser.parse_args()
     robot = load_robot("wam")
-    with Runner(make_task("ball_on_beam"), log=args.out, keep_episodes=True) as runner:
+    with Runner(make_task("ball_on_beam"), log=args.out, keep_episodes=True, overwrite=True) as runner:
         began = time.perf_counter()
         replies = [runner.send(c) for c in reference_commands(robot)]
         wall = time.perf_counter() - began

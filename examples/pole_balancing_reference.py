@@ -60,12 +60,12 @@ def reference_commands(robot: Robot, episode_id: int = 1, context=None, pole_len
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Run the pole_balancing reference swing-up and balance.")
-    parser.add_argument("--out", default=None, help="HDF5 log to write (default: none)")
+    parser.add_argument("--out", default=None, help="HDF5 log to write, replaced if it exists (default: none)")
     parser.add_argument("--pole-length", type=float, default=0.5, help="pole length, m")
     args = parser.parse_args()
     robot = load_robot("wam")
     with Runner(make_task("pole_balancing", {"pole_length": args.pole_length}), log=args.out,
-                keep_episodes=True) as runner:
+                keep_episodes=True, overwrite=True) as runner:
         began = time.perf_counter()
         replies = [runner.send(c) for c in reference_commands(robot, pole_length=args.pole_length)]
         wall = time.perf_counter() - began

@@ -245,7 +245,7 @@ def run_served(iterations: int = ITERATIONS, seed: int = 0, start: Swing | None 
     with tempfile.TemporaryDirectory(prefix="power-") as tmp:
         path = Path(log) if log is not None else Path(tmp) / "power.h5"
         path.parent.mkdir(parents=True, exist_ok=True)
-        with ServedRunner(channel, task=DEMO_TASK, log=path, seed=seed) as runner:
+        with ServedRunner(channel, task=DEMO_TASK, log=path, seed=seed, args=("--overwrite",)) as runner:
             if echo is not None:
                 echo(f"runner started (pid {runner.proc.pid}), channel '{channel}'"
                      + (f", log {log}" if log is not None else ""))
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the exploration (and of the runner started)")
     parser.add_argument("--start-offset", type=float, default=START_OFFSET,
                         help="rad added to every elbow knot of the reference swing (default %(default)s)")
-    parser.add_argument("--log", default=None, help="HDF5 log of the runner this script starts (default: none kept)")
+    parser.add_argument("--log", default=None, help="HDF5 log of the runner this script starts, replaced if it exists (default: none kept)")
     args = parser.parse_args(argv)
     if args.iterations < 0:
         parser.error("--iterations must be >= 0")

@@ -179,12 +179,12 @@ def format_rows(rows: list[ReachRow], tolerance: float | None = None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Reach random targets with the WAM and log the run.")
-    parser.add_argument("--out", default="runs/reach_learner.h5", help="HDF5 log to write")
+    parser.add_argument("--out", default="runs/reach_learner.h5", help="HDF5 log to write, replaced if it exists")
     parser.add_argument("--episodes", type=int, default=8, help="number of targets (episodes)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the run and of the targets")
     args = parser.parse_args()
 
-    with Runner(make_task("reach"), log=args.out, seed=args.seed) as runner:
+    with Runner(make_task("reach"), log=args.out, seed=args.seed, overwrite=True) as runner:
         targets = demo_targets(runner, args.episodes, args.seed)
         rows = run_reach_demo(runner, targets)
         tolerance = runner.task.tolerance

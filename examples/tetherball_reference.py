@@ -175,11 +175,11 @@ def main() -> None:
     from episodic.runner import Runner
 
     parser = argparse.ArgumentParser(description="Run the scripted tetherball stroke and log it.")
-    parser.add_argument("--out", default=None, help="HDF5 log to write (default: none)")
+    parser.add_argument("--out", default=None, help="HDF5 log to write, replaced if it exists (default: none)")
     parser.add_argument("--target", type=float, nargs=3, default=None, metavar=("X", "Y", "Z"),
                         help="target of the ball's centre, m (default: the task's)")
     args = parser.parse_args()
-    with Runner(make_task("tetherball"), log=args.out, keep_episodes=True) as runner:
+    with Runner(make_task("tetherball"), log=args.out, keep_episodes=True, overwrite=True) as runner:
         commands = reference_commands(runner.robot, 1, args.target)
         wall = time.perf_counter()
         replies = [runner.send(c) for c in commands]

@@ -17,11 +17,14 @@ from click.testing import CliRunner
 
 import episodic
 from episodic.cli import main
-from episodic.commands import TrajectoryCommand
+from episodic.bridge import Client
+from episodic.commands import StartCommand, TrajectoryCommand
 from episodic.log import read_episodes, read_metadata
+from episodic.replay import replay as run_replay
 from episodic.runner import Runner
 from episodic.tasks import make_task
 from examples.reach_learner import demo_targets, format_rows, run_reach_demo
+from tests.helpers import Served, channel_name, wave
 
 N_EPISODES = 5
 
@@ -234,10 +237,100 @@ def test_a_truncated_log_is_called_damaged_with_how_much_is_left(demo_log, tmp_p
         assert f"is damaged: it was cut off at {len(whole) // 2} of its {len(whole)} bytes (50 %)" in result.output
 
 
+def test_info_on_a_file_it_may_not_read_fails_clearly():
+    unreadable = next((str(p) for p in Path("/sys/bus").glob("*/uevent") if not os.access(p, os.R_OK)
+                       or p.stat().st_mode & 0o444 == 0), None)  # write-only even for root
+    if unreadable is None:
+        pytest.skip("no file here that this user may not read")
+    result = invoke("info", unreadable)
+    assert result.exit_code != 0 and f"{unreadable}: permission denied" in result.output
+
+
 def test_info_on_missing_file_fails_clearly(tmp_path):
     result = invoke("info", str(tmp_path / "nothing.h5"))
     assert result.exit_code != 0
     assert "no such file" in result.output
+
+
+def test_info_reads_a_log_written_before_the_summary_the_same_way(demo_log, log_copy):
+    with h5py.File(log_copy, "r+") as f:
+        del f["summary"]
+        for g in f["episodes"].values():
+            del g.attrs["complete"]
+    table = invoke("info", str(demo_log[0])).output.splitlines()[13:]  # after the metadata and a blank line
+    old = invoke("info", str(log_copy))
+    assert old.exit_code == 0, old.output
+    assert old.output.splitlines()[13:] == table and len(table) == N_EPISODES + 3  # head, rule, rows, count
+
+
+def _drop_last_episode_write(path: Path) -> str:
+    """Leave the last episode of a log as a write that failed in its steps leaves it; its name."""
+    with h5py.File(path, "r+") as f:
+        name = sorted(f["episodes"])[-1]
+        g = f["episodes"][name]
+        g.attrs["complete"] = False
+        del g["steps/qd"], g["segments"], g["commands"]
+        f["summary"].resize(len(f["episodes"]) - 1, axis=0)
+    return name
+
+
+def test_info_and_replay_name_an_episode_not_written_whole(log_copy):
+    name = _drop_last_episode_write(log_copy)
+    info_out = invoke("info", str(log_copy))
+    assert info_out.exit_code == 0, info_out.output
+    rows = [line.split() for line in info_out.output.splitlines() if line.split()[:1] == [str(int(name))]]
+    assert rows and rows[0][3] == "OK*"
+    assert f"* not written whole, so not replayable: episode {int(name)} (its write did not finish)" in info_out.output
+    result = CliRunner().invoke(main, ["replay", str(log_copy)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert f"warning: episode {name} not replayed: it was not written whole (its write did not finish)" \
+        in result.output
+    assert f"{N_EPISODES - 1} episodes replayed bit-identically" in result.output
+    one = invoke("replay", str(log_copy), "--episode", str(int(name)))
+    assert one.exit_code == 1 and "was not written whole" in one.output and "Traceback" not in one.output
+
+
+# -- serve --log ------------------------------------------------------------------
+@pytest.mark.slow
+def test_a_second_serve_on_a_live_runs_log_leaves_it_intact(tmp_path):
+    log = tmp_path / "live.h5"
+    with Served(channel_name(), log) as first, Client(first.channel) as client:
+        q = wave(load_robot_home(), n=200)
+        for episode_id in (1, 2):
+            if episode_id == 2:  # a second runner pointed at the live run's log, then with --overwrite
+                for extra in ((), ("--overwrite",)):
+                    second = Served(channel_name(), log, *extra)
+                    assert not second.ready and second.proc.wait(timeout=60) != 0
+                    err = second.proc.stderr.read()
+                    second.close()
+                    assert "Traceback" not in err
+                    assert ("never overwritten unless asked" if not extra else "is open in another process") in err
+                busy = invoke("info", str(log))
+                assert busy.exit_code != 0 and "is open in another process" in busy.output
+            assert client.send(StartCommand(episode_id, 1)).flag.name == "OK"
+            assert client.send(TrajectoryCommand(episode_id, 1, 1, q)).flag.name == "OK"
+        first.stop(check=True)
+    assert [e.attrs["episode_id"] for e in read_episodes(log)] == [1, 2]
+    assert run_replay(log).identical
+
+
+def load_robot_home() -> np.ndarray:
+    from episodic.robot import load_robot
+
+    return load_robot("wam").home
+
+
+def test_serve_refuses_bad_log_paths_with_a_message(tmp_path):
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "link.h5").symlink_to(tmp_path / "elsewhere.h5")
+    cases = {str(tmp_path / "link.h5"): "is a symbolic link",
+             str(tmp_path / "a_file" / "run.h5"): "for the log: a file is in the way"}
+    for path, reason in cases.items():
+        result = CliRunner().invoke(main, ["serve", "--channel", channel_name(), "--log", path])
+        assert result.exit_code == 1 and reason in result.output, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+    result = CliRunner().invoke(main, ["serve", "--channel", channel_name(), "--log", str(tmp_path)])
+    assert result.exit_code == 2 and "is a directory" in result.output
 
 
 # -- replay ---------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """HDF5 run logs and replay, with real files and a real killed process."""
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -15,7 +16,8 @@ import pytest
 
 from episodic.commands import StartCommand, TrajectoryCommand
 from episodic.columns import STEP_DTYPES
-from episodic.log import read_episodes, read_metadata
+from episodic.log import (SUMMARY_DTYPE, LogError, partial_episodes, read_episodes, read_metadata,
+                          read_summary)
 from episodic.machine import Flag
 from episodic.replay import replay
 from episodic.runner import Runner
@@ -133,27 +135,200 @@ def test_killed_run_leaves_a_readable_file(tmp_path):
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A 12 MB tmpfs (needs root; skipped where it cannot be mounted)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
+    """A function mounting a tmpfs of the given size (e.g. "2m") and returning its directory
+    (needs root; skipped where it cannot be mounted)."""
+    mounted = []
+
+    def mount(size: str) -> Path:
+        where = tmp_path / f"disk{len(mounted)}"
+        where.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                              capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
+        mounted.append(where)
+        return where
+
     try:
         yield mount
     finally:
-        subprocess.run(["umount", str(mount)], check=True)
+        for where in mounted:
+            subprocess.run(["umount", str(where)], check=True)
 
 
 def test_a_full_disk_loses_no_episode_already_written(small_disk, caplog):
-    path = small_disk / "run.h5"
+    path = small_disk("12m") / "run.h5"
     with Runner(make_task("reach"), log=path) as r:
         for episode_id in range(10):
             assert r.send(StartCommand(episode_id, 1)).flag == Flag.OK
             assert r.send(TrajectoryCommand(episode_id, 1, 1, wave(r.robot.home, n=2000))).flag == Flag.OK
         failed = r.log.failed_writes
     assert 0 < failed < 10
-    assert "No space" in caplog.text or "bytes free" in caplog.text
+    assert "disk full" in caplog.text
     episodes = read_episodes(path)
     assert len(episodes) == 10 - failed and all(e.attrs["flag"] == Flag.OK for e in episodes)
     assert replay(path).identical
+
+
+def test_the_reply_that_ends_an_episode_says_it_was_not_logged(small_disk):
+    path = small_disk("2m") / "run.h5"
+    with Runner(make_task("reach"), log=path) as r:
+        short = wave(r.robot.home, n=50)
+        replies = {}
+        for episode_id, q in ((1, short), (2, wave(r.robot.home, n=2000)), (3, short)):
+            r.send(StartCommand(episode_id, 1))
+            replies[episode_id] = r.send(TrajectoryCommand(episode_id, 1, 1, q))
+    assert all(reply.flag == Flag.OK for reply in replies.values())  # the flag stays the outcome
+    assert replies[1].message == replies[3].message == ""
+    assert replies[2].message.startswith("episode 000001 (id 2) was not logged in full (")
+    assert "disk full" in replies[2].message and "free some space or log elsewhere" in replies[2].message
+    assert [e.attrs["episode_id"] for e in read_episodes(path)] == [1, 3]
+    assert partial_episodes(path) == {}
+    assert replay(path).identical
+
+
+def test_a_refusal_that_cannot_be_noted_is_said_in_its_reply(small_disk):
+    disk = small_disk("2m")
+    with Runner(make_task("reach"), log=disk / "run.h5") as r:
+        free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        (disk / "filler").write_bytes(b"\0" * (free - (512 << 10)))  # leave less than the margin
+        reply = r.send(TrajectoryCommand(5, 9, 9, wave(r.robot.home)))
+    assert reply.flag == Flag.OUT_OF_ORDER
+    assert "no episode is running" in reply.message
+    assert "the refusal of command 9 of episode 5 was not logged in full" in reply.message
+
+
+# -- the log is a new file -------------------------------------------------------------
+def test_an_existing_log_is_refused_and_left_intact(reach_log):
+    before = reach_log.read_bytes()
+    with pytest.raises(LogError, match="exists .*never overwritten unless asked.*--overwrite"):
+        Runner(make_task("reach"), log=reach_log)
+    assert reach_log.read_bytes() == before
+    assert replay(reach_log).identical
+    with Runner(make_task("reach"), log=reach_log, overwrite=True) as r:
+        run_episode(r, 7)
+    assert [e.attrs["episode_id"] for e in read_episodes(reach_log)] == [7]
+
+
+def test_bad_log_paths_are_refused_with_a_reason(tmp_path):
+    target = tmp_path / "real.h5"
+    (tmp_path / "link.h5").symlink_to(target)  # dangling: a link is refused, not followed
+    (tmp_path / "a_file").write_text("x")
+    cases = {tmp_path: "is a directory; give the log a file name",
+             tmp_path / "link.h5": f"is a symbolic link \\(to {target}\\)",
+             tmp_path / "a_file" / "run.h5": "cannot create the directory .*a_file for the log: a file is in "
+                                             "the way",
+             tmp_path / "a_file" / "deeper" / "run.h5": "cannot create the directory .*: Not a directory"}
+    for path, reason in cases.items():
+        with pytest.raises(LogError, match=reason):
+            Runner(make_task("reach"), log=path)
+    assert not target.exists()
+
+
+def test_a_log_where_writing_is_not_permitted_is_refused():
+    if not os.path.isdir("/sys") or os.access("/sys", os.W_OK) and not _refused("/sys/episodic-test.h5"):
+        pytest.skip("/sys lets this user create files here")
+    with pytest.raises(LogError, match="cannot write the log /sys/episodic-test.h5: (Permission denied|"
+                                       "Operation not permitted|Read-only file system)"):
+        Runner(make_task("reach"), log="/sys/episodic-test.h5")
+
+
+def _refused(path: str) -> bool:
+    try:
+        open(path, "x").close()
+    except OSError:
+        return True
+    os.remove(path)
+    return False
+
+
+# -- partial episodes ------------------------------------------------------------------
+def test_a_partial_episode_is_left_out_and_named(reach_log):
+    with h5py.File(reach_log, "r+") as f:  # as a write that failed in the steps leaves it
+        g = f["episodes/000001"]
+        g.attrs["complete"] = False
+        del g["steps/q"], g["segments"], g["commands"]
+        f["summary"].resize(1, axis=0)
+    assert partial_episodes(reach_log) == {"000001": "its write did not finish"}
+    assert [e.name for e in read_episodes(reach_log)] == ["000000"]
+    with pytest.raises(ValueError, match="episode 000001 .* was not written whole \\(its write did not finish\\)"):
+        read_episodes(reach_log, [1])
+    report = replay(reach_log)
+    assert report.identical and report.episodes == ["000000"]
+    assert report.skipped == {"000001": "its write did not finish"}
+    rows, partial = read_summary(reach_log)
+    assert rows["number"].tolist() == [0, 1] and partial == {"000001": "its write did not finish"}
+
+
+def test_a_damaged_episode_of_an_older_log_is_judged_by_its_parts(reach_log):
+    with h5py.File(reach_log, "r+") as f:
+        for name in ("000000", "000001"):
+            del f[f"episodes/{name}"].attrs["complete"]  # as before the attribute existed
+        del f["episodes/000000/steps/q"]
+        del f["summary"]
+    assert partial_episodes(reach_log) == {"000000": "no steps/q"}
+    assert [e.name for e in read_episodes(reach_log)] == ["000001"]
+    report = replay(reach_log)
+    assert report.identical and report.skipped == {"000000": "no steps/q"}
+
+
+# -- the run summary, the rejected table, memory -----------------------------------------
+def test_the_summary_has_one_row_per_episode_equal_to_its_attrs(reach_log):
+    with h5py.File(reach_log) as f:
+        summary = f["summary"]
+        assert summary.dtype == SUMMARY_DTYPE and summary.maxshape == (None,) and summary.chunks
+        rows = summary[()]
+        assert rows["number"].tolist() == [0, 1]
+        for row in rows:
+            attrs = f[f"episodes/{int(row['number']):06d}"].attrs
+            assert attrs["complete"]
+            for name in ("episode_id", "return", "flag", "success", "n_steps", "wall_time"):
+                assert row[name] == attrs[name], name
+            assert row["timing_ticks"] == 0 and np.isnan(row["timing_period_error_p99"])
+
+
+def test_the_summary_of_a_realtime_run_holds_its_tick_timing(tmp_path):
+    path = tmp_path / "rt.h5"
+    with Runner(make_task("reach"), log=path, mode="realtime") as r:
+        r.send(StartCommand(1, 1))
+        r.send(TrajectoryCommand(1, 1, 1, wave(r.robot.home, n=50)))
+    (ep,) = read_episodes(path)
+    (row,), _ = read_summary(path)
+    for name in ("timing_ticks", "timing_missed", "timing_period_error_p50", "timing_period_error_max"):
+        assert row[name] == ep.attrs[name] and (name == "timing_missed" or row[name] > 0), name
+
+
+def test_refusals_are_appended_to_the_rejected_table(tmp_path):
+    path = tmp_path / "r.h5"
+    with Runner(make_task("reach"), log=path) as r:
+        q = wave(r.robot.home, n=10)
+        flags = [r.send(TrajectoryCommand(5, k % 3 + 1, 3, q)).flag for k in range(1100)]
+    assert set(flags) == {Flag.OUT_OF_ORDER}
+    with h5py.File(path) as f:
+        table = f["rejected"]
+        assert table.maxshape == (None, 3) and table.chunks  # grown in place, not rewritten
+        assert table[()].tolist() == [[5, k % 3 + 1, Flag.OUT_OF_ORDER] for k in range(1100)]
+        assert list(table.attrs["columns"]) == ["episode_id", "index", "flag"]
+
+
+def test_a_logging_runner_keeps_no_python_object_per_episode(tmp_path):
+    path = tmp_path / "many.h5"
+    with Runner(make_task("reach"), log=path, keep_episodes=False) as r:
+        q = wave(r.robot.home, n=50)
+
+        def run(first: int, n: int) -> None:
+            for episode_id in range(first, first + n):
+                r.send(StartCommand(episode_id, 1))
+                r.send(TrajectoryCommand(episode_id, 1, 1, q))
+                r.send(TrajectoryCommand(episode_id, 2, 1, q))  # refused: logged in /rejected
+
+        run(0, 50)
+        gc.collect()
+        before = len(gc.get_objects())
+        run(50, 400)
+        gc.collect()
+        grown = len(gc.get_objects()) - before
+        strategy = r.log._file.id.get_create_plist().get_file_space_strategy()[0]
+    assert grown < 40, f"{grown} more Python objects after 400 episodes"
+    assert strategy == h5py.h5f.FSPACE_STRATEGY_NONE  # HDF5 keeps no in-memory record per freed block
+    assert len(read_summary(path)[0]) == 450
