@@ -1,8 +1,9 @@
-"""A channel: one shared-memory object and three semaphores, named per user.
+"""A channel: one shared-memory object, three semaphores and a client-lock object, named per user.
 
 Names: ``/episodic.<uid>.<channel>`` for the memory and the same with ``.cmd`` (command
-ready), ``.reply`` (reply ready) and ``.lock`` (guards the blocks) for the semaphores,
-all created with mode 0600. The runner creates them, the client attaches; both refuse
+ready), ``.reply`` (reply ready) and ``.lock`` (guards the blocks) for the semaphores and
+``.client`` for an empty shared-memory object a client holds an exclusive ``flock`` on while
+it is attached (one client per channel), all created with mode 0600. The runner creates them, the client attaches; both refuse
 objects that belong to another user (``/dev/shm`` is world-writable, so anybody can create
 a file under a name meant for someone else). The runner holds an exclusive ``flock`` on the
 memory object for its lifetime: that lock, not the pid in the header, says whether it lives.
@@ -23,7 +24,8 @@ from episodic.bridge.layout import HEADER, MAGIC, Layout, LayoutError, read_head
 
 log = logging.getLogger("episodic.bridge")
 LOCK_TIMEOUT = 2.0  # s; a lock held longer belongs to a dead process and is taken over
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+SHM_KEYS = ("shm", "client")  # the channel's shared-memory objects; the other keys are semaphores
 DEFAULT_CHANNEL = "default"
 SHM_DIR = "/dev/shm"  # where Linux keeps POSIX shared memory (<name>) and named semaphores (sem.<name>)
 
@@ -40,18 +42,28 @@ class ForeignChannel(ChannelError):
     """An object of the channel belongs to another user."""
 
 
-def object_names(channel: str) -> dict[str, str]:
-    """The POSIX names of a channel's memory and semaphores (per user)."""
-    if not NAME_PATTERN.match(channel):
+class ChannelInUse(ChannelError):
+    """Another live client is attached to the channel."""
+
+
+def check_name(channel) -> str:
+    """``channel`` when it is a valid channel name; ValueError saying what a name may hold."""
+    if not isinstance(channel, str) or not NAME_PATTERN.fullmatch(channel):
         raise ValueError(f"channel name {channel!r}: use 1-64 letters, digits, '_' or '-'")
-    base = f"/episodic.{os.getuid()}.{channel}"
-    return {"shm": base, "cmd": base + ".cmd", "reply": base + ".reply", "lock": base + ".lock"}
+    return channel
+
+
+def object_names(channel: str) -> dict[str, str]:
+    """The POSIX names of a channel's memory, semaphores and client-lock object (per user)."""
+    base = f"/episodic.{os.getuid()}.{check_name(channel)}"
+    return {"shm": base, "cmd": base + ".cmd", "reply": base + ".reply", "lock": base + ".lock",
+            "client": base + ".client"}
 
 
 def object_paths(channel: str) -> dict[str, str]:
     """The files behind a channel's objects on Linux: ``/dev/shm/<name>`` for the memory,
     ``/dev/shm/sem.<name>`` for a semaphore."""
-    return {key: f"{SHM_DIR}/{'' if key == 'shm' else 'sem.'}{name[1:]}"
+    return {key: f"{SHM_DIR}/{'' if key in SHM_KEYS else 'sem.'}{name[1:]}"
             for key, name in object_names(channel).items()}
 
 
@@ -165,7 +177,7 @@ def remove(channel: str) -> list[str]:
         try:
             if os.lstat(paths[key]).st_uid != os.getuid():
                 continue
-            if key == "shm":
+            if key in SHM_KEYS:
                 posix_ipc.unlink_shared_memory(name)
             else:
                 posix_ipc.unlink_semaphore(name)
@@ -189,6 +201,7 @@ class Channel:
         self.reply_ready: posix_ipc.Semaphore = sems["reply"]
         self.lock: posix_ipc.Semaphore = sems["lock"]
         self.owner = owner
+        self.client_fd: int | None = None  # the client-lock object, while this client holds it
 
     @classmethod
     def create(cls, channel: str, layout: Layout) -> "Channel":
@@ -210,6 +223,7 @@ class Channel:
             write_header(mm, layout, os.getpid())
             sems = {k: posix_ipc.Semaphore(names[k], flags, mode=0o600, initial_value=1 if k == "lock" else 0)
                     for k in ("cmd", "reply", "lock")}
+            posix_ipc.SharedMemory(names["client"], flags, mode=0o600).close_fd()
         except posix_ipc.ExistentialError:
             raise ChannelBusy(f"another runner is starting on channel '{channel}' at the same time; "
                               f"choose another --channel") from None
@@ -228,6 +242,8 @@ class Channel:
                 # again after opening: an object may have appeared since the check
                 refuse_foreign(channel, object_paths(channel)["shm"], os.fstat(shm.fd).st_uid)
                 check_owned(channel)
+                if shm.size < HEADER.itemsize:
+                    raise LayoutError(f"the shared-memory object holds {shm.size} bytes, less than a header")
                 mm = mmap.mmap(shm.fd, shm.size)
             except BaseException:
                 shm.close_fd()
@@ -245,6 +261,30 @@ class Channel:
             raise
         return cls(channel, shm, mm, layout, sems, owner=False)
 
+    def hold_client(self) -> None:
+        """Take the channel for this client: an exclusive ``flock`` on the client-lock object,
+        kept until ``close`` (the kernel drops it when the process dies), and this pid in the
+        header's ``client_pid``. ChannelInUse, naming the holder, when another client has it."""
+        try:
+            client = posix_ipc.SharedMemory(object_names(self.name)["client"])
+        except posix_ipc.ExistentialError:
+            raise FileNotFoundError(f"no runner serves channel '{self.name}' (its client-lock object is "
+                                    f"missing); start one with 'episodic serve --channel {self.name}'") from None
+        try:
+            refuse_foreign(self.name, object_paths(self.name)["client"], os.fstat(client.fd).st_uid)
+            fcntl.flock(client.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            client.close_fd()
+            holder = int(np.ndarray((), HEADER, buffer=self.mm)["client_pid"])
+            raise ChannelInUse(f"channel '{self.name}' is in use by another client (pid {holder}); one client "
+                               f"per channel: stop that client, or serve another channel for this "
+                               f"one") from None
+        except BaseException:
+            client.close_fd()
+            raise
+        self.client_fd = client.fd
+        np.ndarray((), HEADER, buffer=self.mm)["client_pid"] = os.getpid()
+
     def runner_alive(self) -> bool:
         """Whether the runner that created this channel's memory object still lives."""
         return runner_holds(self.shm.fd)
@@ -259,4 +299,7 @@ class Channel:
             pass  # numpy views still alive; the mapping goes with the process
         if self.owner:
             remove(self.name)
+        if self.client_fd is not None:
+            os.close(self.client_fd)  # drops the client lock
+            self.client_fd = None
         self.shm.close_fd()

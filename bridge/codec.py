@@ -22,10 +22,11 @@ _COMMAND_DEFAULTS = {name: 0 for name in COMMAND.names} | {"magic": MAGIC, "vers
 
 @dataclass(frozen=True)
 class ReplyBlock:
-    """A reply as the reply block holds it: the Reply, the seq of the command it answers, the
-    episode-log rows now in the log block and whether the episode outgrew that block."""
+    """A reply as the reply block holds it: the Reply, the seq and kind of the command it answers,
+    the episode-log rows now in the log block and whether the episode outgrew that block."""
 
     seq: int
+    kind: int
     reply: Reply
     log_rows: int
     log_truncated: bool
@@ -136,7 +137,7 @@ def encode_reply(blocks: Blocks, answer: ReplyBlock) -> None:
     r = answer.reply
     values = dict(seq=answer.seq, episode_id=r.episode_id, index=r.index, flag=int(r.flag), reward=r.reward,
                   n_steps=r.n_steps, episode_done=int(r.episode_done), machine_state=int(r.machine_state),
-                  log_rows=answer.log_rows, log_truncated=int(answer.log_truncated), pad=0,
+                  log_rows=answer.log_rows, log_truncated=int(answer.log_truncated), kind=answer.kind,
                   message=r.message.encode()[:MESSAGE_BYTES])
     REPLY_STRUCT.pack_into(blocks.buf, blocks.layout.reply_offset, *[values[n] for n in REPLY.names])
     blocks.reply_arrays["state"][:] = r.state
@@ -149,4 +150,4 @@ def decode_reply(blocks: Blocks) -> ReplyBlock:
     reply = Reply(r["episode_id"], r["index"], Flag(r["flag"]), r["reward"], blocks.reply_arrays["state"].copy(),
                   r["n_steps"], bool(r["episode_done"]), r["message"].rstrip(b"\0").decode(errors="replace"),
                   MachineState(r["machine_state"]), blocks.reply_arrays["posture"].copy())
-    return ReplyBlock(r["seq"], reply, r["log_rows"], bool(r["log_truncated"]))
+    return ReplyBlock(r["seq"], r["kind"], reply, r["log_rows"], bool(r["log_truncated"]))

@@ -39,7 +39,7 @@ class Endpoint:
         self._truncated = False  # the episode in the log block outgrew it
         self._last_command = time.monotonic()
         self._learner_pid = 0
-        self._last_seq = -1
+        self._last_taken: tuple[int, int] | None = None  # (seq, client_pid) of the last command read
         self.blocks.header["status"] = 1
 
     # -- loop ----------------------------------------------------------------
@@ -79,27 +79,28 @@ class Endpoint:
             self.serve_one()
 
     def serve_one(self) -> Reply | None:
-        """Read the command block, run it, write the reply and the new log rows, post 'reply ready'
-        (None, and no reply, when the block holds a command already answered)."""
+        """Read the command block, mark it taken, run it, write the reply and the new log rows, post
+        'reply ready' (None, and no reply, when the block holds the command read last: posted twice)."""
         with locked(self.channel.lock):
             c = read_command_fields(self.blocks)
-            if c["seq"] == self._last_seq:
-                return None  # posted twice (the client gave up and wrote anew before we read): answered
+            self.blocks.header["taken_seq"] = c["seq"]  # a client may write its next command now
+            if (c["seq"], c["client_pid"]) == self._last_taken:
+                return None  # a second post of a block already read (and answered)
+            self._last_taken = (c["seq"], c["client_pid"])
             self._learner_pid = c["client_pid"]
             command = decode_command(self.blocks, c)
         reply = self.runner.send(command)
         with locked(self.channel.lock):
             try:
                 truncated = self._update_log()
-                encode_reply(self.blocks, ReplyBlock(c["seq"], reply, self._log_rows, truncated))
+                encode_reply(self.blocks, ReplyBlock(c["seq"], c["kind"], reply, self._log_rows, truncated))
             except Exception as exc:  # noqa: BLE001 - the learner gets an answer whatever happens
                 log.exception("could not write the reply")
                 reply = Reply(reply.episode_id, reply.index, Flag.INTERNAL_ERROR, 0.0,
                               np.full(len(self.runner.state_names), np.nan), 0, True,
                               f"the runner could not write its reply ({type(exc).__name__}: {exc})",
                               posture=reply.posture)
-                encode_reply(self.blocks, ReplyBlock(c["seq"], reply, self._log_rows, False))
-            self._last_seq = c["seq"]
+                encode_reply(self.blocks, ReplyBlock(c["seq"], c["kind"], reply, self._log_rows, False))
         self._last_command = time.monotonic()
         self.channel.reply_ready.release()
         return reply

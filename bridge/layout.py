@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 
 MAGIC = b"EPISODIC"
-VERSION = 2
+VERSION = 3
 NAME_BYTES = 32
 MESSAGE_BYTES = 256
 ALIGN = 64
@@ -36,6 +36,8 @@ HEADER = np.dtype([
     ("reply_offset", "<u8"),
     ("log_offset", "<u8"),
     ("total_size", "<u8"),      # bytes of the whole object
+    ("client_pid", "<i8"),      # pid of the client holding the channel (0: none yet); for messages
+    ("taken_seq", "<u8"),       # seq of the last command the runner copied out of the command block
 ])
 # after HEADER: n_state names (NAME_BYTES each, NUL-padded ASCII), then the log column table
 LOG_COLUMN = np.dtype([
@@ -80,7 +82,7 @@ REPLY = np.dtype([
     ("machine_state", "<i4"),   # state after the command
     ("log_rows", "<i4"),        # rows of the episode log now in the log block
     ("log_truncated", "<i4"),   # 1 when the episode had more steps than max_log_steps
-    ("pad", "<i4"),             # keeps the message 8-byte aligned
+    ("kind", "<i4"),            # the command's kind, echoed
     ("message", f"S{MESSAGE_BYTES}"),  # explanation of a non-zero flag, UTF-8
 ])
 # after REPLY: state (n_state float64), the task state after the command; then posture
@@ -219,11 +221,30 @@ class LayoutError(ValueError):
     """The shared memory does not hold a channel this code can speak to."""
 
 
+MAX_SMALL = 65536      # plausibility bounds on header sizes (joints, context, state and log columns)
+MAX_LARGE = 1 << 28    # ... and on samples and log steps
+
+
+def _ascii_names(raw, what: str) -> tuple[str, ...]:
+    """NUL-padded ASCII names; LayoutError when one is not ASCII or is empty."""
+    out = []
+    for i, name in enumerate(raw):
+        try:
+            text = bytes(name).rstrip(b"\0").decode("ascii")
+        except UnicodeDecodeError:
+            raise LayoutError(f"{what} {i} in the header is not ASCII; the channel is corrupt") from None
+        if not text or "\0" in text:
+            raise LayoutError(f"{what} {i} in the header is empty or holds a NUL; the channel is corrupt")
+        out.append(text)
+    return tuple(out)
+
+
 def read_header(buf) -> Layout:
-    """Sizes from an existing channel's header; raises LayoutError on a bad magic or version."""
+    """Sizes from an existing channel's header; raises LayoutError (with the reason) on a bad
+    magic or version and on any header that does not describe a consistent layout inside ``buf``."""
     if len(buf) < HEADER.itemsize:
         raise LayoutError("the shared-memory object is smaller than a header")
-    head = np.ndarray((), HEADER, buffer=buf)
+    head = np.ndarray((), HEADER, buffer=buf).copy()
     if head["magic"].item() != MAGIC:
         magic = head["magic"].item().decode("ascii", errors="replace")
         raise LayoutError(f"the shared memory starts with '{magic}', not 'EPISODIC': it is not an episodic "
@@ -231,14 +252,33 @@ def read_header(buf) -> Layout:
     if int(head["version"]) != VERSION:
         raise LayoutError(f"the runner speaks protocol version {int(head['version'])}, "
                           f"this client version {VERSION}; use matching versions of episodic")
+    n_dofs, max_samples = int(head["n_dofs"]), int(head["max_samples"])
+    max_log_steps, max_context = int(head["max_log_steps"]), int(head["max_context"])
     n_state, n_cols = int(head["n_state"]), int(head["n_log_columns"])
-    names = np.ndarray((n_state,), f"S{NAME_BYTES}", buffer=buf, offset=HEADER.itemsize)
-    table = np.ndarray((n_cols,), LOG_COLUMN, buffer=buf, offset=HEADER.itemsize + NAME_BYTES * n_state)
-    sizes = Sizes(int(head["n_dofs"]), int(head["max_samples"]), int(head["max_log_steps"]),
-                  int(head["max_context"]), tuple(n.decode() for n in names),
-                  tuple((r["name"].decode(), int(r["width"])) for r in table), float(head["control_rate"]))
+    rate = float(head["control_rate"])
+    if not (1 <= n_dofs <= MAX_SMALL and max_context <= MAX_SMALL and n_state <= MAX_SMALL
+            and 1 <= n_cols <= MAX_SMALL and 1 <= max_samples <= MAX_LARGE and 1 <= max_log_steps <= MAX_LARGE):
+        raise LayoutError("implausible sizes in the header; the channel is corrupt")
+    if not (np.isfinite(rate) and rate > 0):
+        raise LayoutError(f"the header's control rate {rate} is not a positive number; the channel is corrupt")
+    tables = HEADER.itemsize + NAME_BYTES * n_state + LOG_COLUMN.itemsize * n_cols
+    if tables > len(buf):
+        raise LayoutError("the header's tables overrun the shared-memory object; the channel is corrupt")
+    names = np.ndarray((n_state,), f"V{NAME_BYTES}", buffer=buf, offset=HEADER.itemsize)
+    table = np.ndarray((n_cols,), LOG_COLUMN, buffer=buf, offset=HEADER.itemsize + NAME_BYTES * n_state).copy()
+    widths = [int(w) for w in table["width"]]
+    if not all(1 <= w <= MAX_SMALL for w in widths):
+        raise LayoutError("a log column's width in the header is implausible; the channel is corrupt")
+    columns = zip(_ascii_names(table["name"], "log column name"), widths)
+    sizes = Sizes(n_dofs, max_samples, max_log_steps, max_context, _ascii_names(names, "state name"),
+                  tuple(columns), rate)
     layout = Layout(sizes)
     offsets = (layout.command_offset, layout.reply_offset, layout.log_offset, layout.total_size)
     if offsets != tuple(int(head[k]) for k in ("command_offset", "reply_offset", "log_offset", "total_size")):
         raise LayoutError("the header's offsets disagree with its sizes; the channel is corrupt")
+    if layout.total_size > len(buf):
+        raise LayoutError(f"the shared-memory object ({len(buf)} bytes) is smaller than its header says "
+                          f"({layout.total_size}); the channel is corrupt")
+    if any(off != at for (_, _, at), off in zip(layout.log_column_offsets(), table["offset"])):
+        raise LayoutError("a log column's offset disagrees with the widths; the channel is corrupt")
     return layout

@@ -239,11 +239,22 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
     return params
 
 
+def _channel_name(ctx, param, value: str) -> str:
+    """--channel, checked before anything is started (a clear usage error, not a traceback)."""
+    from episodic.bridge.channel import check_name
+
+    try:
+        return check_name(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @main.command()
 @click.option("--task", default="reach", show_default=True, help="Task name (see `episodic tasks`).")
 @click.option("--robot", default="wam", show_default=True, help="Robot name (see `episodic robots`).")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Task parameter; repeatable.")
-@click.option("--channel", default="default", show_default=True, help="Shared-memory channel name.")
+@click.option("--channel", default="default", show_default=True, callback=_channel_name,
+              help="Shared-memory channel name.")
 @click.option("--log", "log_path", type=click.Path(dir_okay=False), default=None,
               help="HDF5 log of the run, a new file (default: no log file).")
 @click.option("--overwrite", is_flag=True,

@@ -368,6 +368,20 @@ def test_octave_episode_is_bit_identical_to_python(mex_dir, tmp_path):
         np.testing.assert_array_equal(fetched[name][:, 0], octave.steps["task_state"][:, i])
 
 
+def test_c_and_octave_are_refused_a_channel_another_client_holds(c_example, mex_dir):
+    """A Python client holds the channel: the C example and SLConnect are refused with the holder's
+    pid; once it lets go, the C example runs."""
+    with Served(channel_name()) as s:
+        with Client(s.channel, timeout=10):
+            c = subprocess.run([str(c_example), s.channel], capture_output=True, text=True, timeout=60)
+            octave = run_octave(f"expect_error('held', @() SLConnect('{s.channel}'));", mex_dir)
+        holder = f"in use by another client (pid {os.getpid()})"
+        assert c.returncode != 0 and holder in c.stdout + c.stderr
+        assert f"CASE held | episodic:channelInUse |" in octave.stdout and holder in octave.stdout
+        after = subprocess.run([str(c_example), s.channel], capture_output=True, text=True, timeout=60)
+        assert after.returncode == 0, after.stdout + after.stderr
+
+
 def test_octave_errors_name_the_problem(mex_dir, tmp_path):
     with Served(channel_name(), tmp_path / "errors.h5") as s:
         code = f"""

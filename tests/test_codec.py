@@ -108,9 +108,9 @@ def test_a_block_that_is_no_command_decodes_as_malformed(blocks):
 def test_replies_round_trip(blocks):
     reply = Reply(2**41, 3, Flag.SAFETY_ABORT, -1.25e-3, np.array([0.5, np.nan]), 1234, True,
                   "joint velocity over its limit ✓", MachineState.RESTART, HOME + 0.125)
-    encode_reply(blocks, ReplyBlock(77, reply, 1000, True))
+    encode_reply(blocks, ReplyBlock(77, 1, reply, 1000, True))
     answer = decode_reply(blocks)
-    assert (answer.seq, answer.log_rows, answer.log_truncated) == (77, 1000, True)
+    assert (answer.seq, answer.kind, answer.log_rows, answer.log_truncated) == (77, 1, 1000, True)
     for name in reply.__dataclass_fields__:
         x, y = getattr(reply, name), getattr(answer.reply, name)
         assert x.tobytes() == y.tobytes() if name in ("state", "posture") else x == y, name
@@ -119,7 +119,7 @@ def test_replies_round_trip(blocks):
 def test_a_reply_without_posture_goes_out_as_nan(blocks):
     """The bridge's own could-not-write-the-reply answer has no posture: NaN on the wire."""
     reply = Reply(1, 1, Flag.INTERNAL_ERROR, 0.0, np.full(2, np.nan), 0, True, "could not write")
-    encode_reply(blocks, ReplyBlock(78, reply, 0, False))
+    encode_reply(blocks, ReplyBlock(78, 3, reply, 0, False))
     posture = decode_reply(blocks).reply.posture
     assert posture.shape == (N,) and np.isnan(posture).all()
 

@@ -28,12 +28,13 @@
 
 /* -- layout (docs/protocol.md, sections 3 to 6) ------------------------------------------ */
 #define MAGIC "EPISODIC"
-#define HEADER_BYTES 88
+#define HEADER_BYTES 104
 #define LOG_COLUMN_BYTES 48
 #define COMMAND_BYTES 88
 #define REPLY_BYTES 312
 #define ALIGN 64
 #define POLL_SECONDS 0.2        /* slice of the wait for a reply, between liveness checks */
+#define TAKEN_POLL_SECONDS 0.002 /* between looks whether the runner took the previous command */
 #define LOCK_TIMEOUT_SECONDS 2.0
 #define DEFAULT_TIMEOUT 30.0
 #define MAX_SMALL 65536u        /* sanity bounds on header sizes (keep the arithmetic in range) */
@@ -52,6 +53,7 @@ struct ep_client {
     unsigned char *base;       /* the mapped object */
     size_t size;
     int fd;                    /* the object, kept open to probe the runner's flock (liveness) */
+    int client_fd;             /* the client-lock object, flocked while attached */
     sem_t *cmd, *reply, *lock;
     ep_info info;
     char (*state_names)[EP_NAME_BYTES + 1];
@@ -100,6 +102,7 @@ const char *ep_strerror(int code)
     case EP_ERR_PROTOCOL: return "reply for another episode";
     case EP_ERR_NO_COLUMN: return "no such log column";
     case EP_ERR_FOREIGN: return "the channel belongs to another user";
+    case EP_ERR_IN_USE: return "another client is attached to the channel";
     default: return "unknown error code";
     }
 }
@@ -269,6 +272,8 @@ void ep_detach(ep_client *c)
         sem_close(c->lock);
     if (c->fd >= 0)
         close(c->fd);
+    if (c->client_fd >= 0)
+        close(c->client_fd);  /* drops the client lock */
     free(c->state_names);
     free(c->column_names);
     free(c->column_width);
@@ -315,7 +320,7 @@ static int check_owners(const ep_client *c, const char *base)
 {
 #ifdef __linux__
     static const char *const formats[] = {"/dev/shm%s", "/dev/shm/sem.%s.cmd", "/dev/shm/sem.%s.reply",
-                                          "/dev/shm/sem.%s.lock"};
+                                          "/dev/shm/sem.%s.lock", "/dev/shm/%s.client"};
     char path[160];
     struct stat st;
     size_t i;
@@ -345,6 +350,51 @@ static int open_sem(ep_client *c, const char *base, const char *suffix, sem_t **
         return fail(EP_ERR_SYSTEM, "channel '%s': sem_open(%s): %s", c->channel, name, strerror(errno));
     }
     return EP_OK;
+}
+
+/* Take the channel for this client: an exclusive flock on the client-lock object (the kernel drops
+ * it when the process ends), and this pid in the header's client_pid. */
+static int hold_client(ep_client *c, const char *base)
+{
+    char name[160];
+    struct stat st;
+    snprintf(name, sizeof name, "%s.client", base);
+    c->client_fd = shm_open(name, O_RDWR, 0);
+    if (c->client_fd < 0) {
+        if (errno == ENOENT)
+            return fail(EP_ERR_NO_CHANNEL, "no runner serves channel '%s' (its client-lock object is missing); "
+                        "start one with 'episodic serve --channel %s'", c->channel, c->channel);
+        return fail(EP_ERR_SYSTEM, "channel '%s': shm_open(%s): %s", c->channel, name, strerror(errno));
+    }
+    if (fstat(c->client_fd, &st) != 0)
+        return fail(EP_ERR_SYSTEM, "channel '%s': fstat: %s", c->channel, strerror(errno));
+    if (st.st_uid != getuid())
+        return check_owner(c, name, st.st_uid);
+    if (flock(c->client_fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK)
+            return fail(EP_ERR_IN_USE, "channel '%s' is in use by another client (pid %lld); one client per "
+                        "channel: stop that client, or serve another channel for this one", c->channel,
+                        (long long)(int64_t)get_u(c->base + 88, 8));
+        return fail(EP_ERR_SYSTEM, "channel '%s': flock(%s): %s", c->channel, name, strerror(errno));
+    }
+    put_u(c->base + 88, (uint64_t)(int64_t)getpid(), 8);
+    return EP_OK;
+}
+
+/* A sequence number no other client starts from: random (the clock and pid where /dev/urandom fails). */
+static uint64_t first_seq(void)
+{
+    uint64_t seq = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    struct timespec now;
+    if (f) {
+        size_t got = fread(&seq, sizeof seq, 1, f);
+        fclose(f);
+        if (got == 1)
+            return seq;
+    }
+    clock_gettime(CLOCK_REALTIME, &now);
+    return ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec) ^ ((uint64_t)getpid() << 40);
 }
 
 /* Read and check the header; fill the sizes, offsets and tables. */
@@ -459,6 +509,7 @@ int ep_attach(const char *channel, double timeout, ep_client **out)
         return fail(EP_ERR_SYSTEM, "out of memory");
     strcpy(c->channel, channel);
     c->fd = -1;
+    c->client_fd = -1;
     c->timeout = timeout > 0 ? timeout : DEFAULT_TIMEOUT;
     snprintf(base, sizeof base, "/episodic.%lu.%s", (unsigned long)getuid(), channel);
 
@@ -489,11 +540,12 @@ int ep_attach(const char *channel, double timeout, ep_client **out)
         (rc = open_sem(c, base, "reply", &c->reply)) != EP_OK ||
         (rc = open_sem(c, base, "lock", &c->lock)) != EP_OK ||
         (rc = check_owners(c, base)) != EP_OK ||  /* again: a semaphore may have appeared since */
-        (rc = read_header(c)) != EP_OK)
+        (rc = read_header(c)) != EP_OK ||
+        (rc = hold_client(c, base)) != EP_OK)
         return attach_fail(c, rc);
 
-    /* a fresh client never matches a reply meant for an earlier one */
-    c->seq = get_u(c->base + c->reply_offset, 8);
+    /* this client's own numbers: a reply meant for another client never matches */
+    c->seq = first_seq();
     clock_gettime(CLOCK_REALTIME, &now);
     c->episode_id = (int64_t)(((uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u) %
                               ((uint64_t)1 << 40)) * 1000;
@@ -562,9 +614,8 @@ typedef struct {
     size_t count;
 } array_arg;
 
-static int wait_reply(ep_client *c, ep_reply *out)
+static int wait_reply(ep_client *c, const fields *f, double deadline, ep_reply *out)
 {
-    double deadline = monotonic_now() + c->timeout;
     const unsigned char *r = c->base + c->reply_offset;
     int n_state = c->info.n_state, n_dofs = c->info.n_dofs;
 
@@ -589,6 +640,7 @@ static int wait_reply(ep_client *c, ep_reply *out)
             continue;
         }
         out->seq = get_u(r, 8);
+        out->kind = get_i32(r + 52);
         out->episode_id = (int64_t)get_u(r + 8, 8);
         out->index = get_i32(r + 16);
         out->flag = get_i32(r + 20);
@@ -610,9 +662,11 @@ static int wait_reply(ep_client *c, ep_reply *out)
         c->log_rows = out->log_rows < 0 ? 0 : out->log_rows;
         if (c->log_rows > c->info.max_log_steps)
             c->log_rows = c->info.max_log_steps;
-        if (out->episode_id != c->episode_id)
-            return fail(EP_ERR_PROTOCOL, "channel '%s': reply for episode %lld, expected %lld", c->channel,
-                        (long long)out->episode_id, (long long)c->episode_id);
+        if (out->kind != f->kind || out->index != f->index || out->episode_id != c->episode_id)
+            return fail(EP_ERR_PROTOCOL, "channel '%s': the reply to command %llu is for kind %d, index %d, "
+                        "episode %lld; expected kind %d, index %d, episode %lld", c->channel,
+                        (unsigned long long)c->seq, out->kind, out->index, (long long)out->episode_id,
+                        f->kind, f->index, (long long)c->episode_id);
         return EP_OK;
     }
 }
@@ -622,6 +676,8 @@ static int exchange(ep_client *c, const fields *f, const array_arg *arrays, int 
     unsigned char fixed[COMMAND_BYTES];
     unsigned char *block = c->base + c->command_offset;
     ep_reply scratch;
+    struct timespec nap;
+    double deadline = monotonic_now() + c->timeout;
     int i;
 
     if (!out)
@@ -646,14 +702,34 @@ static int exchange(ep_client *c, const fields *f, const array_arg *arrays, int 
     put_f64(fixed + 72, f->rate);
     put_f64(fixed + 80, f->wait_time);
 
-    lock_take(c);
-    memcpy(block, fixed, COMMAND_BYTES);
-    for (i = 0; i < n_arrays; i++)
-        doubles_to_wire(block + c->array_offset[arrays[i].which], arrays[i].values, arrays[i].count);
-    lock_give(c);
+    /* never over a command of this client the runner has not taken yet (one that timed out) */
+    for (;;) {
+        int pending;
+        lock_take(c);
+        pending = (int64_t)get_u(block + 24, 8) == (int64_t)getpid() &&
+                  get_u(block + 16, 8) != get_u(c->base + 96, 8);
+        if (!pending) {
+            memcpy(block, fixed, COMMAND_BYTES);
+            for (i = 0; i < n_arrays; i++)
+                doubles_to_wire(block + c->array_offset[arrays[i].which], arrays[i].values, arrays[i].count);
+            lock_give(c);
+            break;
+        }
+        lock_give(c);
+        if (!runner_alive(c))
+            return fail(EP_ERR_RUNNER_GONE, "the runner of channel '%s' (pid %lld) has exited", c->channel,
+                        (long long)c->info.runner_pid);
+        if (monotonic_now() >= deadline)
+            return fail(EP_ERR_TIMEOUT, "the runner on channel '%s' has not taken this client's previous command "
+                        "within %g s (it is still busy with an earlier one); this command was not sent",
+                        c->channel, c->timeout);
+        nap.tv_sec = 0;
+        nap.tv_nsec = (long)(TAKEN_POLL_SECONDS * 1e9);
+        nanosleep(&nap, NULL);
+    }
     if (sem_post(c->cmd) != 0)
         return fail(EP_ERR_SYSTEM, "channel '%s': sem_post: %s", c->channel, strerror(errno));
-    return wait_reply(c, out);
+    return wait_reply(c, f, deadline, out);
 }
 
 static int check_client(const ep_client *c, const char *who)

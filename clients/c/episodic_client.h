@@ -1,6 +1,6 @@
 /*
  * episodic_client.h: a C client for `episodic serve` (the shared-memory protocol of
- * docs/protocol.md, version 2). It mirrors the Python client, bridge/client.py.
+ * docs/protocol.md, version 3). It mirrors the Python client, bridge/client.py.
  *
  *     ep_client *c;
  *     ep_reply r;
@@ -17,7 +17,8 @@
  * Every function returning int returns EP_OK (0) or a negative error code (enum ep_error);
  * ep_last_error() then says what went wrong (naming the channel), ep_strerror(code) the code.
  * Whether the runner executed a command is the reply's `flag` (enum ep_flag), not the return code.
- * A client is attached once and used by one thread at a time; one client per channel.
+ * A client is attached once and used by one thread at a time; one client per channel: while one is
+ * attached (it holds the channel's client lock), ep_attach of a second fails with EP_ERR_IN_USE.
  *
  * Build: cc -std=c99 -O2 -c episodic_client.c; link with -lrt -lpthread (see Makefile).
  */
@@ -30,7 +31,7 @@
 extern "C" {
 #endif
 
-#define EP_PROTOCOL_VERSION 2
+#define EP_PROTOCOL_VERSION 3
 #define EP_NAME_BYTES 32     /* longest state / log column name */
 #define EP_MESSAGE_BYTES 256 /* longest reply message */
 #define EP_NEXT (-1)         /* episode id: the client's next one; index: the next of the episode */
@@ -46,9 +47,10 @@ enum ep_error {
     EP_ERR_LAYOUT = -6,      /* the header is inconsistent (corrupt channel) */
     EP_ERR_TIMEOUT = -7,     /* no reply within the timeout (the runner is alive but silent) */
     EP_ERR_RUNNER_GONE = -8, /* the runner process exited while the client waited */
-    EP_ERR_PROTOCOL = -9,    /* the reply is for another episode than the command's */
+    EP_ERR_PROTOCOL = -9,    /* the reply is for another command (kind, index, episode) than the one sent */
     EP_ERR_NO_COLUMN = -10,  /* no log column of that name */
-    EP_ERR_FOREIGN = -11     /* an object of the channel belongs to another user (not used) */
+    EP_ERR_FOREIGN = -11,    /* an object of the channel belongs to another user (not used) */
+    EP_ERR_IN_USE = -12      /* another client is attached to the channel (the message names its pid) */
 };
 
 enum ep_kind { EP_KIND_START = 0, EP_KIND_TRAJECTORY = 1, EP_KIND_GAINS = 2, EP_KIND_RESET = 3 };
@@ -93,6 +95,7 @@ typedef struct {
  * EP_FLAG_DISCONTINUOUS). */
 typedef struct {
     uint64_t seq;
+    int kind;            /* enum ep_kind of the command answered */
     int64_t episode_id;
     int index;
     int flag;            /* enum ep_flag */
@@ -110,8 +113,10 @@ typedef struct {
 } ep_reply;
 
 /* Attach to `channel` (1-64 of A-Z a-z 0-9 _ -): map the object, open the semaphores, check
- * that they belong to this user, check magic and version. `timeout` s: longest wait for a reply
- * (<= 0: 30 s). */
+ * that they belong to this user, check magic and version, take the channel's client lock (held
+ * until ep_detach or the process ends). `timeout` s: longest wait for a reply (<= 0: 30 s); a
+ * command sent while the runner has not yet taken this client's previous one (it timed out)
+ * waits for that within the same timeout, and is not sent when it runs out (EP_ERR_TIMEOUT). */
 int ep_attach(const char *channel, double timeout, ep_client **out);
 /* Unmap and close (the runner's objects stay). NULL is ignored. */
 void ep_detach(ep_client *c);

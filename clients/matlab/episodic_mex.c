@@ -115,6 +115,7 @@ static void raise_error(const char *who, int code)
     case EP_ERR_VERSION: id = "episodic:version"; break;
     case EP_ERR_NO_CHANNEL: id = "episodic:noChannel"; break;
     case EP_ERR_FOREIGN: id = "episodic:foreignChannel"; break;
+    case EP_ERR_IN_USE: id = "episodic:channelInUse"; break;
     case EP_ERR_ARGUMENT: id = "episodic:size"; break;
     case EP_ERR_PROTOCOL: id = "episodic:protocol"; break;
     default: id = "episodic:channel"; break;
