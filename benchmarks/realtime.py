@@ -1,12 +1,14 @@
 """Non-blocking mode timing: `episodic serve --mode realtime` at the robot's control rate for
 60 s with a learner in another process, then the tick period error (|actual period - control
-period|) at p50 / p99 / max and the missed deadlines, over the whole run and per episode.
+period|) at p50 / p99 / max and the missed deadlines, over the whole run and per episode, the
+runner's resident memory after the first RSS_AFTER s and at the end, and the episodes on disk.
 
-The learner runs reach episodes (start + 3 one-second segments) with think times of 0-300 ms
-between commands, so the runner both moves and holds. The runner is pinned to one core and the
-learner to the other.
+The learner runs reach episodes (start + 3 one-second segments) with think times of 0 to
+``--think`` s (default 0.3) between commands, so the runner both moves and holds; ``--think 0``
+is a prompt learner that leaves the runner almost no idle tick, so its log is written in the
+ticks of the segments. The runner is pinned to one core and the learner to the other.
 
-    python benchmarks/realtime.py [--seconds 60]
+    python benchmarks/realtime.py [--seconds 60] [--think 0.3]
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import h5py
 import numpy as np
@@ -29,6 +32,14 @@ from episodic.trajectory import min_jerk  # noqa: E402
 RUNNER_CORE, LEARNER_CORE = 1, 0
 MULTI_CORE = (os.cpu_count() or 1) > 1  # pin only where there are two cores to pin to
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
+RSS_AFTER = 5.0  # s into the run of the first memory reading (start-up allocations done)
+
+
+def rss(pid: int) -> float:
+    """Resident memory of process ``pid``, MB."""
+    with open(f"/proc/{pid}/status") as f:
+        kb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    return kb / 1024
 
 
 def pin(core: int) -> None:
@@ -37,25 +48,32 @@ def pin(core: int) -> None:
         os.sched_setaffinity(0, {core})
 
 
-def learn(channel: str, seconds: float, rng: np.random.Generator) -> int:
+def learn(channel: str, seconds: float, think: float, rng: np.random.Generator, at_rss: Callable[[], None]) -> int:
+    """Reach episodes for ``seconds`` s, waiting 0 to ``think`` s before each segment; calls
+    ``at_rss()`` once RSS_AFTER s have passed. The number of episodes run."""
     episodes = 0
-    end = time.monotonic() + seconds
+    begin = time.monotonic()
+    end = begin + seconds
     with Client(channel, timeout=30) as client:
         while time.monotonic() < end:
             goal = HOME + rng.uniform(-0.3, 0.3, HOME.size)
             client.start_episode(max_commands=3)
             q = HOME
             for target in (goal, HOME, goal):
-                time.sleep(rng.uniform(0.0, 0.3))
+                time.sleep(rng.uniform(0.0, think))
                 client.send_trajectory(min_jerk(q, target, 1.0, 0.002).q)
                 q = target
             episodes += 1
+            if at_rss is not None and time.monotonic() - begin > RSS_AFTER:
+                at_rss()
+                at_rss = None
     return episodes
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--think", type=float, default=0.3, help="longest think time before a segment, s")
     args = parser.parse_args()
     channel = fresh_channel("rtbench")
     with tempfile.TemporaryDirectory() as tmp:
@@ -63,7 +81,10 @@ def main() -> None:
         with ServedRunner(channel, task="reach", log=log, mode="realtime",
                           cores={RUNNER_CORE} if MULTI_CORE else None) as runner:
             pin(LEARNER_CORE)
-            episodes = learn(channel, args.seconds, np.random.default_rng(0))
+            memory = []
+            episodes = learn(channel, args.seconds, args.think, np.random.default_rng(0),
+                             lambda: memory.append((time.monotonic(), rss(runner.proc.pid))))
+            memory.append((time.monotonic(), rss(runner.proc.pid)))
             runner.stop(check=True)
         with h5py.File(log) as f:
             run = dict(f.attrs)
@@ -72,11 +93,15 @@ def main() -> None:
     ticks, missed = int(run["timing_ticks"]), int(run["timing_missed"])
     us = 1e6
     print(f"realtime runner at {1 / dt:g} Hz for {ticks * dt:.1f} s ({ticks} ticks, {episodes} learner episodes), "
-          f"runner on core {RUNNER_CORE}, learner on core {LEARNER_CORE}")
+          f"runner on core {RUNNER_CORE}, learner on core {LEARNER_CORE}, think times 0-{args.think:g} s")
     print(f"  period error p50 {run['timing_period_error_p50'] * us:8.1f} us")
     print(f"  period error p99 {run['timing_period_error_p99'] * us:8.1f} us   (goal < 200 us)")
     print(f"  period error max {run['timing_period_error_max'] * us:8.1f} us")
     print(f"  missed deadlines {missed:8d}      ({100 * missed / max(ticks, 1):.3f} % of ticks; goal < 0.1 %)")
+    (t0, first), (t1, last) = memory[0], memory[-1]
+    print(f"  runner memory    {first:8.1f} MB after {RSS_AFTER:g} s, {last:.1f} MB at the end "
+          f"({(last - first) / max(t1 - t0, 1e-9) * 60:+.1f} MB/min)")
+    print(f"  episodes logged  {len(per_episode):8d}")
     p99 = np.array([e["timing_period_error_p99"] for e in per_episode if "timing_period_error_p99" in e])
     if p99.size:
         print(f"  per-episode p99: median {np.median(p99) * us:.1f} us, worst {p99.max() * us:.1f} us "

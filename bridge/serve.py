@@ -1,4 +1,5 @@
-"""A runner behind a shared-memory channel until SIGINT or SIGTERM (what ``episodic serve`` runs)."""
+"""A runner behind a shared-memory channel until SIGINT, SIGTERM, SIGHUP or SIGQUIT (what
+``episodic serve`` runs)."""
 from __future__ import annotations
 
 import gc
@@ -15,6 +16,7 @@ from episodic.runner import Runner
 
 log = logging.getLogger("episodic.serve")
 REALTIME_PRIORITY = 50  # SCHED_FIFO priority of a realtime runner (1..99)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # each ends serving cleanly
 
 
 def _realtime_priority() -> None:
@@ -29,27 +31,36 @@ def _realtime_priority() -> None:
 
 def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.0, max_log_steps: int = 60_000,
           ready: Callable[[Endpoint], None] | None = None) -> None:
-    """Serve ``runner``'s episodes on ``channel`` until SIGINT/SIGTERM; then the channel's objects
-    are removed and the runner closed (an unfinished episode is kept with Flag.INTERRUPTED).
+    """Serve ``runner``'s episodes on ``channel`` until a terminating signal (STOP_SIGNALS); then
+    the channel's objects are removed and the runner closed (an unfinished episode is kept with
+    Flag.INTERRUPTED; paced motion stops at the next tick). The handlers are installed before the
+    channel is created, so a signal during start-up also removes whatever was created.
     ``ready(endpoint)`` is called once the channel exists."""
-    if runner.paced:
-        _realtime_priority()
+    stopping: list[int] = []
+
+    def stop(sig: int, _frame) -> None:
+        stopping.append(sig)
+        runner.interrupt()
+
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
-        endpoint = Endpoint(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps)
-    except (OSError, posix_ipc.Error) as exc:  # e.g. /dev/shm full: a message, not a traceback
-        runner.close()
-        raise ChannelError(f"could not create channel '{channel}': {exc}") from None
-    except BaseException:
-        runner.close()
-        raise
-    stopping = []
-    previous = {sig: signal.signal(sig, lambda *_: stopping.append(True)) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        if ready is not None:
-            ready(endpoint)
-        endpoint.serve(lambda: bool(stopping))
+        if runner.paced:
+            _realtime_priority()
+        try:
+            endpoint = Endpoint(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps)
+        except (OSError, posix_ipc.Error) as exc:  # e.g. /dev/shm full: a message, not a traceback
+            runner.close()
+            raise ChannelError(f"could not create channel '{channel}': {exc}") from None
+        except BaseException:
+            runner.close()
+            raise
+        try:
+            if ready is not None and not stopping:
+                ready(endpoint)
+            endpoint.serve(lambda: bool(stopping))
+        finally:
+            endpoint.close()
+            runner.close()
     finally:
-        endpoint.close()
-        runner.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

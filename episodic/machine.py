@@ -30,6 +30,7 @@ from episodic.task import StepView, Task, TaskError
 
 SETTLE_CHUNK = 0.05  # s of holding between "close and slow" checks in GOTO_START
 SEGMENT_END_WINDOW = 2.0  # s of recent steps a paced segment shows the task's segment_end each tick
+INTERRUPTED_MESSAGE = "the runner stopped during the episode"
 _log = logging.getLogger("episodic.machine")
 
 
@@ -57,6 +58,8 @@ class EpisodeMachine:
         self._steps_in_command = 0  # the "step" column: steps since the current command began
         self._task_state: tuple[int, np.ndarray] = (-1, np.zeros(0))
         self._aborted: tuple[int | None, Flag, str] = (None, Flag.OK, "")  # (episode id, flag, why) of the last abort
+        # set (e.g. from a signal handler) to end paced motion at the next tick with Flag.INTERRUPTED
+        self.interrupted = False
         sim.reset(self.robot.home)
         self._hold_q = sim.q
 
@@ -197,6 +200,9 @@ class EpisodeMachine:
         target = self.task.start_posture(self.robot) if cmd.posture is None else cmd.posture
         self.state = MachineState.GOTO_START
         self._goto(target)
+        if self.sim.pacer is not None and self.interrupted:
+            self.abort(Flag.INTERRUPTED, INTERRUPTED_MESSAGE)
+            return self._reply(cmd, Flag.INTERRUPTED, done=True, message=INTERRUPTED_MESSAGE)
         try:
             self.task.reset(self.sim.model, self.sim.data, cmd.context, np.random.default_rng(rng_seed))
         except TaskError as exc:
@@ -211,16 +217,18 @@ class EpisodeMachine:
         """Minimum-jerk move to ``target`` within the goto limits, then hold until close and slow."""
         goto = self.robot.goto
         q0 = self.sim.q
+        stop = (lambda *_: self.interrupted) if self.sim.pacer is not None else None
         duration = min_jerk_duration(q0, target, goto.max_velocity, goto.max_acceleration)
         if duration > 0:
-            self._record(self.sim.run(min_jerk(q0, target, duration, self.robot.control_dt), self._gains), index=0)
+            self._record(self.sim.run(min_jerk(q0, target, duration, self.robot.control_dt), self._gains,
+                                      stop=stop), index=0)
         self._hold_q = target.copy()
         chunk = max(self._steps(SETTLE_CHUNK), 1)
         for _ in range(int(np.ceil(goto.settle_time / SETTLE_CHUNK))):
             if (np.max(np.abs(self.sim.q - target)) < goto.tolerance_q
-                    and np.max(np.abs(self.sim.qd)) < goto.tolerance_qd):
+                    and np.max(np.abs(self.sim.qd)) < goto.tolerance_qd) or (stop is not None and self.interrupted):
                 break
-            self._record(self.sim.run(Desired.hold(target, chunk), self._gains), index=0)
+            self._record(self.sim.run(Desired.hold(target, chunk), self._gains, stop=stop), index=0)
 
     def _segment(self, cmd, desired: Desired) -> Reply:
         self.state = MachineState.DO_MOTION
@@ -243,6 +251,8 @@ class EpisodeMachine:
             flag = Flag.SAFETY_ABORT
             message = (f"joint velocity over its limit at step {n} (joints "
                        f"{[self.robot.joint_names[j] for j in joints]}); segment aborted, robot holds")
+        elif end is None and n < len(desired) and self.interrupted:  # stopped at a tick by _stop_early
+            flag, message = Flag.INTERRUPTED, INTERRUPTED_MESSAGE
         if n < len(record):
             record = record.truncate(n)
             self.sim.set_state(record.state[-1], ROLLOUT_SPEC)
@@ -269,7 +279,9 @@ class EpisodeMachine:
     def _stop_early(self, k: int, states: np.ndarray, sensordata: np.ndarray) -> bool:
         """Whether a paced segment must stop after step k: a velocity over its limit, or the
         task's end of segment (asked on the last SEGMENT_END_WINDOW s of steps, so the cost of a
-        tick does not grow with the segment)."""
+        tick does not grow with the segment), or an interruption (``interrupted``)."""
+        if self.interrupted:
+            return True
         qd = self.scene.qvel(states[k + 1 : k + 2])[:, self.scene.dof_adr]
         if velocity_over_limit(qd, self.robot.velocity_limit) is not None:
             return True

@@ -19,7 +19,7 @@ from episodic.backend import Backend, DriverBackend, JointDriver
 from episodic.columns import step_widths
 from episodic.commands import Command, Limits
 from episodic.log import EpisodeBuffer, RunLog, software_versions
-from episodic.machine import EpisodeMachine
+from episodic.machine import INTERRUPTED_MESSAGE, EpisodeMachine
 from episodic.pacing import Pacer
 from episodic.protocol import Flag, Reply
 from episodic.robot import Robot, load_robot
@@ -29,6 +29,10 @@ from episodic.simulation import Simulation
 from episodic.task import Task
 
 MODES = ("blocking", "realtime")
+# share of a control period each paced step may spend writing queued log pieces (at least one
+# piece is written when any is queued, so finished episodes reach the disk within a few hundred
+# ticks even while the learner leaves the robot no idle tick)
+TICK_LOG_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,8 @@ class Runner(Sender):
         if driver is not None:
             self.sim = DriverBackend(self.scene, driver(self.scene))
         else:
-            self.sim = Simulation(self.scene, Pacer(self.robot.control_dt) if mode == "realtime" else None)
+            self.sim = Simulation(self.scene, Pacer(self.robot.control_dt), self._between_ticks) \
+                if mode == "realtime" else Simulation(self.scene)
         self.n_dofs, self.control_rate = self.robot.n_dofs, self.robot.control_rate
         self.state_names = tuple(task.columns)
         self.seed = int(seed)
@@ -130,6 +135,18 @@ class Runner(Sender):
         if self.log is not None:
             self.log.work(budget)
 
+    def _between_ticks(self) -> None:
+        """After each paced control step: write queued log pieces for up to TICK_LOG_SHARE of a
+        control period (s)."""
+        if self.log is not None:
+            self.log.work(TICK_LOG_SHARE * self.robot.control_dt)
+
+    def interrupt(self) -> None:
+        """Stop what the robot is doing at the next tick (safe to call from a signal handler): a
+        paced go-to-start or segment in progress, and any later one, ends its episode with
+        Flag.INTERRUPTED, its steps so far logged. A blocking run finishes the command it runs."""
+        self.machine.interrupted = True
+
     def steps_since(self, cursor: StepCursor) -> tuple[StepCursor, list[dict[str, np.ndarray]]]:
         """The per-step blocks (column name -> values) the current or last episode logged after
         ``cursor``, and the cursor after them; when that is another episode than the cursor's,
@@ -180,7 +197,7 @@ class Runner(Sender):
 
     def close(self) -> None:
         """End a running episode with Flag.INTERRUPTED (so its steps are kept) and close the log."""
-        self.machine.abort(Flag.INTERRUPTED, "the runner stopped during the episode")
+        self.machine.abort(Flag.INTERRUPTED, INTERRUPTED_MESSAGE)
         if self.log is not None and self.sim.pacer is not None:
             self.log.set_attrs(self.sim.pacer.timing().as_attrs())
         if self.log is not None:

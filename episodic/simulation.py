@@ -10,6 +10,7 @@ Both give bit-identical results for the same ctrl sequence (tested).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import mujoco
 import numpy as np
@@ -73,11 +74,14 @@ class Simulation:
     """One MjData stepping a Scene; the state between calls is the robot's state. A Backend
     (episodic.backend); with a ``pacer`` it runs in wall-clock time."""
 
-    def __init__(self, scene: Scene, pacer: Pacer | None = None):
+    def __init__(self, scene: Scene, pacer: Pacer | None = None, between_ticks: Callable[[], None] | None = None):
         """``pacer``: step in wall-clock time, one control step per period (non-blocking mode);
-        None: as fast as the CPU allows (blocking mode)."""
+        None: as fast as the CPU allows (blocking mode). ``between_ticks()``: called after every
+        paced control step, to use a little of the time left before the next tick (the runner
+        writes queued log pieces there); it must return well within a control period."""
         self.scene = scene
         self.pacer = pacer
+        self.between_ticks = between_ticks
         self.model = scene.model
         self.data = mujoco.MjData(self.model)
         self.controller = Controller(scene)
@@ -216,6 +220,8 @@ class Simulation:
                 if s == 0:
                     sensordata[k] = d.sensordata
             mujoco.mj_getState(m, d, states[k + 1], ROLLOUT_SPEC)
+            if self.pacer is not None and self.between_ticks is not None:
+                self.between_ticks()
             if stop is not None and stop(k, states, sensordata):
                 n = k + 1
                 break

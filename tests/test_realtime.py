@@ -3,6 +3,7 @@ simulation to the wall clock and holds the robot while the learner is late, earl
 No timing assertions: tick statistics are measured by benchmarks/realtime.py."""
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -166,3 +167,28 @@ def test_replay_refuses_a_realtime_log(tmp_path):
         assert s.stop() == 0
     with pytest.raises(ValueError, match="blocking"):
         replay(tmp_path / "rt.h5")
+
+
+def test_finished_episodes_reach_the_disk_while_the_learner_leaves_no_idle_tick(tmp_path):
+    """A prompt learner runs short episodes back to back, so the runner has almost no tick to
+    spare between commands; a SIGKILL then finds every episode that finished over 1 s earlier
+    on disk, readable."""
+    log = tmp_path / "kill.h5"
+    finished = {}  # episode id -> time.monotonic() of the reply that ended it
+    with realtime(tmp_path, log.name) as s:
+        with Client(s.channel, timeout=10) as client:
+            end = time.monotonic() + 4.0
+            episode_id = 0
+            while time.monotonic() < end:
+                episode_id += 1
+                start = client.start_episode(max_commands=1, episode_id=episode_id)
+                reply = client.send_trajectory(np.repeat(start.posture[None], 50, axis=0))
+                assert reply.flag == Flag.OK and reply.episode_done
+                finished[episode_id] = time.monotonic()
+            s.proc.send_signal(signal.SIGKILL)
+            killed = time.monotonic()
+            s.proc.wait(10)
+    on_disk = {e.attrs["episode_id"] for e in read_episodes(log)}
+    due = {i for i, t in finished.items() if t < killed - 1.0}
+    print(f"{len(finished)} episodes finished, {len(due)} over 1 s before the kill, {len(on_disk)} on disk")
+    assert len(due) >= 10 and due <= on_disk

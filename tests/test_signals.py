@@ -1,0 +1,98 @@
+"""Every terminating signal stops `episodic serve` cleanly, with real processes: SIGINT, SIGTERM,
+SIGHUP and SIGQUIT, in blocking and in realtime mode, during an episode (realtime: during a long
+paced segment, which stops at the next tick) and right after start-up. The runner exits within
+EXIT_BOUND s, leaves no shared-memory object behind and logs the unfinished episode with
+Flag.INTERRUPTED."""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from episodic.bridge import Client
+from episodic.log import read_episodes
+from episodic.protocol import Flag
+from episodic.served import ServedRunner
+from tests.helpers import Served, channel_name, shm_leftovers, wave
+
+pytestmark = pytest.mark.slow  # runner processes, wall-clock paced in realtime mode
+
+HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
+DT = 0.002  # s, the WAM's control period
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+# s from the signal to the runner's exit: the runner stops within 0.2 s, then the interpreter
+# (MuJoCo, h5py) tears down
+EXIT_BOUND = 1.0
+LONG_SEGMENT = 20.0  # s of a realtime segment the signal interrupts
+IN_SEGMENT = 0.5     # s the segment runs before the signal
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers():
+    before = shm_leftovers()
+    yield
+    assert shm_leftovers() == before
+
+
+def signal_and_time(runner: ServedRunner, sig: int) -> float:
+    """Send ``sig`` to the runner and wait for its exit; the s that took."""
+    start = time.perf_counter()
+    runner.proc.send_signal(sig)
+    runner.proc.wait(timeout=30)
+    return time.perf_counter() - start
+
+
+@pytest.mark.parametrize("mode", ["blocking", "realtime"])
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_a_signal_during_an_episode_stops_cleanly_and_logs_it(tmp_path, sig, mode):
+    log = tmp_path / "run.h5"
+    before = shm_leftovers()
+    with Served(channel_name(), log, "--mode", mode) as s, Client(s.channel, timeout=30) as client:
+        assert client.start_episode(max_commands=2, episode_id=5).flag == Flag.OK
+        replies = []
+        if mode == "blocking":  # the episode waits for its second segment
+            assert client.send_trajectory(wave(HOME)).flag == Flag.OK
+        else:  # a long segment runs in wall-clock time while the signal comes
+            segment = np.repeat(HOME[None], int(LONG_SEGMENT / DT), axis=0)
+            sender = threading.Thread(target=lambda: replies.append(client.send_trajectory(segment)))
+            sent = time.perf_counter()
+            sender.start()
+            time.sleep(IN_SEGMENT)
+        signalled = time.perf_counter()
+        took = signal_and_time(s, sig)
+        print(f"{signal.Signals(sig).name} in {mode} mode: exit {took * 1e3:.0f} ms after the signal")
+        assert s.proc.returncode == 0, s.stderr_text()
+        assert took < EXIT_BOUND
+        assert shm_leftovers() == before  # removed by the runner itself
+        if mode == "realtime":
+            sender.join(10)
+            (reply,) = replies
+            assert reply.flag == Flag.INTERRUPTED and reply.episode_done
+    (ep,) = read_episodes(log)
+    assert ep.attrs["episode_id"] == 5 and ep.attrs["flag"] == Flag.INTERRUPTED
+    if mode == "blocking":
+        assert np.count_nonzero(ep.steps["index"] == 1) == 500  # the finished segment, whole
+    else:  # the segment stopped at the tick after the signal, its steps so far logged
+        logged = np.count_nonzero(ep.steps["index"] == 1)
+        assert ep.segments["flag"][-1] == Flag.INTERRUPTED and logged == reply.n_steps
+        assert 0.5 * IN_SEGMENT / DT < logged < (signalled - sent + 0.2) / DT
+
+
+@pytest.mark.parametrize("mode", ["blocking", "realtime"])
+def test_a_signal_at_start_up_leaves_no_objects(tmp_path, mode):
+    before = shm_leftovers()
+    first = ServedRunner(channel_name(), task="reach", mode=mode)
+    start = time.perf_counter()
+    first.wait_ready()
+    start_up = time.perf_counter() - start  # s until the channel exists and the banner is out
+    first.close()
+    for i, sig in enumerate(SIGNALS * 2):  # around the moment the channel is created
+        runner = ServedRunner(channel_name(), task="reach", mode=mode, log=tmp_path / f"{i}.h5")
+        time.sleep(start_up * (0.9 + 0.03 * i))
+        runner.proc.send_signal(sig)
+        runner.proc.wait(timeout=30)
+        assert shm_leftovers() == before, (signal.Signals(sig).name, runner.stderr_text())
+        runner.close()
