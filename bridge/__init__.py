@@ -3,6 +3,7 @@
 Learner side: ``from episodic.bridge import Client``. Runner side: ``episodic.bridge.serve.serve``
 (an Endpoint in front of an in-process Runner until SIGINT/SIGTERM).
 """
+from episodic.bridge.channel import ChannelInUse, ForeignChannel
 from episodic.bridge.client import Client, ProtocolError, RunnerGone
 
-__all__ = ["Client", "ProtocolError", "RunnerGone"]
+__all__ = ["ChannelInUse", "Client", "ForeignChannel", "ProtocolError", "RunnerGone"]

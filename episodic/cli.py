@@ -269,7 +269,7 @@ def _channel_name(ctx, param, value: str) -> str:
                    "ticks at the control rate and the robot holds while the learner is silent.")
 def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path: str | None, overwrite: bool,
           seed: int, learner_timeout: float, max_log_steps: int, mode: str) -> None:
-    """Serve episodes to a learner over a shared-memory channel until Ctrl-C / SIGTERM.
+    """Serve episodes to a learner over a shared-memory channel until Ctrl-C, SIGTERM, SIGHUP or SIGQUIT.
 
     The channel name is 1 to 64 letters, digits, '_' or '-' (per user: two users may both serve
     'default'). A segment holds at most 20000 samples and, after resampling to the control rate,
