@@ -1,7 +1,8 @@
 """Non-blocking mode timing: `episodic serve --mode realtime` at the robot's control rate for
 60 s with a learner in another process, then the tick period error (|actual period - control
 period|) at p50 / p99 / max and the missed deadlines, over the whole run and per episode, the
-runner's resident memory after the first RSS_AFTER s and at the end, and the episodes on disk.
+runner's resident memory after the first RSS_AFTER s and at the end with its growth over that span
+and over the second half of the run (past the allocators' warm-up), and the episodes on disk.
 
 The learner runs reach episodes (start + 3 one-second segments) with think times of 0 to
 ``--think`` s (default 0.3) between commands, so the runner both moves and holds; ``--think 0``
@@ -42,6 +43,14 @@ def rss(pid: int) -> float:
     return kb / 1024
 
 
+def slope(memory: list[tuple[float, float]]) -> float:
+    """Growth MB/min of the least-squares line through (time s, resident memory MB) readings."""
+    if len(memory) < 2:
+        return 0.0
+    t, mb = np.array(memory).T
+    return float(np.polyfit(t - t[0], mb, 1)[0] * 60)
+
+
 def pin(core: int) -> None:
     """Run this process on ``core`` alone (on a multi-core machine)."""
     if MULTI_CORE:
@@ -50,7 +59,7 @@ def pin(core: int) -> None:
 
 def learn(channel: str, seconds: float, think: float, rng: np.random.Generator, at_rss: Callable[[], None]) -> int:
     """Reach episodes for ``seconds`` s, waiting 0 to ``think`` s before each segment; calls
-    ``at_rss()`` once RSS_AFTER s have passed. The number of episodes run."""
+    ``at_rss()`` after each episode once RSS_AFTER s have passed. The number of episodes run."""
     episodes = 0
     begin = time.monotonic()
     end = begin + seconds
@@ -64,9 +73,8 @@ def learn(channel: str, seconds: float, think: float, rng: np.random.Generator, 
                 client.send_trajectory(min_jerk(q, target, 1.0, 0.002).q)
                 q = target
             episodes += 1
-            if at_rss is not None and time.monotonic() - begin > RSS_AFTER:
+            if time.monotonic() - begin > RSS_AFTER:
                 at_rss()
-                at_rss = None
     return episodes
 
 
@@ -98,9 +106,9 @@ def main() -> None:
     print(f"  period error p99 {run['timing_period_error_p99'] * us:8.1f} us   (goal < 200 us)")
     print(f"  period error max {run['timing_period_error_max'] * us:8.1f} us")
     print(f"  missed deadlines {missed:8d}      ({100 * missed / max(ticks, 1):.3f} % of ticks; goal < 0.1 %)")
-    (t0, first), (t1, last) = memory[0], memory[-1]
+    first, last = memory[0][1], memory[-1][1]
     print(f"  runner memory    {first:8.1f} MB after {RSS_AFTER:g} s, {last:.1f} MB at the end "
-          f"({(last - first) / max(t1 - t0, 1e-9) * 60:+.1f} MB/min)")
+          f"({slope(memory):+.2f} MB/min; {slope(memory[len(memory) // 2:]):+.2f} MB/min over the second half)")
     print(f"  episodes logged  {len(per_episode):8d}")
     p99 = np.array([e["timing_period_error_p99"] for e in per_episode if "timing_period_error_p99" in e])
     if p99.size:

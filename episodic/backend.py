@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Callable, Protocol, runtime_checkable
 
 import mujoco
 import numpy as np
@@ -120,11 +120,13 @@ class DriverBackend:
     """The Backend of a JointDriver. The MuJoCo model is a mirror: a never stepped Simulation of
     the scene, into which each tick the measured joint state is written for the logged
     end-effector pose and the task's sensors (task objects a real robot cannot observe stay
-    where the task put them)."""
+    where the task put them). ``between_ticks()``: called after every tick (e.g. to write
+    queued log pieces in the rest of the control period)."""
 
-    def __init__(self, scene: Scene, driver: JointDriver):
+    def __init__(self, scene: Scene, driver: JointDriver, between_ticks: Callable[[], None] | None = None):
         self.scene = scene
         self.driver = driver
+        self.between_ticks = between_ticks
         self.pacer = Pacer(scene.robot.control_dt)
         self.mirror = Simulation(scene)
         self.model, self.data = self.mirror.model, self.mirror.data
@@ -197,6 +199,8 @@ class DriverBackend:
             self.pacer.record(*self.driver.wait_tick())
             sensordata[k, self._u_columns] = self._observe()  # what the controller applied during tick k
             mujoco.mj_getState(self.model, self.data, states[k + 1], ROLLOUT_SPEC)
+            if self.between_ticks is not None:
+                self.between_ticks()
             if stop is not None and stop(k, states, sensordata):
                 n = k + 1
                 break

@@ -42,6 +42,10 @@ SUMMARY_DTYPE = np.dtype([("number", "<i8"), ("episode_id", "<i8"), ("return", "
                           ("success", "i1"), ("n_steps", "<i8"), ("wall_time", "<f8"), ("timing_ticks", "<i8"),
                           ("timing_period_error_p50", "<f8"), ("timing_period_error_p99", "<f8"),
                           ("timing_period_error_max", "<f8"), ("timing_missed", "<i8")])
+# bytes of HDF5's metadata cache for a log being written (fixed; HDF5's default starts at 2 MB and
+# grows, each cached entry taking several times its size in memory: a runner's memory then grew by
+# about 100 kB per episode written for its first few hundred episodes)
+METADATA_CACHE = 1 << 17
 SUMMARY_CHUNK = 512    # rows per HDF5 chunk of /summary
 REJECTED_CHUNK = 1024  # rows per HDF5 chunk of /rejected
 
@@ -303,13 +307,24 @@ def _create(path: Path, overwrite: bool) -> h5py.File:
     try:
         if path.exists():
             _check_not_open(path)
-        return h5py.File(path, "w" if overwrite else "x", fs_strategy="none")
+        f = h5py.File(path, "w" if overwrite else "x", fs_strategy="none")
     except FileExistsError:  # created by another process since the check above
         raise LogError(f"{path} was created by another process just now; choose another path") from None
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         raise LogError(f"cannot write the log {path}: {reason}; choose a path in a directory you can "
                        f"write to") from None
+    _fix_metadata_cache(f, METADATA_CACHE)
+    return f
+
+
+def _fix_metadata_cache(f: h5py.File, n_bytes: int) -> None:
+    """Hold the metadata cache of ``f`` at ``n_bytes`` bytes (no adaptive resizing)."""
+    config = f.id.get_mdc_config()
+    config.set_initial_size = True
+    config.initial_size = config.min_size = config.max_size = n_bytes
+    config.incr_mode = config.flash_incr_mode = config.decr_mode = 0  # the modes' "off" values
+    f.id.set_mdc_config(config)
 
 
 def _check_not_open(path: Path) -> None:

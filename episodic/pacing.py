@@ -1,13 +1,23 @@
 """Wall-clock pacing of the control loop (non-blocking / real-time mode) and its timing record."""
 from __future__ import annotations
 
+import math
 import time
-from array import array
 from dataclasses import dataclass
 
 import numpy as np
 
 SPIN = 0.0005  # s before a tick's start when sleeping gives way to spinning (sleep overshoots)
+# The period errors are counted in a histogram of fixed size (a run of any length takes the same
+# memory): bins ERROR_RESOLUTION wide relative to their value from ERROR_FLOOR s to ERROR_CEILING s,
+# so the statistics are within ±ERROR_RESOLUTION / 2 of the exact ones.
+ERROR_RESOLUTION = 0.01
+ERROR_FLOOR = 1e-9     # s: a smaller period error counts as 0 (the clock's resolution)
+ERROR_CEILING = 100.0  # s: a larger one counts as this
+_LOG_STEP = math.log1p(ERROR_RESOLUTION)
+N_BINS = 2 + math.ceil(math.log(ERROR_CEILING / ERROR_FLOOR) / _LOG_STEP)  # bin 0: below ERROR_FLOOR
+# the period error s each bin stands for: 0, then the geometric centre of each bin
+BIN_VALUES = np.concatenate([[0.0], ERROR_FLOOR * np.exp(_LOG_STEP * (np.arange(1, N_BINS) - 0.5))])
 
 
 @dataclass(frozen=True)
@@ -26,15 +36,29 @@ class Timing:
         return {f"timing_{k}": v for k, v in self.__dict__.items()}
 
 
+@dataclass(frozen=True)
+class Mark:
+    """The tick record at some moment, for ``Pacer.timing(since=...)``: ticks and missed
+    deadlines so far, and the counts of the period-error histogram (N_BINS,)."""
+
+    ticks: int
+    missed: int
+    counts: np.ndarray
+
+
 class Pacer:
     """Starts each control step at t0 + k·dt of the wall clock. A late tick is counted as a
-    missed deadline and the schedule restarts from it (no burst of catch-up ticks)."""
+    missed deadline and the schedule restarts from it (no burst of catch-up ticks). The record
+    of the ticks is of fixed size: counts of ticks and missed deadlines, and a histogram of the
+    period errors (see ERROR_RESOLUTION)."""
 
     def __init__(self, dt: float):
         self.dt = dt
         self._next: float | None = None
-        self._starts = array("d")  # perf_counter() at the start of every tick
-        self._missed = array("q")  # indices of the ticks that started late
+        self._last: float | None = None  # perf_counter() s at the start of the last tick
+        self._ticks = 0
+        self._missed = 0
+        self._counts = np.zeros(N_BINS, dtype=np.int64)  # period errors per histogram bin
 
     def wait(self) -> tuple[float, bool]:
         """Block until the next tick is due (call at the start of every control step); returns
@@ -56,17 +80,32 @@ class Pacer:
     def record(self, start: float, late: bool) -> None:
         """Note a tick that started at ``start`` (perf_counter s), late or not (for clocks kept
         elsewhere, e.g. by a robot driver)."""
-        if late:
-            self._missed.append(len(self._starts))
-        self._starts.append(start)
+        if self._last is not None:
+            error = abs(start - self._last - self.dt)
+            k = 0 if error < ERROR_FLOOR else 1 + int(math.log(error / ERROR_FLOOR) / _LOG_STEP)
+            self._counts[min(k, N_BINS - 1)] += 1
+        self._last = start
+        self._ticks += 1
+        self._missed += late
 
-    def mark(self) -> int:
-        """A position in the tick record, for ``timing(since=...)``."""
-        return len(self._starts)
+    def mark(self) -> Mark:
+        """The tick record now, for ``timing(since=...)``."""
+        return Mark(self._ticks, self._missed, self._counts.copy())
 
-    def timing(self, since: int = 0) -> Timing:
-        starts = np.frombuffer(self._starts, dtype=np.float64)[since:]
-        error = np.abs(np.diff(starts) - self.dt) if starts.size > 1 else np.zeros(1)
-        missed = int(np.count_nonzero(np.frombuffer(self._missed, dtype=np.int64) >= since))
-        return Timing(int(starts.size), float(np.median(error)), float(np.percentile(error, 99)),
-                      float(error.max()), missed)
+    def timing(self, since: Mark | None = None) -> Timing:
+        """Statistics of the ticks since the mark ``since`` (of the whole run when None): each
+        tick's period runs from the start of the tick before it (the run's first tick has none)."""
+        counts = self._counts if since is None else self._counts - since.counts
+        ticks = self._ticks - (0 if since is None else since.ticks)
+        missed = self._missed - (0 if since is None else since.missed)
+        return Timing(ticks, *quantiles(counts, (0.5, 0.99, 1.0)), missed)
+
+
+def quantiles(counts: np.ndarray, qs: tuple[float, ...]) -> list[float]:
+    """The period errors s at the quantiles ``qs`` (0 to 1; 1 the maximum) of the histogram
+    ``counts`` (N_BINS,), each the value of the bin holding that rank; 0 when it is empty."""
+    total = int(counts.sum())
+    if total == 0:
+        return [0.0] * len(qs)
+    cumulative = np.cumsum(counts)
+    return [float(BIN_VALUES[np.searchsorted(cumulative, q * (total - 1), side="right")]) for q in qs]

@@ -73,7 +73,7 @@ class Runner(Sender):
         self.scene = build_scene(self.robot, self.task)
         self.sim: Backend
         if driver is not None:
-            self.sim = DriverBackend(self.scene, driver(self.scene))
+            self.sim = DriverBackend(self.scene, driver(self.scene), self._between_ticks)
         else:
             self.sim = Simulation(self.scene, Pacer(self.robot.control_dt), self._between_ticks) \
                 if mode == "realtime" else Simulation(self.scene)
@@ -83,7 +83,7 @@ class Runner(Sender):
         self.limits = limits
         self.keep_episodes = log is None if keep_episodes is None else keep_episodes
         self.episodes: list[EpisodeBuffer] = []
-        self.log = RunLog(log, self.metadata(), incremental=mode == "realtime", overwrite=overwrite) \
+        self.log = RunLog(log, self.metadata(), incremental=self.mode == "realtime", overwrite=overwrite) \
             if log is not None else None
         self.machine = EpisodeMachine(self.scene, self.sim, self.task, self.seed, limits,
                                       on_episode=self._episode_done, on_reject=self._rejected)
@@ -136,8 +136,8 @@ class Runner(Sender):
             self.log.work(budget)
 
     def _between_ticks(self) -> None:
-        """After each paced control step: write queued log pieces for up to TICK_LOG_SHARE of a
-        control period (s)."""
+        """After each paced control step (simulated or driven): write queued log pieces for up to
+        TICK_LOG_SHARE of a control period (s)."""
         if self.log is not None:
             self.log.work(TICK_LOG_SHARE * self.robot.control_dt)
 

@@ -2,12 +2,18 @@
 the same episodes as the simulation backend."""
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 
 from episodic.backend import Backend, DriverBackend, MujocoDriver
 from episodic.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
 from episodic.control import Gains
+from episodic.log import read_episodes
 from episodic.protocol import Flag, MachineState
 from episodic.robot import load_robot
 from episodic.runner import Runner
@@ -15,6 +21,7 @@ from episodic.scene import build_scene
 from episodic.simulation import Simulation
 from episodic.tasks import make_task
 from episodic.trajectory import min_jerk
+from tests.helpers import ROOT
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
 GOAL = HOME + np.array([0.3, -0.2, 0.2, 0.3, 0.2, 0.2, 0.3])
@@ -108,3 +115,39 @@ def test_driver_and_simulation_run_the_same_tick_with_a_feedback_law(mode):
     np.testing.assert_allclose(drv.desired.q, sim.desired.q, rtol=0, atol=1e-9)
     assert np.abs(sim.desired.q - robot.clamp(desired.q)).max() > 1e-3  # the offsets were applied
     np.testing.assert_allclose(drv.u_ff, sim.u_ff, rtol=0, atol=1e-6)
+
+
+DRIVEN_EPISODES = """
+import sys, time
+import numpy as np
+from episodic.backend import MujocoDriver
+from episodic.commands import StartCommand, TrajectoryCommand
+from episodic.runner import Runner
+from episodic.tasks import make_task
+
+with Runner(make_task("reach"), driver=lambda scene: MujocoDriver(scene, pace=True), log=sys.argv[1]) as r:
+    for episode_id in range(1, 10_000):
+        start = r.send(StartCommand(episode_id, 1))
+        r.send(TrajectoryCommand(episode_id, 1, 1, np.repeat(start.posture[None], 50, axis=0)))
+        print(episode_id, time.monotonic(), flush=True)
+"""
+
+
+def test_a_driven_robot_logs_finished_episodes_between_its_ticks(tmp_path):
+    """A driven robot runs episodes back to back with no idle tick (a prompt learner); its log is
+    written a piece per tick, so a SIGKILL finds every episode that finished over 1 s earlier on
+    disk, readable."""
+    log = tmp_path / "driven.h5"
+    child = subprocess.Popen([sys.executable, "-c", DRIVEN_EPISODES, str(log)], cwd=ROOT,
+                             stdout=subprocess.PIPE, text=True)
+    time.sleep(6.0)
+    child.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    out, _ = child.communicate(timeout=10)
+    finished = {int(i): float(t) for i, t in (line.split() for line in out.splitlines())}
+    due = {i for i, t in finished.items() if t < killed - 1.0}
+    on_disk = {e.attrs["episode_id"] for e in read_episodes(log)}
+    print(f"{len(finished)} episodes finished, {len(due)} over 1 s before the kill, {len(on_disk)} on disk")
+    assert len(due) >= 5 and due <= on_disk
+    with Runner(make_task("reach"), driver=MujocoDriver, log=tmp_path / "queued.h5") as r:
+        assert r.log.incremental  # written between ticks, not in the tick that ends an episode
