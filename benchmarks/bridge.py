@@ -18,19 +18,16 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-# this file's name would shadow the bridge package when run as a script
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import numpy as np
+import posix_ipc
 
-import numpy as np  # noqa: E402
-import posix_ipc  # noqa: E402
-
-from episodic.bridge import Client  # noqa: E402
-from episodic.commands import StartCommand, TrajectoryCommand  # noqa: E402
-from episodic.runner import Runner  # noqa: E402
-from episodic.served import ServedRunner, fresh_channel  # noqa: E402
-from episodic.tasks import make_task  # noqa: E402
+from episodic.bridge import Client
+from episodic.commands import StartCommand, TrajectoryCommand
+from episodic.runner import Runner
+from episodic.served import ServedRunner, fresh_channel
+from episodic.tasks import make_task
+from process import MULTI_CORE, pin
 
 PONG = """
 import sys, posix_ipc
@@ -43,13 +40,7 @@ while True:
 
 
 RUNNER_CORE, LEARNER_CORE = 1, 0
-MULTI_CORE = (os.cpu_count() or 1) > 1  # pin only where there are two cores to pin to
 
-
-def pin(core: int) -> None:
-    """Run this process on ``core`` alone (on a multi-core machine)."""
-    if MULTI_CORE:
-        os.sched_setaffinity(0, {core})
 
 
 def segment(home: np.ndarray) -> np.ndarray:

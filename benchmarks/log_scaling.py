@@ -29,16 +29,12 @@ from episodic.commands import StartCommand, TrajectoryCommand
 from episodic.protocol import Flag
 from episodic.runner import Runner
 from episodic.tasks import make_task
+from process import rss_kib
 
 TIMED = 1000           # refusals per timed batch
 SEGMENT_STEPS = 50     # control steps per episode's one segment
 RSS_FROM = 1000        # episode whose RSS is the baseline
 
-
-def rss_kib() -> int:
-    """The resident set size of this process, KiB."""
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
 
 
 def refusal_ms(runner: Runner, q, first: int, n: int) -> float:

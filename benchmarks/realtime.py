@@ -14,8 +14,6 @@ ticks of the segments. The runner is pinned to one core and the learner to the o
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,23 +22,15 @@ from typing import Callable
 import h5py
 import numpy as np
 
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from episodic.bridge import Client  # noqa: E402
-from episodic.served import ServedRunner, fresh_channel  # noqa: E402
-from episodic.trajectory import min_jerk  # noqa: E402
+from episodic.bridge import Client
+from episodic.served import ServedRunner, fresh_channel
+from episodic.trajectory import min_jerk
+from process import MULTI_CORE, pin, rss_kib
 
 RUNNER_CORE, LEARNER_CORE = 1, 0
-MULTI_CORE = (os.cpu_count() or 1) > 1  # pin only where there are two cores to pin to
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
 RSS_AFTER = 5.0  # s into the run of the first memory reading (start-up allocations done)
 
-
-def rss(pid: int) -> float:
-    """Resident memory of process ``pid``, MB."""
-    with open(f"/proc/{pid}/status") as f:
-        kb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-    return kb / 1024
 
 
 def slope(memory: list[tuple[float, float]]) -> float:
@@ -50,11 +40,6 @@ def slope(memory: list[tuple[float, float]]) -> float:
     t, mb = np.array(memory).T
     return float(np.polyfit(t - t[0], mb, 1)[0] * 60)
 
-
-def pin(core: int) -> None:
-    """Run this process on ``core`` alone (on a multi-core machine)."""
-    if MULTI_CORE:
-        os.sched_setaffinity(0, {core})
 
 
 def learn(channel: str, seconds: float, think: float, rng: np.random.Generator, at_rss: Callable[[], None]) -> int:
@@ -91,8 +76,8 @@ def main() -> None:
             pin(LEARNER_CORE)
             memory = []
             episodes = learn(channel, args.seconds, args.think, np.random.default_rng(0),
-                             lambda: memory.append((time.monotonic(), rss(runner.proc.pid))))
-            memory.append((time.monotonic(), rss(runner.proc.pid)))
+                             lambda: memory.append((time.monotonic(), rss_kib(runner.proc.pid) / 1024)))
+            memory.append((time.monotonic(), rss_kib(runner.proc.pid) / 1024))
             runner.stop(check=True)
         with h5py.File(log) as f:
             run = dict(f.attrs)

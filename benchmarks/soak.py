@@ -38,6 +38,7 @@ from episodic.bridge.client import ProtocolError
 from episodic.protocol import Flag, Reply
 from episodic.served import ServedRunner, ServeError, fresh_channel
 from episodic.trajectory import min_jerk
+from process import rss_kib
 
 SEGMENT_SAMPLES = 50   # samples of each episode's one segment
 EVERY = 100            # episodes between log fetches and rounds of bad commands
@@ -46,11 +47,6 @@ TARGET = np.array([0.6, 0.1, 1.5])  # reach target around which contexts are dra
 GROWTH_GOAL = 5.0      # % RSS growth
 INFO_GOAL = 1.0        # s for `episodic info`
 
-
-def rss_kib(pid: int) -> int:
-    """The resident set size of process ``pid``, KiB."""
-    with open(f"/proc/{pid}/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
 
 
 def open_fds(pid: int) -> int:
