@@ -91,8 +91,7 @@ class EpisodeMachine:
         except Exception:  # noqa: BLE001 - the episode's own end failed too: drop it, keep serving
             _log.exception("could not end the episode after a failure")
             self.episode, self.state = None, MachineState.RESTART
-            return Reply(_int(getattr(raw, "episode_id", -1)), _int(getattr(raw, "index", -1)), flag, 0.0,
-                         self._no_state(), 0, True, message, self.state, self._hold_q.copy())
+            return self._refusal(raw, flag, message)
 
     def _holding_gains(self) -> Gains:
         """The robot's PD gains under gravity compensation, no integral: how it holds after an abort."""
@@ -162,16 +161,19 @@ class EpisodeMachine:
         """End the episode (or note the refusal outside one) with ``flag``; ``raw`` is stored once
         in the episode's commands (it may be there already when it failed while running). The
         reply carries NaN as task state and the posture held (n_dofs,) rad."""
-        episode_id = getattr(raw, "episode_id", -1)
-        index = getattr(raw, "index", -1)
         if self.episode is None:
             self.on_reject(raw, flag)
         else:
             if raw is not None and not (self.episode.commands and self.episode.commands[-1] is raw):
                 self.episode.commands.append(raw)
             self.abort(flag, message)
-        return Reply(_int(episode_id), _int(index), flag, 0.0, self._no_state(), 0, True, message, self.state,
-                     self._hold_q.copy())
+        return self._refusal(raw, flag, message)
+
+    def _refusal(self, raw, flag: Flag, message: str) -> Reply:
+        """The reply to a refused (possibly malformed) command: its ids as far as they are
+        integers, NaN task state, the posture held."""
+        return Reply(_int(getattr(raw, "episode_id", -1)), _int(getattr(raw, "index", -1)), flag, 0.0,
+                     self._no_state(), 0, True, message, self.state, self._hold_q.copy())
 
     def _no_state(self) -> np.ndarray:
         return np.full(len(self.task.columns), np.nan)
