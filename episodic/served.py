@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from episodic.bridge.channel import pid_alive, remove, runner_pid_of
+from episodic.bridge.channel import remove, runner_pid_of
 
 READY_TIMEOUT = 60.0  # s to wait for the runner's "serving" line
 STOP_TIMEOUT = 30.0   # s to wait for the runner to exit after a signal, before SIGKILL
@@ -140,8 +140,7 @@ class ServedRunner:
         try:
             self.stop()
         finally:
-            owner = runner_pid_of(self.channel)
-            if owner is None or not pid_alive(owner):
+            if runner_pid_of(self.channel) is None:  # no live runner holds it (the lock says so, not a pid)
                 remove(self.channel)  # nothing left if the runner cleaned up; its leftovers if not
             for stream in (self.proc.stdout, self.proc.stderr, self._stderr_file):
                 if stream is not None:

@@ -377,7 +377,7 @@ def test_c_and_octave_are_refused_a_channel_another_client_holds(c_example, mex_
             octave = run_octave(f"expect_error('held', @() SLConnect('{s.channel}'));", mex_dir)
         holder = f"in use by another client (pid {os.getpid()})"
         assert c.returncode != 0 and holder in c.stdout + c.stderr
-        assert f"CASE held | episodic:channelInUse |" in octave.stdout and holder in octave.stdout
+        assert "CASE held | episodic:channelInUse |" in octave.stdout and holder in octave.stdout
         after = subprocess.run([str(c_example), s.channel], capture_output=True, text=True, timeout=60)
         assert after.returncode == 0, after.stdout + after.stderr
 
