@@ -101,6 +101,7 @@ def _add_controller(spec: mujoco.MjSpec, robot: Robot) -> None:
 
 def build_scene(robot: Robot, task) -> Scene:
     """Compile robot + controller + task into a Scene. ``task`` follows episodic.task.Task."""
+    task.check_robot(robot)
     substeps = max(robot.substeps, task.substeps)
     dyn_spec = _robot_spec(robot, substeps)
     task.add_tool(dyn_spec, robot)

@@ -210,6 +210,7 @@ class Task:
     context_help: ClassVar[str] = "no context"
     gains_help: ClassVar[str] = ""  # what task_gains of a gains command mean; "" = no feedback law
     substeps: ClassVar[int] = 1  # physics steps per control step the task needs (at least the robot's)
+    robots: ClassVar[tuple[str, ...]] = ()  # the robots the task's scene is built for; () = any robot
     episode_type: ClassVar[type[Episode]] = Episode  # what reset makes for each episode
 
     def __post_init__(self) -> None:
@@ -269,6 +270,13 @@ class Task:
         return self._episode
 
     # -- scene ---------------------------------------------------------------
+    def check_robot(self, robot: Robot) -> None:
+        """Raise TaskError unless the task's scene and start posture suit ``robot``."""
+        if self.robots and robot.name not in self.robots:
+            raise TaskError(f"task '{self.name}' is built for the {' or '.join(self.robots)} robot "
+                            f"(its start posture and scene sizes assume it), not '{robot.name}'; "
+                            f"run it with --robot {self.robots[0]}, or choose a task that takes any robot")
+
     def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
         """Add bodies rigidly attached to the end effector (part of the arm's dynamics)."""
 

@@ -72,6 +72,7 @@ BALL_START = (0.766, 0.0, 1.136)  # m, hanging below the cup at home, before the
 class BallInCup(Task):
     name: ClassVar[str] = "ball_in_cup"
     summary: ClassVar[str] = "swing a ball on an elastic string up and catch it in a cup on the hand."
+    robots: ClassVar[tuple[str, ...]] = ("wam",)
     columns: ClassVar[tuple[str, ...]] = (
         "ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
         "cup_x", "cup_y", "cup_z", "distance", "height", "radial", "string", "caught")

@@ -84,6 +84,7 @@ class PoleBalancing(Task):
     name: ClassVar[str] = "pole_balancing"
     summary: ClassVar[str] = ("swing up a pole on a passive hinge at the wrist and balance it upright, "
                               "saving energy.")
+    robots: ClassVar[tuple[str, ...]] = ("wam",)
     columns: ClassVar[tuple[str, ...]] = ("pole_angle", "pole_velocity", "pivot_x", "pivot_y", "pivot_z")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 1, 2)
     context_help: ClassVar[str] = "nothing (hanging at rest), [phi0] rad or [phi0, phi_d0] rad, rad/s"
