@@ -184,13 +184,13 @@ def _timing(attrs: dict) -> str:
 
 @main.command()
 def robots() -> None:
-    """List the robots (folders under robots/).
+    """List the robots (folders under robots/), the default one (wam) first.
 
     For each: joints, control rate, home posture and a description; `episodic serve --robot NAME`
     uses one. A robot whose settings cannot be loaded is listed with the reason."""
-    from episodic.robot import RobotError, available_robots, load_robot
+    from episodic.robot import DEFAULT_ROBOT, RobotError, available_robots, load_robot
 
-    for name in available_robots():
+    for name in sorted(available_robots(), key=lambda n: n != DEFAULT_ROBOT):
         try:
             r = load_robot(name)
         except RobotError as exc:
@@ -204,9 +204,10 @@ def robots() -> None:
 
 @main.command()
 def tasks() -> None:
-    """List the tasks: what each is, its state columns, the context its start takes, its start
-    posture on the WAM, the task gains of its feedback law (gain-set tasks) and its parameters,
-    each as NAME=DEFAULT UNIT RANGE and what it means (set them with `episodic serve --task NAME
+    """List the tasks: what each is, the robots it runs on (`any`, or those its scene is built
+    for), its state columns, the context its start takes, its start posture on the WAM, the task
+    gains of its feedback law (gain-set tasks) and its parameters, each as NAME=DEFAULT UNIT
+    RANGE and what it means (set them with `episodic serve --task NAME
     --param NAME=VALUE`)."""
     import numpy as np
 
@@ -217,6 +218,7 @@ def tasks() -> None:
     for name in sorted(TASKS):
         cls = TASKS[name]
         click.echo(f"{name}: {cls.summary}" if cls.summary else name)
+        click.echo(f"    robots: {', '.join(cls.robots) or 'any'}")
         click.echo(f"    state columns: {', '.join(cls.columns) or '-'}")
         click.echo(f"    context: {cls.context_help}")
         if cls.gains_help:

@@ -15,6 +15,7 @@ from episodic.protocol import CommandError, Feedforward
 
 ROBOTS_DIR = Path(__file__).parent / "robots"  # the robots/ folder, installed as episodic.robots
 SETTINGS_FILE = "robot.toml"
+DEFAULT_ROBOT = "wam"  # the robot a runner (and `episodic serve`) uses when none is named
 
 
 class RobotError(ValueError):
@@ -112,7 +113,7 @@ def _vector(table: dict, key: str, n: int, where: str) -> np.ndarray:
     return value
 
 
-def load_robot(name: str = "wam") -> Robot:
+def load_robot(name: str = DEFAULT_ROBOT) -> Robot:
     """Read ``robots/<name>/robot.toml``; raises RobotError naming the bad entry."""
     path = ROBOTS_DIR / name / SETTINGS_FILE
     if not path.is_file():

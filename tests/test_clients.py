@@ -28,8 +28,9 @@ from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import Channel, remove
 from episodic.bridge.layout import VERSION
 from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.log import read_episodes
+from episodic.log import read_episodes, read_metadata
 from episodic.protocol import Flag
+from episodic.robot import load_robot
 from episodic.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import ROOT, Served, assert_same_steps, channel_name, shm_leftovers, wave
@@ -547,3 +548,116 @@ def test_round_trip_time_octave_vs_python(mex_dir, capsys):
               f"Octave {1e3 * octave_median:.1f} ms (segment alone {1e3 * octave_send:.1f} ms), "
               f"Python {1e3 * python_median:.1f} ms (segment alone {1e3 * python_send:.1f} ms)")
     assert octave_median < 5 * python_median + 0.05  # the MEX adds copies, not another order of magnitude
+
+
+# -- a six-joint robot: the PUMA 560 -----------------------------------------------------------
+PUMA = load_robot("puma560")
+
+
+def test_c_example_runs_a_puma560_episode(c_example, tmp_path):
+    """The C example takes its joint count and rate from the header: six joints on the PUMA."""
+    with Served(channel_name(), tmp_path / "c.h5", "--robot", "puma560") as s:
+        out = subprocess.run([str(c_example), s.channel], capture_output=True, text=True, timeout=60)
+        assert s.stop() == 0
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert ", 6 joints, 4 state columns, 500 Hz" in out.stdout
+    assert out.stdout.count("flag 0 (OK)") == 4 and "flags 0" in out.stdout
+    start = re.search(r"start posture:((?: -?[\d.]+)+) rad", out.stdout)
+    np.testing.assert_allclose([float(x) for x in start.group(1).split()], PUMA.home, rtol=0, atol=5e-5)
+    assert read_metadata(tmp_path / "c.h5")["robot"] == "puma560"
+    (episode,) = read_episodes(tmp_path / "c.h5")
+    rows = int(re.search(r"log: (\d+) rows", out.stdout).group(1))
+    assert episode.attrs["flag"] == Flag.OK and episode.attrs["n_steps"] == rows >= 1500
+    assert episode.steps["q"].shape == (rows, 6)
+    final = re.search(r"final q\[0\.\.2\] = (-?[\d.]+) (-?[\d.]+) (-?[\d.]+)", out.stdout)
+    np.testing.assert_allclose([float(x) for x in final.groups()], episode.steps["q"][-1, :3], rtol=0, atol=5e-5)
+    assert [float(x) for x in re.findall(r"reward (-?[\d.]+)", out.stdout)[1:]] == pytest.approx(
+        list(episode.segments["reward"]), abs=1e-6)
+
+
+def puma_commands(episode_id: int) -> list:
+    """A start with a context, a 500 Hz wave from home, a 250 Hz wave held 0.1 s at its end."""
+    q1 = wave(PUMA.home)
+    q2 = wave(q1[-1], n=250, phase=0.1)
+    return [StartCommand(episode_id, 2, context=np.array(CONTEXT)),
+            TrajectoryCommand(episode_id, 1, 2, q1),
+            TrajectoryCommand(episode_id, 2, 2, q2, rate=250.0, wait_time=0.1)]
+
+
+OCTAVE_PUMA_EPISODE = """
+info = SLConnect('{channel}');
+printf('NDOFS %d\\n', info.n_dofs);
+n = info.n_dofs;
+SLEpisodeId({episode_id});
+replies = [];
+[r, s, f, i] = SLSendTrajectory([], 0, 0, 2, [{context}], 10);
+replies(end+1, :) = [r, f, i.episode_id, i.n_steps, s, i.posture];
+[r, s, f, i] = SLSendTrajectory(read_rows('{data}/q1.bin', n), 0, 1, 2, [], 10);
+replies(end+1, :) = [r, f, i.episode_id, i.n_steps, s, i.posture];
+[r, s, f, i] = SLSendTrajectory(read_rows('{data}/q2.bin', n), 0.1, 2, 2, [], 10, 250);
+replies(end+1, :) = [r, f, i.episode_id, i.n_steps, s, i.posture];
+write_rows('{data}/replies.bin', replies);
+episode = SLGetEpisode();
+names = fieldnames(episode);
+fid = fopen('{data}/fields.txt', 'w');
+for k = 1:numel(names)
+  value = episode.(names{{k}});
+  fprintf(fid, '%s %d %d\\n', names{{k}}, size(value, 1), size(value, 2));
+  write_rows(['{data}/' names{{k}} '.bin'], value);
+end
+fclose(fid);
+expect_error('width', @() SLSendTrajectory(zeros(10, 7), 0, 1, 1, [], 5));
+expect_error('posture', @() SLSendTrajectory(zeros(1, 7), 0, 0, 1, [], 5));
+SLDisconnect();
+"""
+
+
+def test_octave_puma560_episode_is_bit_identical_to_python(mex_dir, tmp_path):
+    """An Octave episode on a served PUMA (sizes from SLConnect's info) logs what the same
+    commands log in Python, bit for bit; Octave refuses seven-joint arrays naming six joints."""
+    episode_id = 560
+    commands = puma_commands(episode_id)
+    data = tmp_path / "data"
+    data.mkdir()
+    for name, value in (("q1", commands[1].q), ("q2", commands[2].q)):
+        np.ascontiguousarray(value, dtype="<f8").tofile(data / f"{name}.bin")
+    with Served(channel_name(), tmp_path / "octave.h5", "--seed", "7", "--robot", "puma560") as s:
+        code = OCTAVE_PUMA_EPISODE.format(channel=s.channel, episode_id=episode_id, data=data,
+                                          context=" ".join(map(str, CONTEXT)))
+        out = run_octave(code, mex_dir)
+        assert s.stop() == 0
+    assert "NDOFS 6" in out.stdout
+    found = cases(out.stdout)
+    assert found["width"] == ("episodic:size", "SLSendTrajectory: the trajectory must be steps x 6 "
+                              "(one row per time step, one column per joint), got 10 x 7")
+    assert found["posture"][0] == "episodic:size" and "start posture, 1 x 6" in found["posture"][1]
+    with Runner(make_task("reach"), "puma560", log=tmp_path / "python.h5", seed=7) as runner:
+        python_replies = [runner.send(c) for c in commands]
+    assert [r.flag for r in python_replies] == [Flag.OK] * 3
+
+    replies = np.fromfile(data / "replies.bin").reshape(3, -1)  # reward, flag, episode_id, n_steps, state, posture
+    assert replies.shape[1] == 4 + 4 + 6
+    assert replies[:, 0].tobytes() == np.array([r.reward for r in python_replies]).tobytes()
+    assert list(replies[:, 1]) == [0] * 3 and list(replies[:, 2]) == [episode_id] * 3
+    assert list(replies[:, 3]) == [r.n_steps for r in python_replies]
+    assert replies[:, -6:].tobytes() == np.array([r.posture for r in python_replies]).tobytes()
+
+    (octave,), (python,) = read_episodes(tmp_path / "octave.h5"), read_episodes(tmp_path / "python.h5")
+    assert octave.attrs["return"] == python.attrs["return"]
+    shapes = {line.split()[0]: (int(line.split()[1]), int(line.split()[2]))
+              for line in (data / "fields.txt").read_text().splitlines()}
+    fetched = {name: np.fromfile(data / f"{name}.bin").reshape(shape) for name, shape in shapes.items()}
+    assert_same_steps(python, octave, fetched)
+    assert fetched["q"].shape == (octave.attrs["n_steps"], 6) and fetched["u"].shape[1] == 6
+
+
+def test_readme_octave_learner_runs_on_the_puma560(mex_dir):
+    """The README's learner sizes its offsets from SLConnect's info, so it runs on six joints too."""
+    readme = (ROOT / "clients" / "README.md").read_text()
+    (learner,) = re.findall(r"^```matlab\n(.*?)^```", readme.split("### A learner in Octave", 1)[1],
+                            flags=re.M | re.S)
+    with Served(channel_name(), None, "--robot", "puma560") as s:
+        code = learner.replace(README_PATHS, "").replace("SLConnect('default')", f"SLConnect('{s.channel}')")
+        out = run_octave(code, mex_dir)
+    lines = [line.split() for line in out.stdout.splitlines() if "reward" in line]
+    assert len(lines) == 20 and all(line[-2:] == ["flag", "0"] for line in lines), out.stdout

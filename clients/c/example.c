@@ -4,9 +4,11 @@
  *     episodic serve --task reach --channel demo &
  *     make && ./build/example demo
  *
- * Starts an episode with a target (the context) and prints the start posture its reply gives;
- * sends three 1 s segments, each beginning at the posture the last reply gives (a segment must
- * start within 0.1 rad of the posture held, or it is refused DISCONTINUOUS); prints each reply,
+ * Works with any robot (`episodic serve --robot NAME`): the number of joints and the control rate
+ * come from the runner's header (ep_get_info). Starts an episode with a target (the context) and
+ * prints the start posture its reply gives; sends three 1 s segments, each beginning at the
+ * posture the last reply gives (a segment must start within the robot's max_start_jump of the
+ * posture held, e.g. 0.1 rad on the WAM, or it is refused DISCONTINUOUS); prints each reply,
  * fetches the episode log and prints its row count.
  * Exit status: 0 when every flag is OK, 1 on a client error, 2 when a flag is not OK.
  */
@@ -17,19 +19,20 @@
 #include <stdlib.h>
 
 #define N_SEGMENTS 3
-#define N_SAMPLES 500 /* 1 s at the WAM's 500 Hz */
+#define SEGMENT_SECONDS 1.0
 
-/* A smooth n x 7 segment around `start` (7 rad; row-major): joint j moves by
- * amplitude * (sin(pi t + phase) - sin(phase)) * (1 - 0.7 j / 6), t = 1/n .. 1, so it begins
- * at `start` and leaves it smoothly. */
-static void wave(double *q, int n, const double *start, double amplitude, double phase)
+/* A smooth n x n_dofs segment around `start` (n_dofs rad; row-major): joint j moves by
+ * amplitude * (sin(pi t + phase) - sin(phase)) * (1 - 0.7 j / (n_dofs - 1)), t = 1/n .. 1, so it
+ * begins at `start` and leaves it smoothly, the first joint most. */
+static void wave(double *q, int n, int n_dofs, const double *start, double amplitude, double phase)
 {
     const double pi = 3.14159265358979323846;
+    const double last = n_dofs > 1 ? (double)(n_dofs - 1) : 1.0;
     int r, j;
     for (r = 0; r < n; r++) {
         double t = (double)(r + 1) / n, shape = sin(pi * t + phase) - sin(phase);
-        for (j = 0; j < 7; j++)
-            q[r * 7 + j] = start[j] + amplitude * shape * (1.0 - 0.7 * j / 6.0);
+        for (j = 0; j < n_dofs; j++)
+            q[r * n_dofs + j] = start[j] + amplitude * shape * (1.0 - 0.7 * j / last);
     }
 }
 
@@ -47,26 +50,31 @@ int main(int argc, char **argv)
 {
     const char *channel = argc > 1 ? argv[1] : "default";
     const double context[3] = {0.5, 0.2, 1.5}; /* reach target, m */
-    double *q = malloc(sizeof(double) * N_SAMPLES * 7), *log_q = NULL, total = 0;
+    double *q = NULL, *log_q = NULL, total = 0;
     const ep_info *info;
     ep_client *c = NULL;
     ep_reply reply;
-    int k, rows = 0, bad = 0, rc;
+    int k, n, n_samples, rows = 0, bad = 0, rc;
     char what[32];
 
-    if (!q)
-        return 1;
     if ((rc = ep_attach(channel, 30.0, &c)) != EP_OK) {
         fprintf(stderr, "example: %s (%s)\n", ep_last_error(), ep_strerror(rc));
-        free(q);
         return 1;
     }
     info = ep_get_info(c);
     printf("channel '%s': runner pid %lld, %d joints, %d state columns, %.0f Hz\n", info->channel,
            (long long)info->runner_pid, info->n_dofs, info->n_state, info->control_rate);
-    if (info->n_dofs != 7) {
-        fprintf(stderr, "example: this example drives a 7-joint WAM; the runner has %d joints\n", info->n_dofs);
-        goto error;
+    n = info->n_dofs;
+    n_samples = (int)(SEGMENT_SECONDS * info->control_rate + 0.5); /* 1 s at the control rate */
+    if (n_samples < 2)
+        n_samples = 2;
+    if (n_samples > info->max_samples)
+        n_samples = info->max_samples;
+    q = malloc(sizeof(double) * (size_t)n_samples * (size_t)n);
+    if (!q) {
+        fprintf(stderr, "example: out of memory\n");
+        ep_detach(c);
+        return 1;
     }
 
     if ((rc = ep_start(c, EP_NEXT, N_SEGMENTS, NULL, context, 3, &reply)) != EP_OK)
@@ -74,12 +82,12 @@ int main(int argc, char **argv)
     print_reply("start", &reply);
     bad |= reply.flag != EP_FLAG_OK;
     printf("start posture:");
-    for (k = 0; k < 7; k++)
+    for (k = 0; k < n; k++)
         printf(" %.4f", reply.posture[k]);
     printf(" rad\n");
     for (k = 0; k < N_SEGMENTS && !bad; k++) {
-        wave(q, N_SAMPLES, reply.posture, 0.2, 0.1 * k); /* begins where the last reply says */
-        if ((rc = ep_send_trajectory(c, EP_NEXT, EP_DEFAULT, q, NULL, NULL, N_SAMPLES, 0.0, 0.0, &reply)) != EP_OK)
+        wave(q, n_samples, n, reply.posture, 0.2, 0.1 * k); /* begins where the last reply says */
+        if ((rc = ep_send_trajectory(c, EP_NEXT, EP_DEFAULT, q, NULL, NULL, n_samples, 0.0, 0.0, &reply)) != EP_OK)
             goto error;
         sprintf(what, "segment %d", k + 1);
         print_reply(what, &reply);
@@ -89,13 +97,15 @@ int main(int argc, char **argv)
     printf("episode %lld: return %.6f, flags %s\n", (long long)ep_episode_id(c), total, bad ? "NOT OK" : "0");
 
     rows = ep_log_rows(c);
-    log_q = malloc(sizeof(double) * (size_t)(rows ? rows : 1) * 7);
+    log_q = malloc(sizeof(double) * (size_t)(rows ? rows : 1) * (size_t)n);
     if (!log_q || (rc = ep_get_log(c, "q", log_q, rows, &rows)) != EP_OK)
         goto error;
     printf("log: %d rows", rows);
-    if (rows > 0)
-        printf(", final q[0..2] = %.4f %.4f %.4f", log_q[(rows - 1) * 7], log_q[(rows - 1) * 7 + 1],
-               log_q[(rows - 1) * 7 + 2]);
+    if (rows > 0) {
+        printf(", final q[0..%d] =", (n < 3 ? n : 3) - 1);
+        for (k = 0; k < n && k < 3; k++)
+            printf(" %.4f", log_q[(size_t)(rows - 1) * (size_t)n + (size_t)k]);
+    }
     printf("\n");
     free(log_q);
     free(q);
