@@ -91,7 +91,7 @@ typedef struct {
 /* A reply. `state` (n_state values) and `posture` (n_dofs values) point into the client and stay
  * valid until the next command. `posture` is the posture the robot holds after the command, rad:
  * after a start, the start posture reached; after a segment, a gain set or a refusal, where the
- * next segment must start (its first sample within the robot's max_start_jump, WAM 0.1 rad, else
+ * next segment must start (its first sample within the robot's max_start_jump from its robot.toml, else
  * EP_FLAG_DISCONTINUOUS). */
 typedef struct {
     uint64_t seq;

@@ -3,9 +3,9 @@ function reach_episode(channel, data, episode_id)
 %   data: folder with posture.bin, context.bin, gains.bin (n x 3 [kp kd ki]), q1.bin, q2.bin,
 %   qd2.bin, qdd2.bin, q3.bin (row-major float64). Writes replies.bin (one row per command:
 %   reward, flag, episode_id, n_steps, state, posture) and one <field>.bin per SLGetEpisode field.
-SLConnect(channel);
+info = SLConnect(channel);
 SLEpisodeId(episode_id);
-n = 7;
+n = info.n_dofs;
 posture = read_rows(fullfile(data, 'posture.bin'), n);
 context = read_rows(fullfile(data, 'context.bin'), 3);
 gains = read_rows(fullfile(data, 'gains.bin'), 3);
