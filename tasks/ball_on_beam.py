@@ -16,6 +16,21 @@ without slipping (Coulomb friction ``friction``), so on a beam tilted by theta i
 at (5/7) g sin(theta) (tested); the side rails are frictionless guides that only keep it in
 line. The ends are open: a ball rolling past an end falls to the floor.
 
+Contacts (episodic.contact: explicit pairs calibrated by drop tests, tests/test_contact.py). The
+ball stands for a golf ball (the closest standard ball: at most 45.93 g, at least 42.67 mm; Rules
+of Golf, equipment rules). It touches only the plank, the two rails and the floor, each with the
+coefficient of restitution 0.86 of a golf ball on a hard floor (The Physics Factbook, G. Elert
+ed., "Coefficient of restitution"; the hardwood beam and the concrete floor are both much stiffer
+than the ball): plank and floor with the Coulomb friction ``friction``, acting during impacts
+too; the rails frictionless (they only guide). A bounce at the 2 ms timestep has a restitution
+within about -0.02 / +0.04 of 0.86, by where the impact falls in a step (slow impacts, below
+1 m/s, up to 0.03 more). Rolling stays smooth: the contact's first millimetre is soft
+(episodic.contact.ROLLING_SOLIMP), so the rolling ball keeps touching the plank at every step
+instead of hopping, sunk in by about 0.2 mm; the 5/7 g sin(theta) rolling, the ball at rest on
+a level beam and the absence of hopping are tested. Air drag is left out: at 1 m/s a sphere's
+drag (Cd 0.47 in air of 1.204 kg/m^3) is 3.6e-4 N, 2 % of the force that accelerates the ball
+(m 5/7 g sin(theta)) on a beam tilted by 0.05 rad, and under 0.2 % at the usual 0.1-0.3 m/s.
+
 Frames and signs. x is the ball centre's coordinate along the beam, m, from the beam centre,
 positive towards the beam end at world +y at the start posture; xd = dx/dt m/s in the
 (moving) beam frame; the beam angle theta rad is positive when the +x end is higher, so the
@@ -54,15 +69,26 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
+from episodic.contact import MATERIALS, ROLLING_SOLIMP, add_bouncing_pairs
 from episodic.robot import Robot
-from episodic.task import (StepView, Task, TaskError, add_free_ball, body_velocity, param, place_free_ball,
-                           update_kinematics)
+from episodic.task import (
+    StepView,
+    Task,
+    TaskError,
+    add_free_ball,
+    body_velocity,
+    param,
+    place_free_ball,
+    update_kinematics,
+)
 
 BEAM = "beam"
 BALL = "ball"
 _BEAM_TYPE = 4       # contype bit of the beam's geoms: the ball touches them, the arm does not
 _BALL_TYPE = 8       # contype bit of the ball
 _FLOOR_AFFINITY = 1  # the ball also lands on the floor
+# the ball's contacts: a golf ball on hard surfaces (restitution and its source: the docstring)
+BALL_SURFACES = MATERIALS["golf_ball_on_hard"]
 # beam frame (x along the beam, y = -flange axis, z = up at the start posture) in the flange frame
 _BEAM_QUAT = np.empty(4)
 mujoco.mju_mat2Quat(_BEAM_QUAT, np.array([[0.0, 0.0, -1.0], [1.0, 0.0, 0.0], [0.0, -1.0, 0.0]]).ravel())
@@ -156,6 +182,11 @@ class BallOnBeam(Task):
         spec.add_sensor(name="ball_vel_in_beam", type=mujoco.mjtSensor.mjSENS_FRAMELINVEL, **ref)
         spec.add_sensor(name="beam_axis", type=mujoco.mjtSensor.mjSENS_FRAMEXAXIS,
                         objtype=mujoco.mjtObj.mjOBJ_XBODY, objname=BEAM)
+        # every contact of the ball (plank, rails, floor) bounces like a golf ball; the rails
+        # stay frictionless guides
+        add_bouncing_pairs(spec, BALL, BALL_SURFACES.restitution, self.friction, spec.option.timestep,
+                           overrides={name: dict(condim=1) for name in ("beam_rail_neg", "beam_rail_pos")},
+                           solimp=ROLLING_SOLIMP)
 
     # -- episode start -------------------------------------------------------
     def default_context(self) -> np.ndarray:

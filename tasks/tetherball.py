@@ -9,9 +9,23 @@ The ball (a free body) hangs from a fixed anchor above the workspace on a string
 spring (MuJoCo's two-value ``springlength`` = [0, L]): no force while the string is slack
 (shorter than L), Hooke's law ``F = string_stiffness * (l - L)`` while it is stretched. So the
 ball flies freely when the string is slack and the string is elastic and lossless when taut
-(the string's internal damping and air drag are neglected). The ball collides with the racket
-and the arm (bouncy contact: coefficient of restitution about ``restitution``), not with the
-string. A translucent mocap sphere of radius ``tolerance`` marks the target.
+(the string's internal damping is neglected). The ball collides with the racket and the arm,
+not with the string. A translucent mocap sphere of radius ``tolerance`` marks the target.
+
+Ball, contacts and air (episodic.contact; calibrated by drop tests, tests/test_contact.py and
+tests/test_task_tetherball.py). The ball is a tennis ball (ITF: 56.0-59.4 g, 65.4-68.6 mm across;
+here 60 g, 70 mm). It bounces off every geom it can touch (racket blade and handle, the arm's
+links, the floor) through explicit contact pairs with the coefficient of restitution
+``restitution``, default 0.75: a tennis ball on a rigid surface (ITF Rules of Tennis, Appendix
+I: dropped from 254 cm onto concrete, a type 2 ball rebounds 135-147 cm, e = 0.73-0.76; the
+racket's wooden blade and the aluminium links are, like concrete, far stiffer than the ball), and
+Coulomb friction 0.6 (a tennis ball on hard courts, 0.5-0.7), acting during the impact: a ball
+hit obliquely leaves rolling on the face, as a real one does. The physics runs at 0.5 ms
+(``substeps`` 4): there one bounce's restitution lies within about +-0.015 of ``restitution``,
+where at 2 ms it would depend on where the impact falls between two steps by -0.02 / +0.08. The
+ball flies through still air (1.204 kg/m^3, 20 degC) with a tennis ball's drag coefficient 0.508
+(Stepanek, Am. J. Phys. 56, 138 (1988)): at 3 m/s drag is 1.8 % of the ball's weight, and it
+takes 4 cm off the rebound of the ball dropped 1 m onto the taut string (tested), so it is kept.
 
 Context (command 0): the target (x, y, z) m of the ball's centre in the world frame, or
 nothing for (``target_x``, ``target_y``, ``target_z``). Start: the ball hangs still below the
@@ -41,12 +55,29 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
+from episodic.contact import (
+    MATERIALS,
+    TENNIS_BALL_DRAG_COEFFICIENT,
+    add_air,
+    add_bouncing_pairs,
+)
 from episodic.robot import Robot
-from episodic.task import (Episode, StepView, Task, TaskError, add_frame_sensors, add_free_ball, add_target,
-                           coordinate, param, place_free_ball, place_target)
+from episodic.task import (
+    Episode,
+    StepView,
+    Task,
+    TaskError,
+    add_frame_sensors,
+    add_free_ball,
+    add_target,
+    coordinate,
+    param,
+    place_free_ball,
+    place_target,
+)
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
-CONTACT_OMEGA = 300.0  # rad/s, ball contacts: a ball-racket impact lasts pi / omega, about 10 ms
+BALL_SURFACES = MATERIALS["tennis_ball_on_rigid"]  # restitution, friction and their sources
 
 
 @dataclass
@@ -67,7 +98,7 @@ class Tetherball(Task):
                                           "target_x", "target_y", "target_z", "distance", "min_distance")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 3)
     context_help: ClassVar[str] = "a target (x, y, z) m for the ball's centre, or no context for the default"
-    substeps: ClassVar[int] = 1
+    substeps: ClassVar[int] = 4  # 0.5 ms physics: bounces within +-0.015 of ``restitution`` (docstring)
     episode_type: ClassVar[type[Episode]] = Approach
 
     # string and ball
@@ -75,7 +106,8 @@ class Tetherball(Task):
     string_stiffness: float = param(300.0, "N/m", "elasticity of the string when stretched", gt=0)
     ball_mass: float = param(0.06, "kg", "about a tennis ball", gt=0)
     ball_radius: float = param(0.035, "m", gt=0)
-    restitution: float = param(0.8, "", "ball-racket coefficient of restitution (approximate)", ge=0, lt=1)
+    restitution: float = param(BALL_SURFACES.restitution, "", "the ball's coefficient of restitution on the racket "
+                               "and the arm (0.75: a tennis ball on a rigid surface, ITF)", ge=0, lt=1)
     anchor_x: float = coordinate(0.85, "x", "the string's fixed point on the ceiling")
     anchor_y: float = coordinate(0.0, "y", "the string's fixed point on the ceiling")
     anchor_z: float = coordinate(2.35, "z", "the string's fixed point on the ceiling")
@@ -119,14 +151,6 @@ class Tetherball(Task):
         mg, k = self.ball_mass * GRAVITY, self.string_stiffness
         return (mg + np.sqrt(mg**2 + 2 * k * mg * self.string_length)) / k
 
-    def contact_solref(self) -> list[float]:
-        """The ball's contacts as a mass-normalised spring-damper (MuJoCo's negative solref:
-        -stiffness 1/s^2, -damping 1/s) of natural frequency CONTACT_OMEGA and the damping ratio z
-        that rebounds with ``restitution`` e = exp(-pi z / sqrt(1 - z^2))."""
-        e = self.restitution
-        z = 1.0 if e <= 0 else -np.log(e) / np.sqrt(np.pi**2 + np.log(e) ** 2)
-        return [-CONTACT_OMEGA**2, -2.0 * z * CONTACT_OMEGA]
-
     # -- scene ------------------------------------------------------------------
     def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
         flange = spec.site(robot.end_effector_site)
@@ -161,9 +185,7 @@ class Tetherball(Task):
         anchor.add_site(name="anchor", pos=[0, 0, 0])
 
         ball = add_free_ball(spec, "ball", self.rest_position, self.ball_radius, self.ball_mass,
-                             rgba=[0.95, 0.85, 0.2, 1], contype=1, conaffinity=1, condim=3, priority=1,
-                             friction=[0.6, 0.005, 0.0001],
-                             solref=self.contact_solref(), solimp=[0.95, 0.99, 0.001, 0.5, 2])
+                             rgba=[0.95, 0.85, 0.2, 1], contype=1, conaffinity=1)
         ball.add_site(name="ball", pos=[0, 0, 0])
         add_frame_sensors(spec, "ball", mujoco.mjtObj.mjOBJ_SITE, "ball")
 
@@ -175,6 +197,9 @@ class Tetherball(Task):
 
         add_target(spec, self.default_target, self.tolerance, [0.2, 0.8, 0.2, 0.25])
         spec.add_sensor(name="clock", type=mujoco.mjtSensor.mjSENS_CLOCK)
+        # every geom the ball can touch (racket, links, floor) gets a calibrated bouncing pair
+        add_bouncing_pairs(spec, "ball", self.restitution, BALL_SURFACES.friction, spec.option.timestep)
+        add_air(spec, ["ball"], TENNIS_BALL_DRAG_COEFFICIENT)
 
     def start_posture(self, robot: Robot) -> np.ndarray:
         """Home with the first joint turned -0.5 rad: the racket waits beside the ball."""

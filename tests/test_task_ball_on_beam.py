@@ -2,13 +2,17 @@
 the bridge and replayed: tests/test_tasks_over_bridge.py)."""
 from __future__ import annotations
 
+import copy
+
+import mujoco
 import numpy as np
 import pytest
 
+from episodic import contact
 from episodic.commands import GainsCommand, StartCommand
 from episodic.protocol import Flag
 from episodic.runner import Runner
-from episodic.tasks import TaskError, make_task
+from episodic.tasks import TaskError, ball_on_beam, make_task
 from examples.ball_on_beam_reference import reference_commands
 from tests.helpers import run_commands
 
@@ -60,7 +64,9 @@ def test_a_ball_at_rest_on_a_level_beam_stays_still(runner):
     x, xd, theta, on = steps["task_state"][steps["index"] == 2].T
     assert on.all() and len(x) == 1000
     assert np.max(np.abs(theta)) < 1e-4
-    assert np.max(np.abs(x - x[0])) < 5e-3 and np.max(np.abs(xd)) < 2e-3
+    # what is left of the start's settling (the arm's last millirad of tilt; it depends on where
+    # the arm came from, e.g. the episodes before in this module), then no acceleration
+    assert np.max(np.abs(x - x[0])) < 5e-3 and np.max(np.abs(xd)) < 3e-3
     assert abs(xd[-1] - xd[0]) / 2.0 < 1e-3  # m/s^2; a 0.05 rad tilt gives 0.34
 
 
@@ -116,3 +122,92 @@ def test_context_sets_the_balls_start_position_and_velocity(runner):
     assert x == pytest.approx(-0.2, abs=1e-3) and xd == pytest.approx(0.3, abs=1e-3) and on == 1.0
     runner.send(GainsCommand(3, 1, 1, runner.robot.kp, runner.robot.kd, wait_time=0.01))
 
+
+
+def test_every_contact_of_the_ball_is_a_calibrated_bouncing_pair(runner):
+    """The ball touches the plank, the two rails (frictionless guides, condim 1) and the floor,
+    each through a pair with the golf ball's restitution (0.86) calibrated for the 2 ms step, and
+    nothing else."""
+    m = runner.scene.model
+    ball = m.geom("ball").id
+    assert m.geom_contype[ball] == 0 and m.geom_conaffinity[ball] == 0
+    pairs = {m.geom(int(g1 if g2 == ball else g2)).name: p for p, (g1, g2) in enumerate(zip(m.pair_geom1, m.pair_geom2))
+             if ball in (g1, g2)}
+    assert set(pairs) == {"beam_plank", "beam_rail_neg", "beam_rail_pos", "floor"}
+    solref = contact.solref_for_restitution(ball_on_beam.BALL_SURFACES.restitution, m.opt.timestep)
+    for name, p in pairs.items():
+        np.testing.assert_allclose(m.pair_solref[p], solref)
+        assert m.pair_dim[p] == (1 if "rail" in name else 3)
+        assert m.pair_friction[p, 0] == (runner.task.friction if m.pair_dim[p] > 1 else pytest.approx(m.pair_friction[p, 0]))
+    assert m.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+
+
+def ball_touches(model, data, geom: str) -> bool:
+    ball, other = model.geom("ball").id, model.geom(geom).id
+    return any({int(c.geom1), int(c.geom2)} == {ball, other} for c in data.contact[: data.ncon])
+
+
+def test_a_ball_rolling_on_the_bouncy_plank_does_not_chatter(runner):
+    """Rolling down the beam tilted by 0.1 rad (the arm held stiffly), the ball keeps touching the
+    plank at every physics step for 0.6 s, sunk in by less than 0.5 mm and, once settled from the
+    start, steadily (varying by less than 0.05 mm over the last 0.3 s): a bouncy contact (restitution 0.86) does not make it hop. Three runs, the later ones
+    starting where the arm was left (with episodic.contact.BALL_SOLIMP instead of ROLLING_SOLIMP
+    the ball hopped at 70 Hz in the later ones, losing the plank in a sixth of the steps)."""
+    for _ in range(3):
+        posture = runner.task.start_posture(runner.robot)
+        posture[6] = -0.1
+        run_commands(runner, [StartCommand(1, 1, posture=posture, context=[-0.3]),
+                              GainsCommand(1, 1, 1, *stiff_gains(runner.robot), wait_time=0.2)])
+        model, data = runner.scene.model, copy.copy(runner.sim.data)  # steps on with the arm held
+        plank, depths = model.geom("beam_plank").id, []
+        for _ in range(300):
+            mujoco.mj_step(model, data)
+            assert ball_touches(model, data, "beam_plank")
+            depths.append(-min(c.dist for c in data.contact[: data.ncon] if plank in (c.geom1, c.geom2)))
+        assert 0 < min(depths) and max(depths) < 5e-4 and np.ptp(depths[-150:]) < 5e-5, (min(depths), max(depths), np.ptp(depths[-150:]))
+
+
+def test_a_ball_dropped_on_the_held_beam_rebounds_like_a_golf_ball(runner):
+    """Dropped 0.3 m onto the plank of the held, level beam (eight drops spreading the impact
+    over one 2 ms step), the ball rebounds from it with the golf ball's restitution 0.86, measured
+    relative to the beam (which the impact pushes down a little: the ball's own rebound is lower
+    by its momentum given to the arm): the mean within 0.02, each drop within -0.03 / +0.05
+    (where the impact falls in a step; tests/test_contact.py)."""
+    runner.send(StartCommand(1, 1, context=[0.0]))
+    runner.send(GainsCommand(1, 1, 1, *stiff_gains(runner.robot), wait_time=0.5))
+    model, held = runner.scene.model, copy.copy(runner.sim.data)
+    joint, beam = model.joint("ball"), model.body("beam").id
+    qa, va, dt = int(joint.qposadr[0]), int(joint.dofadr[0]), model.opt.timestep
+    assert held.xmat[beam].reshape(3, 3)[2, 2] > 0.9999  # level
+
+    def normal_state(data) -> tuple[float, float]:
+        """The ball's height above its resting place on the plank, m, and its speed along the
+        beam's up axis relative to the beam, m/s."""
+        up = data.xmat[beam].reshape(3, 3)[:, 2]
+        beam_vel = np.zeros(6)
+        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, beam, beam_vel, 0)
+        return float((data.qpos[qa : qa + 3] - data.xpos[beam]) @ up), float((data.qvel[va : va + 3] - beam_vel[3:]) @ up)
+
+    speed, values = np.sqrt(2 * G * 0.3), []
+    for k in range(8):
+        data = copy.copy(held)
+        gap = (k + 0.5) / 8 * speed * dt
+        data.qpos[qa : qa + 3] = held.xpos[beam] + gap * held.xmat[beam].reshape(3, 3)[:, 2]
+        data.qpos[qa + 3 : qa + 7] = [1, 0, 0, 0]
+        data.qvel[va : va + 6] = [0, 0, -speed, 0, 0, 0]
+        mujoco.mj_forward(model, data)
+        height, v = normal_state(data)
+        before = 0.5 * v**2 + G * height
+        touched = False
+        for _ in range(int(0.2 / dt)):
+            mujoco.mj_step(model, data)
+            touching = ball_touches(model, data, "beam_plank")
+            touched = touched or touching
+            if touched and not touching:
+                break
+        height, v = normal_state(data)
+        values.append(np.sqrt((0.5 * v**2 + G * height) / before))
+    values = np.array(values)
+    e = ball_on_beam.BALL_SURFACES.restitution
+    assert values.mean() == pytest.approx(e, abs=0.02), values
+    assert np.all((values > e - 0.03) & (values < e + 0.05)), values

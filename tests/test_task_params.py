@@ -154,7 +154,7 @@ def test_episodic_tasks_lists_each_parameter_with_its_unit_and_range():
     out = result.output
     assert "        tolerance=0.02 m (> 0): " in out
     assert "        target_z=1.55 m [0, 3]: " in out
-    assert "        restitution=0.8 [0, 1): " in out
+    assert "        restitution=0.75 [0, 1): " in out
     assert "        pole_length=0.5 m (0, 1.2]: " in out
     for task, key in PARAMS:
         assert f"        {spec(task, key).describe(key)}" in out
