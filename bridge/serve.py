@@ -12,6 +12,7 @@ import posix_ipc
 
 from episodic.bridge.channel import ChannelError
 from episodic.bridge.endpoint import Endpoint
+from episodic.log import EpisodeBuffer
 from episodic.runner import Runner
 
 log = logging.getLogger("episodic.serve")
@@ -30,13 +31,17 @@ def _realtime_priority() -> None:
 
 
 def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.0, max_log_steps: int = 60_000,
-          ready: Callable[[Endpoint], None] | None = None) -> None:
+          ready: Callable[[Endpoint], None] | None = None,
+          on_episode: Callable[[EpisodeBuffer], None] | None = None) -> None:
     """Serve ``runner``'s episodes on ``channel`` until a terminating signal (STOP_SIGNALS); then
     the channel's objects are removed and the runner closed (an unfinished episode is kept with
     Flag.INTERRUPTED; paced motion stops at the next tick). The handlers are installed before the
     channel is created, so a signal during start-up also removes whatever was created.
-    ``ready(endpoint)`` is called once the channel exists."""
+    ``ready(endpoint)`` is called once the channel exists; ``on_episode(episode)`` after each
+    episode ends and has been handed to the log (see :func:`also_on_episode`)."""
     stopping: list[int] = []
+    if on_episode is not None:
+        also_on_episode(runner, on_episode)
 
     def stop(sig: int, _frame) -> None:
         stopping.append(sig)
@@ -64,3 +69,19 @@ def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def also_on_episode(runner: Runner, callback: Callable[[EpisodeBuffer], None]) -> None:
+    """Call ``callback(episode)`` for every episode ``runner`` finishes from now on, after the
+    runner's own handling (the log). A callback that fails is logged; serving goes on."""
+    machine = runner.machine
+    own = machine.on_episode
+
+    def both(ep: EpisodeBuffer) -> None:
+        own(ep)
+        try:
+            callback(ep)
+        except Exception:  # noqa: BLE001 - a report of an episode never ends serving
+            log.exception("the per-episode callback failed")
+
+    machine.on_episode = both

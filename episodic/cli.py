@@ -65,12 +65,16 @@ def main() -> None:
 @click.option("--episode", "-e", "episodes", type=click.IntRange(min=0), multiple=True,
               help="Episode number (sequence number in the log) to replay; repeatable. Default: all.")
 def replay(log: str, episodes: tuple[int, ...]) -> None:
-    """Re-execute LOG's recorded commands and check the result is bit-identical to the log."""
+    """Re-execute LOG's recorded commands and check the result is bit-identical to the log.
+
+    On a terminal, a progress bar on stderr shows the episodes replayed (none in a pipe or CI)."""
+    from episodic.progress import Progress
     from episodic.replay import replay as run_replay
 
     path = _open_log(log)
     try:
-        report = run_replay(path, sorted(set(episodes)) or None)
+        with Progress("replaying") as bar:
+            report = run_replay(path, sorted(set(episodes)) or None, progress=bar)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     for name, why in sorted(report.skipped.items()):
@@ -94,6 +98,88 @@ def replay(log: str, episodes: tuple[int, ...]) -> None:
     if len(diffs) > MAX_DIFFERENCE_LINES:
         click.echo(f"  ... and {len(diffs) - MAX_DIFFERENCE_LINES} more")
     sys.exit(1)
+
+
+def _size(ctx, param, value: str) -> tuple[int, int]:
+    """--size WIDTHxHEIGHT in pixels."""
+    found = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", value)
+    if not found or not (1 <= int(found[1]) <= 8192 and 1 <= int(found[2]) <= 8192):
+        raise click.BadParameter(f"'{value}': use WIDTHxHEIGHT in pixels (1 to 8192 each), e.g. 640x480")
+    return int(found[1]), int(found[2])
+
+
+@main.command(short_help="Render an episode of LOG: a video, PNG frames or one picture.")
+@click.argument("log", type=click.Path(dir_okay=False))
+@click.option("--episode", "-e", "number", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Episode number (sequence number in the log).")
+@click.option("--out", "-o", type=click.Path(), default=None,
+              help="FILE.mp4: a video; DIR/: one PNG per frame; FILE.png with --at: one picture.  "
+                   "[default: <log name>_ep<N>.mp4, with --at <log name>_ep<N>_<AT>s.png]")
+@click.option("--fps", default=30.0, show_default=True, type=click.FloatRange(min=0, max=1000, min_open=True),
+              help="Frames per second of motion.")
+@click.option("--size", default="640x480", show_default=True, callback=_size, metavar="WIDTHxHEIGHT",
+              help="Picture size in pixels.")
+@click.option("--camera", default=None, metavar="NAME", help="A camera of the scene.  [default: the task's view]")
+@click.option("--at", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="One picture, this many seconds after the motion started.")
+def render(log: str, number: int, out: str | None, fps: float, size: tuple[int, int], camera: str | None,
+           at: float | None) -> None:
+    """Render episode N of LOG headless: a video, PNG frames, or one picture with --at.
+
+    The robot and the task's objects are shown exactly as they moved: the episode is
+    re-simulated from its logged commands (blocking-mode logs replay bit-identically) and each
+    frame drawn by MuJoCo's renderer without a display, through EGL or else OSMesa (MUJOCO_GL
+    chooses one). Time runs from the start of the motion (command 1); the move to the start
+    posture is not shown. Needs `pip install 'episodic[media]'` (PyOpenGL for the drawing,
+    imageio and its ffmpeg for a video). On a terminal a progress bar shows the frames drawn."""
+    from episodic.progress import Progress
+    from episodic.render import RenderError, render as run_render
+
+    path = _open_log(log)
+    try:
+        with Progress("rendering") as bar:
+            done = run_render(path, number, out, fps, size, camera, at, progress=bar)
+    except RenderError as exc:
+        raise click.ClickException(str(exc)) from None
+    rec = done.recording
+    if rec.differences:
+        what = ", ".join(sorted({d.what for d in rec.differences})[:MAX_DIFFERENCE_LINES])
+        click.echo(f"warning: the re-simulation of episode {number} differs from the log ({what}); the "
+                   f"pictures show the re-simulation (`episodic replay {log} --episode {number}` tells more)",
+                   err=True)
+    width, height = size
+    if done.kind == "still":
+        click.echo(f"wrote the picture at {at:g} s of episode {number} ({width}x{height}) to {done.out}")
+    else:
+        click.echo(f"wrote {done.frames} frames ({rec.duration:.2f} s of episode {number} at {fps:g} frames/s, "
+                   f"{width}x{height}) {'as a video ' if done.kind == 'video' else ''}to {done.out}")
+    if done.frames > 1:
+        click.echo(f"rendered in {done.seconds:.1f} s ({done.rate:.1f} frames/s)")
+
+
+@main.command(short_help="Plot an episode of LOG, or the returns of all its episodes.")
+@click.argument("log", type=click.Path(dir_okay=False))
+@click.option("--episode", "-e", "number", type=click.IntRange(min=0), default=None,
+              help="Episode number (sequence number in the log) to plot.  [default: the learning curve of "
+                   "all episodes; a log of one episode: that episode]")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="PNG file.  [default: <log name>_ep<N>.png, or <log name>_returns.png]")
+def plot(log: str, number: int | None, out: str | None) -> None:
+    """Plot episode N of LOG, or the return and success of each of its episodes.
+
+    An episode: per joint the measured q against the desired q_d, the tracking error and the
+    torque against its limits; the task's state columns; the step reward and the return so
+    far, over the time since the motion started (the move to the start shaded). A whole run:
+    the return of each episode, successes marked, with running means of the return and the
+    success rate (a learning curve). Needs `pip install 'episodic[plot]'` (matplotlib)."""
+    from episodic.plot import PlotError, plot as run_plot
+
+    path = _open_log(log)
+    try:
+        done = run_plot(path, number, out)
+    except PlotError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote the plot of {done.what} to {done.out}")
 
 
 def _format_value(value) -> str:
@@ -180,6 +266,50 @@ def _timing(attrs: dict) -> str:
         return ""
     ms = [1e3 * float(attrs[f"timing_period_error_{p}"]) for p in ("p50", "p99", "max")]
     return f"{ms[0]:>9.3f}/{ms[1]:.3f}/{ms[2]:.3f} {int(attrs['timing_missed']):>6}"
+
+
+@main.command(short_help="Write LOG's episodes as SL MRDPLOT files or as a robomimic dataset.")
+@click.argument("log", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["mrdplot", "robomimic"]), required=True,
+              help="mrdplot: one SL MRDPLOT file per episode; robomimic: one HDF5 file in robomimic's layout.")
+@click.option("--episode", "-e", "episodes", type=click.IntRange(min=0), multiple=True,
+              help="Episode number (sequence number in the log) to export; repeatable. Default: all.")
+@click.option("--out", type=click.Path(), default=None,
+              help="mrdplot: the folder the files go to (default: the log's); robomimic: the file "
+                   "(default: <log stem>_robomimic.hdf5 beside the log).")
+@click.option("--overwrite", is_flag=True, help="Replace existing output files.")
+def export(log: str, fmt: str, episodes: tuple[int, ...], out: str | None, overwrite: bool) -> None:
+    """Write LOG's episodes (all written whole, or those given) in another tool's format.
+
+    mrdplot: one file per episode, <log stem>_ep<NNNNNN>.mrd, in SL's MRDPLOT format (clmcplot
+    reads it), one row per control step, SL-style columns (time, index, <joint>_th, _thd,
+    _thdd, _u, <joint>_des_th, _des_thd, _des_thdd, _uff, ee_x .. ee_q3, the task's state
+    columns, reward); see episodic/export/mrdplot.py. robomimic: one HDF5 file in robomimic's
+    dataset layout, a demo per episode; what its states, actions and observations are is in
+    episodic/export/robomimic.py. Existing output is refused unless --overwrite. On a terminal
+    a progress bar on stderr shows the episodes exported."""
+    from episodic.export.mrdplot import export_mrdplot
+    from episodic.export.robomimic import export_robomimic
+    from episodic.progress import Progress
+
+    path = _open_log(log)
+    numbers = sorted(set(episodes)) or None
+    try:
+        with Progress("exporting") as bar:
+            result = (export_mrdplot if fmt == "mrdplot" else export_robomimic)(path, out, numbers, overwrite,
+                                                                                  progress=bar)
+    except (ValueError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    for name, why in sorted(result.skipped.items()):
+        click.echo(f"warning: episode {int(name)} not exported: {why}", err=True)
+    if fmt == "mrdplot":
+        files = result.files
+        where = files[0].parent if files else Path(out or path.parent)
+        names = f" ({files[0].name}{f' .. {files[-1].name}' if len(files) > 1 else ''})" if files else ""
+        click.echo(f"wrote {len(files)} MRDPLOT file{'s' if len(files) != 1 else ''} to {where}{names}")
+    else:
+        click.echo(f"wrote {len(result.demos)} demo{'s' if len(result.demos) != 1 else ''} "
+                   f"({result.total} samples) to {result.path}")
 
 
 @main.command()
@@ -269,8 +399,9 @@ def _channel_name(ctx, param, value: str) -> str:
 @click.option("--mode", type=click.Choice(["blocking", "realtime"]), default="blocking", show_default=True,
               help="blocking: time stops while the runner waits (reproducible); realtime: the simulation "
                    "ticks at the control rate and the robot holds while the learner is silent.")
+@click.option("--quiet", "-q", is_flag=True, help="No line per finished episode.")
 def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path: str | None, overwrite: bool,
-          seed: int, learner_timeout: float, max_log_steps: int, mode: str) -> None:
+          seed: int, learner_timeout: float, max_log_steps: int, mode: str, quiet: bool) -> None:
     """Serve episodes to a learner over a shared-memory channel until Ctrl-C, SIGTERM, SIGHUP or SIGQUIT.
 
     The channel name is 1 to 64 letters, digits, '_' or '-' (per user: two users may both serve
@@ -281,9 +412,15 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
 
     --log is a new file: an existing one is refused unless --overwrite, and a symbolic link is
     refused, not followed. A reply whose command ended an episode that could not be logged
-    (e.g. a full disk) says so in its message."""
+    (e.g. a full disk) says so in its message.
+
+    Each finished episode prints a line (unless --quiet): its number in the log, the learner's
+    episode id, the return, the flag, the control steps and whether it succeeded. A line that
+    would have to wait for a full pipe nobody reads is dropped instead (the next says how many
+    were), so the runner never waits for its output."""
     from episodic.bridge.serve import serve as run_serve
     from episodic.log import LogError
+    from episodic.progress import Lines
     from episodic.robot import RobotError
     from episodic.runner import Runner
     from episodic.task import TaskError
@@ -296,9 +433,17 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
     try:
         runner = Runner(make_task(task, _parse_params(params)), robot, log=log_path, seed=seed,
                         keep_episodes=False, mode=mode, overwrite=overwrite)
-        run_serve(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps, ready=ready)
+        lines = Lines()
+        run_serve(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps, ready=ready,
+                  on_episode=None if quiet else lambda ep: lines(_episode_line(ep)))
     except (TaskError, RobotError, LogError, ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _episode_line(ep) -> str:
+    """`episodic serve`'s line for a finished episode (an episodic.log.EpisodeBuffer)."""
+    return (f"episode {ep.number}: id {ep.episode_id}, return {ep.episode_return:.6g}, flag {ep.flag_name}, "
+            f"{ep.n_steps} steps, success {'yes' if ep.success else 'no'}")
 
 
 @main.command()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -83,31 +84,54 @@ def compare(stored: StoredEpisode, new: EpisodeBuffer) -> list[Difference]:
     return out
 
 
-def replay(path: str | Path, episodes: list[int] | None = None) -> ReplayReport:
-    """Re-execute the commands of ``episodes`` (sequence numbers; all when None) of the log
-    at ``path`` from each episode's recorded initial state, and compare. Episodes not written
-    whole are skipped (listed in the report's ``skipped``) when all are replayed, and a
-    ValueError when asked for by number."""
-    meta = read_metadata(path)
+def check_replayable(path: str | Path, meta: dict) -> None:
+    """ValueError unless the log at ``path`` (metadata ``meta``) was recorded in blocking mode:
+    in realtime mode the motion depended on wall-clock timing, so it cannot be re-run."""
     if meta.get("mode", "blocking") != "blocking":
         raise ValueError(f"{path} was recorded in {meta['mode']} mode, where the robot's motion depends "
                          f"on wall-clock timing; only blocking-mode logs replay bit-identically")
+
+
+def runner_for(path: str | Path, meta: dict) -> Runner:
+    """A runner (no log file) rebuilt from the metadata ``meta`` of the log at ``path``: its task
+    and parameters, robot, seed and limits (ValueError as ``check_replayable``)."""
+    check_replayable(path, meta)
+    return Runner(make_task(meta["task"], meta.get("task_params") or {}), meta["robot"], seed=meta["seed"],
+                  limits=Limits(**meta.get("limits", {})), keep_episodes=False)
+
+
+def replay_commands(runner: Runner, ep: StoredEpisode) -> list[EpisodeBuffer]:
+    """Re-run the stored episode ``ep``'s commands on ``runner`` from its recorded initial state;
+    the episodes that produced (one, when the replay matches the recording)."""
+    return runner.replay_episode(int(ep.name), ep.initial_state,
+                                 (command_from_record(attrs, arrays) for attrs, arrays in ep.commands),
+                                 Flag(ep.attrs["flag"]))
+
+
+def replay(path: str | Path, episodes: list[int] | None = None,
+           progress: Callable[[int, int], None] | None = None) -> ReplayReport:
+    """Re-execute the commands of ``episodes`` (sequence numbers; all when None) of the log
+    at ``path`` from each episode's recorded initial state, and compare. Episodes not written
+    whole are skipped (listed in the report's ``skipped``) when all are replayed, and a
+    ValueError when asked for by number. ``progress(done, total)`` is called after each
+    episode replayed (e.g. a progress bar's update)."""
+    meta = read_metadata(path)
+    check_replayable(path, meta)
     stored = read_episodes(path, episodes)
-    runner = Runner(make_task(meta["task"], meta.get("task_params") or {}), meta["robot"], seed=meta["seed"],
-                    limits=Limits(**meta.get("limits", {})), keep_episodes=False)
+    runner = runner_for(path, meta)
     report = ReplayReport(skipped={} if episodes is not None else partial_episodes(path))
     now = software_versions()
     report.version_changes = {k: (v, now.get(k, "missing")) for k, v in meta.get("versions", {}).items()
                               if now.get(k) != v and k != "episodic"}
-    for ep in stored:
-        produced = runner.replay_episode(int(ep.name), ep.initial_state,
-                                         (command_from_record(attrs, arrays) for attrs, arrays in ep.commands),
-                                         Flag(ep.attrs["flag"]))
+    for done, ep in enumerate(stored, 1):
+        produced = replay_commands(runner, ep)
         report.episodes.append(ep.name)
         if len(produced) != 1:
             report.differences.append(Difference(ep.name, "episodes",
                                                  f"replay produced {len(produced)} episodes, expected 1"))
-            continue
-        report.differences += compare(ep, produced[0])
+        else:
+            report.differences += compare(ep, produced[0])
+        if progress is not None:
+            progress(done, len(stored))
     runner.close()
     return report

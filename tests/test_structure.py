@@ -15,8 +15,10 @@ import pytest
 
 ROOT = Path(__file__).parent.parent
 PACKAGE = ROOT / "episodic"
-# the edge: names are looked up here (CLI, replay of a log, the demo and its process manager)
-EDGE = {"episodic.cli", "episodic.__main__", "episodic.demo", "episodic.replay", "episodic.served"}
+# the edge: names are looked up here (CLI, replay of a log, rendering and plotting a log, the
+# demo and its process manager)
+EDGE = {"episodic.cli", "episodic.__main__", "episodic.demo", "episodic.replay", "episodic.served",
+        "episodic.render", "episodic.plot"}
 PLUGINS = ("episodic.bridge", "episodic.tasks", "episodic.robots")
 
 
