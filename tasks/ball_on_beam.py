@@ -99,6 +99,7 @@ class BallOnBeam(Task):
     name: ClassVar[str] = "ball_on_beam"
     summary: ClassVar[str] = "keep a ball rolling on a beam at the beam's centre with little effort."
     robots: ClassVar[tuple[str, ...]] = ("wam",)
+    camera: ClassVar[dict[str, float]] = {"azimuth": 140, "elevation": -20}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_xd", "beam_angle", "on_beam")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 1, 2)
     context_help: ClassVar[str] = ("nothing, [x0] m or [x0, xd0] m, m/s: the ball's start position and "

@@ -21,6 +21,7 @@ from episodic.task import StepView, Task, add_target, coordinate, param, place_t
 class Reach(Task):
     name: ClassVar[str] = "reach"
     summary: ClassVar[str] = "bring the end effector to a target point."
+    camera: ClassVar[dict[str, float]] = {"azimuth": 150, "elevation": -20}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("target_x", "target_y", "target_z", "distance")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 3)
     context_help: ClassVar[str] = "a target (x, y, z) m, or no context for the default"

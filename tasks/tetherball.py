@@ -94,6 +94,7 @@ class Tetherball(Task):
     name: ClassVar[str] = "tetherball"
     summary: ClassVar[str] = "hit a ball hung from the ceiling on an elastic string through a target."
     robots: ClassVar[tuple[str, ...]] = ("wam",)
+    camera: ClassVar[dict[str, float]] = {"azimuth": 140, "elevation": -10}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "target_x", "target_y", "target_z", "distance", "min_distance")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 3)
