@@ -7,6 +7,11 @@ The law is split between the runner and whoever closes the loop. Each tick the r
 offset), the feedforward u_ff of the mode and the integral term ki I, then advances I; the
 feedback part ``kp (q_d - q) + kd (qd_d - qd)`` and the torque limits are applied by MuJoCo's
 actuators (simulation) or the robot's joint controller (driver).
+
+A passive joint (``Gains.passive``: the task's passive joints and those that failed) gets no
+part of the law: kp, kd and ki 0, no feedforward (the inverse dynamics of the other joints
+still see it at its measured or desired state), and the simulation zeroes its actuator
+(episodic.scene.Scene.set_passive).
 """
 from __future__ import annotations
 
@@ -26,12 +31,26 @@ Stop = Callable[[int, np.ndarray, np.ndarray], bool]
 
 @dataclass(frozen=True)
 class Gains:
-    """Joint gains kp N m/rad, kd N m s/rad, ki N m/(rad s), each (n_dofs,), and u_ff mode."""
+    """Joint gains kp N m/rad, kd N m s/rad, ki N m/(rad s), each (n_dofs,), and u_ff mode;
+    ``passive`` (n_dofs,) bool or None: the joints without actuation (see :meth:`with_passive`)."""
 
     kp: np.ndarray
     kd: np.ndarray
     ki: np.ndarray
     feedforward: Feedforward
+    passive: np.ndarray | None = None
+
+    @property
+    def passive_mask(self) -> np.ndarray:
+        """(n_dofs,) bool: true for the joints without actuation."""
+        return np.zeros(np.shape(self.kp), bool) if self.passive is None else self.passive
+
+    def with_passive(self, passive: np.ndarray) -> "Gains":
+        """These gains with the joints where ``passive`` (n_dofs,) bool is true (and those already
+        passive) left without actuation: their kp, kd and ki 0, and no feedforward."""
+        mask = np.asarray(passive, bool) | self.passive_mask
+        kp, kd, ki = (np.where(mask, 0.0, gain) for gain in (self.kp, self.kd, self.ki))
+        return Gains(kp, kd, ki, self.feedforward, mask)
 
     @property
     def state_dependent(self) -> bool:
@@ -82,6 +101,7 @@ class Controller:
         self._dynamics = scene.dynamics
         self._dyn_data = mujoco.MjData(scene.dynamics)
         self._zero = np.zeros(scene.robot.n_dofs)
+        self.passive = scene.passive  # the task's passive joints, left out of every segment's law
 
     def reset_integral(self) -> None:
         """Start the integral term anew (I = 0)."""
@@ -104,6 +124,7 @@ class Controller:
         compensation adds nothing to u_ff; otherwise it is sent as u_ff = inverse dynamics at
         rest at the measured q."""
         q_d = self.robot.clamp(desired.q)
+        gains = gains.with_passive(self.passive) if self.passive.any() else gains
         mode = Feedforward(gains.feedforward)
         if plant_gravity and mode == Feedforward.GRAVITY_COMPENSATION:
             mode = Feedforward.NONE
@@ -113,15 +134,18 @@ class Controller:
     def _feedforward(self, seg: Segment, k: int, q: np.ndarray | None, data: mujoco.MjData | None) -> np.ndarray:
         """u_ff N m (n_dofs,) of step k at the measured q rad (n_dofs,) and the velocities in
         ``data``; FEEDFORWARD's is the inverse dynamics of the desired state without the feedback
-        offset (q, data unused)."""
+        offset (q, data unused). 0 on passive joints."""
         mode = seg.feedforward
         if mode == Feedforward.FEEDFORWARD:
-            return self.inverse_dynamics(seg.q_d[k], seg.qd_d[k], seg.qdd_d[k])
-        if mode == Feedforward.INVERSE_DYNAMICS:
-            return self.inverse_dynamics(q, data.qvel[self._dof_adr], seg.qdd_d[k])
-        if mode == Feedforward.GRAVITY_COMPENSATION:
-            return self.inverse_dynamics(q, self._zero, self._zero)
-        return self._zero
+            u_ff = self.inverse_dynamics(seg.q_d[k], seg.qd_d[k], seg.qdd_d[k])
+        elif mode == Feedforward.INVERSE_DYNAMICS:
+            u_ff = self.inverse_dynamics(q, data.qvel[self._dof_adr], seg.qdd_d[k])
+        elif mode == Feedforward.GRAVITY_COMPENSATION:
+            u_ff = self.inverse_dynamics(q, self._zero, self._zero)
+        else:
+            return self._zero
+        passive = seg.gains.passive
+        return u_ff if passive is None else np.where(passive, 0.0, u_ff)
 
     def plan_feedforward(self, seg: Segment) -> None:
         """Fill all of seg.u_ff ahead of the run (a mode that needs no measured state: a whole

@@ -7,6 +7,16 @@ general actuator with force ``ctrl - kp q - kd qd`` (gain 1, affine bias), so
 gravcomp routed through the actuators (``actuatorgravcomp``), and the total joint torque
 saturates at the robot's torque limit (``actuatorfrcrange``). A whole segment then runs
 in C (``mujoco.rollout``) whenever u_ff does not depend on the measured state.
+
+Passive joints (a task's ``passive_joints``, and joints that fail during an episode) keep their
+actuator, sensor and log columns but get no torque at all: :meth:`Scene.set_passive` zeroes the
+actuator's gain and bias and the joint's ``actuatorfrcrange``. The range matters: MuJoCo routes a
+joint's share of the bodies' gravity compensation through its actuator (``actuatorgravcomp``)
+and clips the sum to that range, so [0, 0] removes it exactly, where switching
+``actuatorgravcomp`` off would only move it into the passive force. The joint then moves under
+gravity and the forces of the rest of the arm, against its own damping and friction. (MuJoCo's
+compiler refuses an empty range, so it is set on the compiled model: the scene's XML shows the
+joint's torque limits, and the actuator's zero gain and bias.)
 """
 from __future__ import annotations
 
@@ -25,7 +35,8 @@ ROLLOUT_SPEC = mujoco.mjtState.mjSTATE_FULLPHYSICS
 class Scene:
     """A compiled scene and where the robot lives in it.
 
-    qpos_adr, dof_adr: (n_dofs,) addresses of the robot joints; actuator: (n_dofs,) ids;
+    qpos_adr, dof_adr: (n_dofs,) addresses of the robot joints; actuator, joint: (n_dofs,) ids;
+    passive: (n_dofs,) bool, the joints the task leaves without actuation (see set_passive);
     arm_bodies: ids of the bodies whose gravity the controller may compensate (the robot's
     and any tool the task marks with gravcomp);
     sensors: name -> slice of sensordata; dynamics: model of the robot and its tool alone,
@@ -42,7 +53,21 @@ class Scene:
     sensors: dict[str, slice]
     xml: str
     substeps: int  # physics steps per control step
+    joint: np.ndarray
+    passive: np.ndarray
 
+    def set_passive(self, model: mujoco.MjModel, passive: np.ndarray) -> None:
+        """Leave the robot joints where ``passive`` (n_dofs,) bool is true, and the task's passive
+        joints, without actuation in ``model`` (this scene's model or a copy): actuator gain, kp
+        and kd 0 and the joint's actuator force range [0, 0], so that the joint torque, gravity
+        compensation included, is exactly 0. The other joints get gain 1 and their torque limits
+        back (their kp and kd are the gains' to set)."""
+        passive = np.asarray(passive, bool) | self.passive
+        act, limit = self.actuator, self.robot.torque_limit
+        model.actuator_gainprm[act, 0] = np.where(passive, 0.0, 1.0)
+        model.actuator_biasprm[act[passive], 1:3] = 0.0
+        low, high = np.where(passive, 0.0, -limit), np.where(passive, 0.0, limit)
+        model.jnt_actfrcrange[self.joint] = np.column_stack([low, high])
 
     def sensor(self, sensordata: np.ndarray, name: str) -> np.ndarray:
         """Columns of sensor ``name`` from sensordata (..., nsensordata)."""
@@ -82,14 +107,23 @@ def _robot_spec(robot: Robot, substeps: int) -> mujoco.MjSpec:
     return spec
 
 
-def _add_controller(spec: mujoco.MjSpec, robot: Robot) -> None:
+def passive_mask(robot: Robot, names) -> np.ndarray:
+    """(n_dofs,) bool: true for the robot joints ``names``; ValueError names one the robot lacks."""
+    unknown = [name for name in names if name not in robot.joint_names]
+    if unknown:
+        raise ValueError(f"the robot '{robot.name}' has no joint {', '.join(map(repr, unknown))}; "
+                         f"its joints: {', '.join(robot.joint_names)}")
+    return np.isin(np.array(robot.joint_names), list(names))
+
+
+def _add_controller(spec: mujoco.MjSpec, robot: Robot, passive: np.ndarray) -> None:
     for i, name in enumerate(robot.joint_names):
         act = spec.add_actuator(name=f"ctrl/{name}", target=name,
                                 trntype=mujoco.mjtTrn.mjTRN_JOINT)
         act.gaintype = mujoco.mjtGain.mjGAIN_FIXED
         act.biastype = mujoco.mjtBias.mjBIAS_AFFINE
-        act.gainprm[0] = 1.0
-        act.biasprm[:3] = [0.0, -robot.kp[i], -robot.kd[i]]
+        act.gainprm[0] = 0.0 if passive[i] else 1.0
+        act.biasprm[:3] = [0.0, 0.0, 0.0] if passive[i] else [0.0, -robot.kp[i], -robot.kd[i]]
         act.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
         spec.add_sensor(name=f"u/{name}", type=mujoco.mjtSensor.mjSENS_JOINTACTFRC,
                         objtype=mujoco.mjtObj.mjOBJ_JOINT, objname=name)
@@ -113,19 +147,20 @@ def build_scene(robot: Robot, task) -> Scene:
         raise ValueError(f"{robot.mjcf} with the task's tool must have exactly the "
                          f"{robot.n_dofs} robot joints; found nq={dynamics.nq}")
 
+    passive = passive_mask(robot, task.passive_joints)
     spec = _robot_spec(robot, substeps)
     task.add_tool(spec, robot)
-    _add_controller(spec, robot)
+    _add_controller(spec, robot, passive)
     task.add_scene(spec, robot)
     model = spec.compile()
-    xml = spec.to_xml()
+    xml = spec.to_xml()  # (passive joints' actuator force range [0, 0] is set below: the compiler refuses it)
 
     joints = [model.joint(name) for name in robot.joint_names]
     sensors = {}
     for i in range(model.nsensor):
         s = model.sensor(i)
         sensors[s.name] = slice(int(s.adr[0]), int(s.adr[0] + s.dim[0]))
-    return Scene(
+    scene = Scene(
         robot=robot,
         model=model,
         dynamics=dynamics,
@@ -136,4 +171,8 @@ def build_scene(robot: Robot, task) -> Scene:
         sensors=sensors,
         xml=xml,
         substeps=substeps,
+        joint=np.array([j.id for j in joints]),
+        passive=passive,
     )
+    scene.set_passive(model, passive)
+    return scene

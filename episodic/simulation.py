@@ -131,10 +131,12 @@ class Simulation:
 
     # -- control -------------------------------------------------------------
     def apply_gains(self, gains: Gains) -> None:
-        """Put kp, kd in the actuators' bias and switch MuJoCo's gravity compensation."""
+        """Put kp, kd in the actuators' bias, switch MuJoCo's gravity compensation, and leave the
+        passive joints (the gains' and the task's) without any torque (Scene.set_passive)."""
         act = self.scene.actuator
         self.model.actuator_biasprm[act, 1] = -gains.kp
         self.model.actuator_biasprm[act, 2] = -gains.kd
+        self.scene.set_passive(self.model, gains.passive_mask)
         on = gains.feedforward == Feedforward.GRAVITY_COMPENSATION
         self.model.body_gravcomp[self.scene.arm_bodies] = 1.0 if on else 0.0
 
@@ -179,19 +181,27 @@ class Simulation:
 
     def _run_rollout(self, seg: Segment) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The whole segment in one ``mujoco.rollout`` call (u_ff known ahead, no integral term):
-        states (n + 1, nstate), sensordata (n, nsensordata), ctrl (n, n_dofs) N m."""
+        states (n + 1, nstate), sensordata (n, nsensordata), ctrl (n, n_dofs) N m (what each
+        control step starts with; see ``_run_python`` for the physics steps within it)."""
         n = len(seg)
         self.controller.plan_feedforward(seg)
         ctrl = np.clip(seg.reference + seg.u_ff, -CTRL_BOUND, CTRL_BOUND)
-        # rollout resets the inputs it is not given, so mocap poses travel with ctrl
-        control = np.zeros((n, self.model.nu))
-        control[:, self.scene.actuator] = ctrl
-        mocap = np.concatenate([self.data.mocap_pos.ravel(), self.data.mocap_quat.ravel()])
-        control = np.hstack([control, np.broadcast_to(mocap, (n, mocap.size))])
         sub = self.scene.substeps
+        if sub > 1:  # the reference ramps within each control step, exactly as in _run_python
+            step = np.zeros_like(seg.reference)
+            step[:-1] = seg.reference[1:] - seg.reference[:-1]
+            ramp = seg.reference[:, None] + (np.arange(sub) / sub)[None, :, None] * step[:, None]
+            per_step = np.clip(ramp + seg.u_ff[:, None], -CTRL_BOUND, CTRL_BOUND).reshape(n * sub, -1)
+        else:
+            per_step = ctrl
+        # rollout resets the inputs it is not given, so mocap poses travel with ctrl
+        control = np.zeros((n * sub, self.model.nu))
+        control[:, self.scene.actuator] = per_step
+        mocap = np.concatenate([self.data.mocap_pos.ravel(), self.data.mocap_quat.ravel()])
+        control = np.hstack([control, np.broadcast_to(mocap, (n * sub, mocap.size))])
         start = self.get_state(ROLLOUT_SPEC)
         state, sensordata = self._rollout.rollout(
-            self.model, self.data, start, np.repeat(control, sub, axis=0)[None],
+            self.model, self.data, start, control[None],
             control_spec=CONTROL_SPEC, initial_warmstart=self.data.qacc_warmstart.copy()[None],
         )
         states = np.vstack([start[None], state[0, sub - 1 :: sub]])
@@ -200,7 +210,15 @@ class Simulation:
     def _run_python(self, seg: Segment, stop: Stop | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The segment one control tick at a time (``Controller.tick``), paced when there is a
         pacer, until ``stop``: states (n + 1, nstate), sensordata (n, nsensordata), ctrl
-        (n, n_dofs) N m, n the steps run."""
+        (n, n_dofs) N m, n the steps run.
+
+        With several physics steps per control step (scene.substeps = S), the reference share
+        kp q_d + kd qd_d ramps linearly within control step k from its sample k towards sample
+        k + 1, as planned before the task's feedback offsets (physics step s gets s / S of the
+        difference; the last step of a run holds), so that the desired state moves on between
+        control ticks instead of jumping at each: holding it instead lags the reference by up to
+        a control period and costs tracking. u_ff and the integral term stay as the tick set
+        them. ctrl[k] is what physics step 0 gets (the sensors' step)."""
         n = len(seg)
         m, d = self.model, self.data
         states = np.empty((n + 1, self.nstate))
@@ -208,6 +226,10 @@ class Simulation:
         ctrl = np.empty_like(seg.reference)
         act = self.scene.actuator
         tick = self.controller.tick
+        sub = self.scene.substeps
+        weights = np.arange(sub) / sub
+        planned = seg.reference.copy()  # before the feedback offsets the ticks add
+        step = np.zeros(seg.reference.shape[1])
         mujoco.mj_getState(m, d, states[0], ROLLOUT_SPEC)
         for k in range(n):
             if self.pacer is not None:
@@ -215,7 +237,12 @@ class Simulation:
             u_i = tick(seg, k, d)
             ctrl[k] = np.clip(seg.reference[k] + u_i + seg.u_ff[k], -CTRL_BOUND, CTRL_BOUND)
             d.ctrl[act] = ctrl[k]
-            for s in range(self.scene.substeps):
+            if sub > 1:
+                step = planned[k + 1] - planned[k] if k + 1 < n else np.zeros_like(step)
+            for s in range(sub):
+                if s > 0:
+                    d.ctrl[act] = np.clip(seg.reference[k] + weights[s] * step + u_i + seg.u_ff[k],
+                                          -CTRL_BOUND, CTRL_BOUND)
                 mujoco.mj_step(m, d)
                 if s == 0:
                     sensordata[k] = d.sensordata

@@ -3,8 +3,9 @@ rewards, when a segment is over, and the named state columns it logs.
 
 Besides the :class:`Task` base class, this module holds what task modules share: the
 declaration of a difficulty parameter (:func:`param`, :func:`coordinate`: its unit, valid range
-and meaning, checked whenever a task is built), the per-episode state (:class:`Episode`, with
-the model's named objects bound to ids once in :class:`Ids`), a free ball (:func:`add_free_ball`,
+and meaning; :func:`choice`: one of named options; checked whenever a task is built), the
+per-episode state (:class:`Episode`, with the model's named objects bound to ids once in
+:class:`Ids`), a free ball (:func:`add_free_ball`,
 :func:`place_free_ball`), a target marker (:func:`add_target`, :func:`place_target`), frame
 sensors (:func:`add_frame_sensors`) and what a feedback law reads and returns
 (:func:`update_kinematics`, :func:`body_velocity`, :meth:`Task.last_joint_offset`)."""
@@ -124,6 +125,53 @@ def coordinate(default: float, axis: str, meaning: str = "") -> Any:
     return param(default, "m", meaning, ge=low, le=high)
 
 
+@dataclass(frozen=True)
+class Choice:
+    """What a text-choice task parameter declares: its ``default``, the ``options`` a value must
+    be one of (exact text) and, where the name does not say it, its ``meaning`` in a line."""
+
+    default: str
+    options: tuple[str, ...]
+    meaning: str = ""
+    # what a number's declaration says, for code that lists parameters alike: no unit, no bounds
+    unit = ""
+    low = high = None
+    low_open = high_open = False
+
+    def admits(self, value: Any) -> bool:
+        """Whether ``value`` is one of the options."""
+        return isinstance(value, str) and value in self.options
+
+    def bounds(self) -> str:
+        """The options as text: "chain, tendon"."""
+        return ", ".join(self.options)
+
+    def requirement(self) -> str:
+        """What a value must be: "one of chain, tendon"."""
+        return f"one of {self.bounds()}"
+
+    def describe(self, name: str) -> str:
+        """The parameter as `episodic tasks` lists it: "string_model=chain (chain | tendon)"."""
+        return f"{name}={self.default} ({' | '.join(self.options)})"
+
+
+def choice(default: str, options: tuple[str, ...], meaning: str = "") -> Any:
+    """Declare a text-choice task parameter: a dataclass field with ``default``, one of
+    ``options`` (texts without spaces, each a way of building the task), and its ``meaning`` in
+    a line. Every value given is checked against the options when the task is built, and
+    recorded in the logs as the text."""
+    options = tuple(options)
+    if not options or not all(isinstance(o, str) and o and o.isprintable() and not any(c.isspace() for c in o)
+                              and "=" not in o for o in options):
+        raise TypeError(f"the options of a choice are non-empty texts without spaces or '=', got {options!r}")
+    if len(set(options)) != len(options):
+        raise TypeError(f"the options of a choice must differ, got {options!r}")
+    spec = Choice(default, options, meaning)
+    if not spec.admits(default):
+        raise TypeError(f"the default {default!r} is not one of the options {options!r}")
+    return field(default=default, metadata={PARAM: spec})
+
+
 @dataclass
 class StepView:
     """What a task reads of n control steps.
@@ -211,6 +259,9 @@ class Task:
     gains_help: ClassVar[str] = ""  # what task_gains of a gains command mean; "" = no feedback law
     substeps: ClassVar[int] = 1  # physics steps per control step the task needs (at least the robot's)
     robots: ClassVar[tuple[str, ...]] = ()  # the robots the task's scene is built for; () = any robot
+    # robot joints (names) the task leaves without actuation: no PD, ctrl, feedforward or gravity
+    # compensation torque, only the joint's own friction and damping (episodic/scene.py)
+    passive_joints: ClassVar[tuple[str, ...]] = ()
     episode_type: ClassVar[type[Episode]] = Episode  # what reset makes for each episode
 
     def __post_init__(self) -> None:
@@ -220,21 +271,28 @@ class Task:
         self.check_params()
 
     @classmethod
-    def declared(cls) -> dict[str, Param]:
+    def declared(cls) -> dict[str, Param | Choice]:
         """Each parameter's name -> its declaration; TypeError names a field declared without
-        :func:`param`."""
+        :func:`param` (or :func:`choice`)."""
         out = {}
         for f in fields(cls):
             if PARAM not in f.metadata:
                 raise TypeError(f"parameter '{f.name}' of task '{cls.name}' has no declared unit and range; "
-                                f"declare it with episodic.task.param")
+                                f"declare it with episodic.task.param (or episodic.task.choice)")
             out[f.name] = f.metadata[PARAM]
         return out
 
-    def _checked(self, key: str, spec: Param, value: Any) -> float | int:
+    def _checked(self, key: str, spec: Param | Choice, value: Any) -> float | int | str:
         """``value`` (a number or its text) as the parameter's type, int or float; TaskError
         naming the task, the parameter, its unit and range and ``value`` unless it is a number
-        the declaration admits."""
+        the declaration admits. A choice's value is one of its options, as text; TaskError lists
+        them otherwise."""
+        if isinstance(spec, Choice):
+            if not spec.admits(value):
+                got = value if isinstance(value, str) else format_number(value) if isinstance(value, (int, float)) \
+                    else repr(value)
+                raise TaskError(f"parameter '{key}' of task '{self.name}' must be {spec.requirement()}, got {got}")
+            return value
         try:
             number = float(value)
         except (TypeError, ValueError):
@@ -286,6 +344,12 @@ class Task:
     def start_posture(self, robot: Robot) -> np.ndarray:
         """Default start posture (n_dofs,) rad when command 0 gives none."""
         return robot.home.copy()
+
+    def joint_failures(self, robot: Robot) -> dict[str, float]:
+        """Robot joints (names) that go passive during an episode, each at a time s after its
+        motion starts (the first step of index 1), as :attr:`passive_joints` are throughout, until
+        the next start; a function of the parameters only, so replays repeat it. Default: none."""
+        return {}
 
     # -- episode start -------------------------------------------------------
     def reset(self, model: mujoco.MjModel, data: mujoco.MjData, context: np.ndarray,

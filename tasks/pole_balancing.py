@@ -1,42 +1,69 @@
-"""pole_balancing: swing up a pole on a passive hinge at the wrist and balance it upright, saving energy.
+"""pole_balancing: swing up a pole hanging from the wrist's unpowered last joint and balance it
+upright with the other joints, saving energy.
 
-A Furuta pendulum on the arm's last joint.
+Scene. An aluminium tube (``pole_length`` m from the hinge axis to its tip, outer diameter
+``pole_diameter`` m, bore ``pole_bore`` times that, density ``pole_density`` kg/m^3; the
+defaults, a 20 x 2 mm tube, a stock size of extruded round tube (EN 755-7), of 6060/6061
+aluminium, 2700 kg/m^3 (ASM Handbook Vol. 2: 2.70 g/cm^3), weigh 0.305 kg/m: 0.153 kg for
+0.5 m) is clamped at right angles
+across the end of a hub (a 25 x 2 mm aluminium tube, 0.1 m long, 0.039 kg) bolted to the tool
+flange along its axis, so pole and hub turn with link 7 and the WAM's j7 is the pole's hinge. j7
+is passive (``passive_joints``): its motor gives no torque at all, so the pole swings against
+j7's own damping and friction (0.0027 N m s/rad, 0.001 N m: Barrett's motor 7 friction seen
+through its 14.93:1 drive) and carries the motor's reflected rotor inertia (j7's armature), all
+from robots/wam/wam.xml. Pole and hub are part of the arm's dynamics and its gravity
+compensation (j7's share of which is removed with its actuator), and they collide with the arm
+and the floor. At the start posture ``[0, 0.3, 0, 2.5, -pi/2, -pi/2, q7]`` the forearm points down
+and forward, and the wrist turns the flange to the side (world +y), so the hinge lies horizontal
+at (0.35, 0.16, 1.43) m, parallel to the shoulder and elbow axes: the pole swings in the
+vertical plane 0.16 m beside the arm's, clear of its links, and j2 and j4 move the pivot in that
+plane like the cart of a cart-pole. The pole is clamped so that it hangs at q7 = lower + pi +
+0.4 rad (lower: j7's lower stop): swung up over the front it stands upright 0.4 rad short of
+that stop, and from hanging it can swing back towards the robot by upper - q7 rad before it
+meets the upper stop (2.46 rad for j7's +-3.0 rad). A free pole swings with the
+physical-pendulum period 2 pi sqrt(I / (m g d)), I the inertia about the hinge of pole, hub and
+link 7 plus j7's armature, m d their first moment (tested). A shorter pole swings faster and is
+more damped by j7's drive: the reference below swings none shorter than 0.3 m up.
 
-Scene. A lever (``lever_length`` m, ``lever_mass`` kg, gravity-compensated like the arm) is
-bolted to the tool flange (site "ee", link 7) at right angles to the flange axis, so j7 swings
-it round; at its end a pole (a uniform solid cylinder of ``pole_length`` m, ``pole_mass`` kg,
-radius ``pole_radius`` m) turns on a passive, unactuated hinge (joint "pole", damping
-``pole_damping`` N m s/rad) whose axis runs along the lever. The pole and its hinge are world
-objects (task.add_scene), not part of the arm's inverse-dynamics model; the pole collides with
-nothing. At the default start posture ``[0, 0.6, 0, 1.9, 0, pi - 2.5, 0]`` the flange faces the
-floor, so j7 turns about the vertical, the lever points forward (world +x) 0.03 m below the
-flange and the pivot is 1.31 m above the floor: j7 moves the pivot sideways, across the pole's
-swing plane, like the rotary arm of a Furuta pendulum. A free pole swings with the
-physical-pendulum period 2 pi sqrt(I_p / (m g l/2)), I_p = m (l^2/3 + r^2/4) about the pivot
-(tested). Pole length sets the difficulty (a longer pole is slower but loads the 2 N m wrist
-more; a shorter one is quicker): see examples/pole_balancing_reference.py for what its
-swing-up reaches at 0.3-0.8 m.
+Joint failure: ``fail_joint`` = k in 1..n_dofs makes joint k passive too, ``fail_time`` s after
+the motion starts (the first step of index 1), for the rest of the episode (Task.joint_failures:
+the runner splits a run at that step, so replays repeat it exactly).
 
-Pole angle phi rad: the angle from world up to the pole (pivot to tip) about the hinge axis,
-wrapped to (-pi, pi]: 0 upright, +-pi hanging; phi > 0 leans the pole towards the side to which
-j7 > 0 moves the pivot. phi_d rad/s: the pole's angular velocity about the hinge axis.
+Pole angle phi rad: the angle from world up to the pole (hinge to tip) about the hinge axis a
+(link 7's axis, world +y at the start), wrapped to (-pi, pi]: 0 upright, +-pi hanging; phi > 0
+leans the pole towards h = a x up (horizontal, in the swing plane: world +x, forward, at the
+start). phi_d rad/s: the pole's angular velocity about a. q7 grows with phi: from hanging, q7
+falling swings the pole over the front to upright, q7 rising swings it back towards the robot and
+j7's upper stop.
 
 Context (command 0): nothing (the pole hangs at rest), [phi0] rad, or [phi0, phi_d0] rad, rad/s,
-set once the arm has reached the start (the pivot's motion at that moment is kept).
+set once the arm has reached the start; a phi0 that lies beyond j7's stops is refused.
 
-Feedback law (task_gains of a gains command): an offset dq7 rad added to the held j7 angle,
-computed from the present state every control step:
+Feedback law (task_gains of a gains command): a pivot offset u m along h, added to the desired
+posture as joint offsets v u rad every control step. v (n_dofs,) rad/m is fixed at the start of
+the episode: the joint motion of least kinetic energy that moves the pivot 1 m along h keeping
+its height and the hinge's direction, passive joints left out (at the start posture
+[0, 1.11, 0, -2.72, 0, 0, 0] rad/m). s = h.(p - p0) m is the pivot's travel along h since the
+start (p0), s_d = h.p_dot m/s.
     4 values [k_phi, k_phid, k_s, k_sd]: balance,
-        dq7 = k_phi phi + k_phid phi_d + k_s s + k_sd s_d
-    7 values [k_phi, k_phid, k_s, k_sd, k_E, a_swing, phi_catch]: swing up, then balance:
-        the balance law while |phi| < phi_catch, otherwise the energy pump
-        dq7 = clip(-k_E (1 - E) sgn(phi_d cos phi), -a_swing, a_swing),   sgn(0) = 1,
-with s = q7 - q7_start rad (j7 when command 0's start was reached), s_d = qd7 rad/s, and
-E = phi_d^2 / (2 w0^2) + cos(phi), w0^2 = m g (l/2) / I_p, the pole's energy in units of
-m g l/2 (1 upright at rest, -1 hanging at rest); dq7 is clipped to +-``max_offset`` rad.
-Balancing gains are positive (a pole leaning to phi > 0 needs the pivot moved under it); so is
-a k_E that pumps energy in. The joint gains of the same command set how j7 follows (the
-reference: kp7 = 5 N m/rad, kd7 = 0.1 N m s/rad, a stiffer wrist, j5/j6 at 100 N m/rad).
+        u_b = k_phi phi + k_phid phi_d + k_s s + k_sd s_d
+    8 values [k_phi, k_phid, k_s, k_sd, k_E, a_swing, phi_catch, theta_back]: swing up, then
+        balance: u = w u_b + (1 - w) clip(u_E, -a_swing, a_swing), w = clip(2 - 2 |phi| / phi_catch,
+        0, 1) (the balance law inside phi_catch / 2, the energy pump outside phi_catch, blended
+        between), with the pump
+        u_E = k_E g phi_d cos(phi) / w0   (moves the pivot with the pole's centre of mass),
+        its gain g set at every turning point of the swing (phi_d changing sign) and held for
+        the half swing that follows: g = clip((E_ref - E) / 0.45, 0, 1) / max(sqrt((E + 1) / 2),
+        0.1), where E_ref = 1 for a half swing over the front (phi_d < 0) and -cos(theta_back)
+        for one back towards the robot, so that it never swings back further than about
+        theta_back rad from hanging (j7's upper stop is upper - q7_hanging rad away); 0.45 is
+        about the energy one half swing at full gain adds, and the square root keeps the pivot's
+        stroke about the same at every amplitude;
+with E = phi_d^2 / (2 w0^2) + cos(phi) the pole's energy in units of m g d (1 upright at rest, -1
+hanging at rest; w0 = sqrt(m g d / I) from the model). u is clipped to +-``max_offset`` m.
+Balance gains: k_phi, k_phid > 0 (a pole leaning towards +h needs the pivot moved under it), and
+k_s, k_sd > 0 too (to bring the pivot back, first let the pole lean back); k_E > 0 pumps energy
+in. The law keeps g and the last phi_d in the episode between control steps.
 
 State columns: pole_angle rad, pole_velocity rad/s, pivot_x, pivot_y, pivot_z m (world).
 
@@ -44,11 +71,33 @@ Step reward: r = -((1 - cos phi) + effort * sum_i |u_i qd_i|) * dt: 0 upright, -
 minus ``effort`` times the mechanical power the joints spend, W (motoring and braking alike).
 Success: the episode ends with the pole upright and nearly still, |phi| < ``upright`` rad and
 |phi_d| < 1 rad/s (a task sees only the final state; the tests also check the last seconds).
+
+Reference (examples/pole_balancing_reference.py: a 0.3 s nudge of the elbow, then the law above
+with LQR balance gains for 12 s), measured success by pole length and start:
+    pole m | hanging at rest | pi - 0.2     | pi + 0.3, -1 rad/s | pi - 0.1, +1 rad/s | solved
+    0.2    | never up        | never up     | never up           | never up           | 0/4
+    0.3    | up at 4.1 s     | 4.1 s, stop  | 7.6 s              | 3.9 s, stop        | 4/4
+    0.4    | 6.1 s           | 4.7 s        | 5.2 s              | 4.1 s, stop        | 4/4
+    0.5    | 7.9 s           | 6.1 s        | 5.3 s              | 6.0 s              | 4/4
+    0.6    | 8.3 s           | 6.7 s        | 5.6 s              | 6.4 s              | 4/4
+    0.8    | 11.2 s, late    | 7.2 s        | 8.3 s              | 6.9 s              | 4/4
+    1.0    | 11.9 s, late    | 10.2 s       | 9.0 s              | 9.8 s              | 4/4
+("up at": when |phi| first fell below 0.2 rad, after the motion started; "stop": the pole
+touched one of j7's stops on the way, the law caught it all the same; "late": caught under 2 s
+before the end.) A shorter pole is harder: the 0.2 m pole's damping ratio on j7 is 0.16 (0.066
+at 0.3 m, 0.019 at 0.5 m, 0.0035 at 1 m), so j7's drive takes out faster than the pump, bound by
+the arm's speed, can put in, and the pole never passes the horizontal; the balance law alone
+still holds it near upright. Longer poles swing slower, so they take longer to come up. The
+default episode (0.5 m, hanging at rest) returns -12.13, upright from 7.9 s. With a joint failing
+8 s after the motion starts (pole 0.5 m, start pi - 0.2, caught at 6.1 s): without j1 or j3 the
+pole stays up; without j2, j5 or j6 the arm sags or the hand turns under the pole and the law
+drives the elbow past its speed limit (SAFETY_ABORT); without j4, the law's main joint, the pole
+falls.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import mujoco
@@ -57,12 +106,23 @@ import numpy as np
 from episodic.robot import Robot
 from episodic.task import Episode, StepView, Task, TaskError, body_velocity, param, update_kinematics
 
-POLE = "pole"
-LEVER = "pole_lever"
-LEVER_DROP = 0.03  # m: the lever runs this far below the flange face, along the flange axis
-# pole frame in the lever (= flange) frame: x = hinge axis = along the lever (-x7), z = along the
-# pole (pivot to tip), hanging down at hinge angle 0 when the flange faces the floor (+z7)
-_POLE_QUAT = np.array([0.0, 0.0, 0.0, 1.0])
+POLE = "pole"          # the body of pole and hub, rigidly fixed to link 7
+HINGE = "j7"           # the WAM joint the pole turns on (passive)
+G = 9.81               # m/s^2, standard gravity (MuJoCo's default)
+ALUMINIUM = 2700.0     # kg/m^3, 6060/6061 aluminium (ASM Handbook Vol. 2: 2.70 g/cm^3)
+# the hub: a 25 x 2 mm aluminium tube, 0.1 m long, along the flange axis from the flange face to
+# the pole's clamp (design values: it puts the pole's swing plane 0.16 m from the wrist centre,
+# clear of every link of the arm in its plane, the shoulder's drum reaching 0.14 m the furthest)
+HUB_LENGTH = 0.1       # m
+HUB_RADIUS = 0.0125    # m, outer
+HUB_WALL = 0.002       # m
+UPRIGHT_TO_STOP = 0.4  # rad from upright (over the front) on to j7's lower stop: the pole's clamp angle
+# the start posture but j7: the upper arm leaning 0.3 rad forward, the forearm pointing down and
+# forward (j2 + j4 = 2.8 rad), j5 turning the wrist so that j6 = -pi/2 swings the flange to the side:
+# the hinge (link 7's axis) is then parallel to j2 and j4, world +y (j6's stop lies at 1.5707 or
+# 1.6 rad in versions of the model; a posture beyond it is clamped, 0.1 mrad off)
+START = (0.0, 0.3, 0.0, 2.5, -math.pi / 2, -math.pi / 2)
+SWING_BAND = 0.45      # the pump's energy (units of m g d) per half swing at full gain, about (see feedback)
 _UP = np.array([0.0, 0.0, 1.0])
 QD_SENSOR = "qd/"  # prefix of the robot's joint velocity sensors (rad/s) the effort term reads
 
@@ -74,97 +134,133 @@ def wrap(angle):
 
 @dataclass
 class PoleEpisode(Episode):
-    """q_start: j7 rad when command 0's start was reached (s = q7 - q_start in the feedback law)."""
+    """What the feedback law uses, fixed when command 0's start was reached: the joint direction
+    v (n_dofs,) rad/m that moves the pivot along h (3,) (unit, world), the pivot's start position
+    p0 (3,) m and the pole's small-swing frequency omega0 rad/s; and what it carries from one
+    control step to the next: the pump's gain for the present half swing and the last phi_d."""
 
-    q_start: float = 0.0
+    v: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    h: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    p0: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    omega0: float = 1.0
+    pump_gain: float = 0.0
+    last_phid: float = 0.0
 
 
 @dataclass
 class PoleBalancing(Task):
     name: ClassVar[str] = "pole_balancing"
-    summary: ClassVar[str] = ("swing up a pole on a passive hinge at the wrist and balance it upright, "
-                              "saving energy.")
+    summary: ClassVar[str] = ("swing up a pole hanging from the wrist's unpowered last joint and balance it "
+                              "upright with the other joints, saving energy.")
     robots: ClassVar[tuple[str, ...]] = ("wam",)
+    passive_joints: ClassVar[tuple[str, ...]] = (HINGE,)
     columns: ClassVar[tuple[str, ...]] = ("pole_angle", "pole_velocity", "pivot_x", "pivot_y", "pivot_z")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 1, 2)
     context_help: ClassVar[str] = "nothing (hanging at rest), [phi0] rad or [phi0, phi_d0] rad, rad/s"
     gains_help: ClassVar[str] = (
-        "[k_phi, k_phid, k_s, k_sd] (balance) or [k_phi, k_phid, k_s, k_sd, k_E, a_swing, phi_catch] "
-        "(energy swing-up, then balance): offset of j7, see tasks/pole_balancing.py")
+        "[k_phi, k_phid, k_s, k_sd] (balance) or [k_phi, k_phid, k_s, k_sd, k_E, a_swing, phi_catch, theta_back] "
+        "(energy swing-up, then balance): a pivot offset, see tasks/pole_balancing.py")
     episode_type: ClassVar[type[Episode]] = PoleEpisode
 
-    pole_length: float = param(0.5, "m", "pivot to tip (the pivot is 1.31 m above the floor at the start)", gt=0,
-                               le=1.2)
-    pole_mass: float = param(0.1, "kg", gt=0)
-    pole_radius: float = param(0.01, "m", gt=0)
-    pole_damping: float = param(0.0, "N m s/rad", "viscous damping of the hinge", ge=0)
-    lever_length: float = param(0.25, "m", "flange axis to hinge", gt=0)
-    lever_mass: float = param(0.15, "kg", gt=0)
+    pole_length: float = param(0.5, "m", "hinge axis to tip (the hinge is 1.43 m above the floor at the start)",
+                               gt=0, le=1.2)
+    pole_diameter: float = param(0.02, "m", "outer diameter of the tube", gt=0, le=0.05)
+    pole_bore: float = param(0.8, "", "inner diameter / outer diameter (0: a solid rod)", ge=0, lt=1)
+    pole_density: float = param(ALUMINIUM, "kg/m^3", "of the pole's material (aluminium; beech wood about 720)",
+                                gt=0, le=20000)
     effort: float = param(0.01, "1/W", "weight of the joints' mechanical power in the step reward", ge=0)
     upright: float = param(0.2, "rad", "success: |phi| at the end below this (a pole past the horizontal, "
                            "1.57 rad, is not upright)", gt=0, le=1.5)
-    max_offset: float = param(1.0, "rad", "the feedback law's largest offset of j7", gt=0)
+    max_offset: float = param(0.3, "m", "the feedback law's largest pivot offset", gt=0, le=1.0)
+    fail_joint: int = param(0, "", "the joint (1..n_dofs) that fails, going passive at fail_time; 0: none", ge=0)
+    fail_time: float = param(4.0, "s", "when fail_joint fails, after the motion starts", ge=0)
+
+    def check_robot(self, robot: Robot) -> None:
+        super().check_robot(robot)
+        if self.fail_joint > robot.n_dofs:
+            raise TaskError(f"fail_joint {self.fail_joint} is not a joint of the {robot.name} "
+                            f"(1..{robot.n_dofs}, or 0 for none)")
+        if self.fail_joint and robot.joint_names[self.fail_joint - 1] in self.passive_joints:
+            raise TaskError(f"fail_joint {self.fail_joint} ({robot.joint_names[self.fail_joint - 1]}) is the "
+                            f"pole's hinge, passive already; choose another joint or 0")
+
+    def joint_failures(self, robot: Robot) -> dict[str, float]:
+        return {robot.joint_names[self.fail_joint - 1]: self.fail_time} if self.fail_joint else {}
 
     # -- physics -------------------------------------------------------------
     @property
-    def pivot_inertia(self) -> float:
-        """Moment of inertia about the hinge, kg m^2 (solid cylinder about an end diameter)."""
-        m, l, r = self.pole_mass, self.pole_length, self.pole_radius
-        return m * (l * l / 3 + r * r / 4)
+    def pole_mass(self) -> float:
+        """Mass of the tube, kg."""
+        r_o, r_i = self.pole_diameter / 2, self.pole_diameter / 2 * self.pole_bore
+        return self.pole_density * math.pi * (r_o**2 - r_i**2) * self.pole_length
 
     @property
-    def omega0(self) -> float:
-        """Small-swing angular frequency of the free pole, rad/s."""
-        return float(np.sqrt(self.pole_mass * 9.81 * self.pole_length / 2 / self.pivot_inertia))
+    def pole_inertia(self) -> float:
+        """The tube's moment of inertia about the hinge axis (a diameter through its end), kg m^2:
+        m (l^2 / 3 + (r_o^2 + r_i^2) / 4)."""
+        r_o, r_i = self.pole_diameter / 2, self.pole_diameter / 2 * self.pole_bore
+        return self.pole_mass * (self.pole_length**2 / 3 + (r_o**2 + r_i**2) / 4)
 
     @property
-    def period(self) -> float:
-        """Small-swing period of the free pole, s."""
-        return 2 * np.pi / self.omega0
-
-    @property
-    def pivot(self) -> np.ndarray:
-        """The hinge's position in the flange frame, m."""
-        return np.array([-self.lever_length, 0.0, LEVER_DROP])
+    def hub_mass(self) -> float:
+        """Mass of the hub, kg."""
+        return ALUMINIUM * math.pi * (HUB_RADIUS**2 - (HUB_RADIUS - HUB_WALL) ** 2) * HUB_LENGTH
 
     def start_posture(self, robot: Robot) -> np.ndarray:
-        q2, q4 = 0.6, 1.9
-        return np.array([0.0, q2, 0.0, q4, 0.0, np.pi - q2 - q4, 0.0])
+        """START, then j7 with the pole hanging: UPRIGHT_TO_STOP + pi above j7's lower stop."""
+        hinge = robot.joint_names.index(HINGE)
+        q = np.array(START + (0.0,))
+        q[hinge] = robot.range_lower[hinge] + math.pi + UPRIGHT_TO_STOP
+        return robot.clamp(q)
+
+    def _pole_frame(self, robot: Robot) -> np.ndarray:
+        """Orientation (quaternion) of the pole's frame in the flange's: x along the flange axis
+        (the hinge), z along the pole, which hangs straight down at the start posture."""
+        model = mujoco.MjModel.from_xml_path(str(robot.mjcf))
+        data = mujoco.MjData(model)
+        for name, q in zip(robot.joint_names, self.start_posture(robot)):
+            data.qpos[model.jnt_qposadr[model.joint(name).id]] = q
+        mujoco.mj_kinematics(model, data)
+        flange = data.site_xmat[model.site(robot.end_effector_site).id].reshape(3, 3)
+        down = flange.T @ -_UP  # world down in the flange frame
+        along = np.array([down[0], down[1], 0.0])
+        x, z = np.array([0.0, 0.0, 1.0]), along / np.linalg.norm(along)
+        quat = np.empty(4)
+        mujoco.mju_mat2Quat(quat, np.column_stack([x, np.cross(z, x), z]).ravel())
+        return quat
 
     def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
-        """The lever: a bar from the flange axis out to the pole's hinge, turned by j7."""
-        flange = spec.site(robot.end_effector_site).parent
-        lever = flange.add_body(name=LEVER)
-        lever.gravcomp = 1.0
-        lever.explicitinertial = True
-        m, length, width = self.lever_mass, self.lever_length + 0.02, 0.02
-        lever.mass = m
-        lever.ipos = [-length / 2 + 0.01, 0, LEVER_DROP]
-        lever.inertia = m / 12 * np.array([2 * width**2, length**2 + width**2, length**2 + width**2])
-        box = mujoco.mjtGeom.mjGEOM_BOX
-        lever.add_geom(name="lever_bar", type=box, size=[length / 2, width / 2, width / 2],
-                       pos=[-length / 2 + 0.01, 0, LEVER_DROP], contype=0, conaffinity=0, rgba=[0.3, 0.3, 0.33, 1])
-        lever.add_geom(name="lever_hub", type=box, size=[0.02, 0.02, LEVER_DROP / 2], pos=[0, 0, LEVER_DROP / 2],
-                       contype=0, conaffinity=0, rgba=[0.3, 0.3, 0.33, 1])
+        """Hub and pole, one rigid body on link 7 (part of the arm's dynamics and gravity
+        compensation; its share through the passive j7 is removed with j7's actuator)."""
+        site = spec.site(robot.end_effector_site)
+        l, r_o = self.pole_length, self.pole_diameter / 2
+        r_i = r_o * self.pole_bore
+        pole = site.parent.add_body(name=POLE, pos=np.asarray(site.pos) + [0.0, 0.0, HUB_LENGTH],
+                                    quat=self._pole_frame(robot))
+        pole.gravcomp = 1.0
+        pole.explicitinertial = True
+        # composite inertial in the pole frame (x: hinge, z: along the pole, origin on the hinge axis)
+        m_p, m_h = self.pole_mass, self.hub_mass
+        hub_r2 = HUB_RADIUS**2 + (HUB_RADIUS - HUB_WALL) ** 2
+        parts = [(m_p, np.array([0.0, 0.0, l / 2]),
+                  np.diag([m_p * (3 * (r_o**2 + r_i**2) + l**2) / 12] * 2 + [m_p * (r_o**2 + r_i**2) / 2])),
+                 (m_h, np.array([-HUB_LENGTH / 2, 0.0, 0.0]),
+                  np.diag([m_h * hub_r2 / 2] + [m_h * (3 * hub_r2 + HUB_LENGTH**2) / 12] * 2))]
+        mass = m_p + m_h
+        com = sum(m * c for m, c, _ in parts) / mass
+        inertia = sum(i + m * (np.dot(c - com, c - com) * np.eye(3) - np.outer(c - com, c - com))
+                      for m, c, i in parts)
+        pole.mass, pole.ipos = mass, com
+        pole.fullinertia = [inertia[0, 0], inertia[1, 1], inertia[2, 2], inertia[0, 1], inertia[0, 2], inertia[1, 2]]
+        cylinder = mujoco.mjtGeom.mjGEOM_CYLINDER
+        # contype 1, conaffinity 1: touches the floor and the arm's links (contype 2, conaffinity 1)
+        pole.add_geom(name=POLE, type=cylinder, size=[r_o, l / 2, 0], pos=[0, 0, l / 2], contype=1, conaffinity=1,
+                      rgba=[0.85, 0.35, 0.2, 1], mass=0, density=0)
+        pole.add_geom(name="pole_hub", type=cylinder, size=[HUB_RADIUS, HUB_LENGTH / 2, 0],
+                      pos=[-HUB_LENGTH / 2, 0, 0], quat=[0.70710678, 0, 0.70710678, 0], contype=1, conaffinity=1,
+                      rgba=[0.6, 0.6, 0.62, 1], mass=0, density=0)
 
     def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
-        """The pole on its passive hinge at the lever's end (a world object: not in the arm's
-        inverse-dynamics model)."""
-        m, l, r = self.pole_mass, self.pole_length, self.pole_radius
-        pole = spec.body(LEVER).add_body(name=POLE, pos=self.pivot, quat=_POLE_QUAT)
-        pole.explicitinertial = True
-        pole.mass = m
-        pole.ipos = [0, 0, l / 2]
-        side = m * (3 * r * r + l * l) / 12
-        pole.inertia = [side, side, m * r * r / 2]
-        # (the arm's default class would make the joint limited: a passive hinge turns freely)
-        pole.add_joint(name=POLE, type=mujoco.mjtJoint.mjJNT_HINGE, axis=[1, 0, 0], damping=self.pole_damping,
-                       limited=mujoco.mjtLimited.mjLIMITED_FALSE, actfrclimited=mujoco.mjtLimited.mjLIMITED_FALSE,
-                       armature=0.0, frictionloss=0.0)
-        pole.add_geom(name=POLE, type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[r, l / 2, 0], pos=[0, 0, l / 2],
-                      contype=0, conaffinity=0, rgba=[0.85, 0.35, 0.2, 1])
-        pole.add_geom(name="pole_axle", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[0.012, 0.02, 0],
-                      quat=[0.70710678, 0, 0.70710678, 0], contype=0, conaffinity=0, rgba=[0.2, 0.2, 0.2, 1])
         obj = dict(objtype=mujoco.mjtObj.mjOBJ_XBODY, objname=POLE)
         spec.add_sensor(name="pole_axis", type=mujoco.mjtSensor.mjSENS_FRAMEZAXIS, **obj)
         spec.add_sensor(name="pole_hinge", type=mujoco.mjtSensor.mjSENS_FRAMEXAXIS, **obj)
@@ -184,21 +280,68 @@ class PoleBalancing(Task):
         if abs(phid0) > 20.0:
             raise TaskError(f"the pole's start velocity must be within +-20 rad/s, got {phid0}")
         episode = self.episode
-        qa, va = episode.ids.qpos[POLE], episode.ids.dof[POLE]
-        data.qpos[qa] = 0.0
+        qa, va = episode.ids.qpos[HINGE], episode.ids.dof[HINGE]
+        joint = model.joint(HINGE).id
+        low, high = model.jnt_range[joint]
+        update_kinematics(model, data)
+        phi, _ = self._pole(model, data)
+        q7 = float(data.qpos[qa]) + float(wrap(phi0 - phi))
+        q7 = next((q for q in (q7 - 2 * np.pi, q7, q7 + 2 * np.pi) if low <= q <= high), None)
+        if q7 is None:
+            raise TaskError(f"phi0 = {phi0} rad lies beyond j7's stops: a pole leaning back past upright by "
+                            f"{float(UPRIGHT_TO_STOP):.2f} to {float(2 * np.pi - (high - low) + UPRIGHT_TO_STOP):.2f} "
+                            f"rad cannot be reached over the front nor from the back")
+        data.qpos[qa] = q7
         data.qvel[va] = 0.0
         update_kinematics(model, data)
-        phi, phid = self._pole(model, data)
-        data.qpos[qa] = wrap(phi0 - phi)
+        _, phid = self._pole(model, data)
         data.qvel[va] = phid0 - phid
-        episode.q_start = float(data.qpos[episode.ids.arm_qpos[-1]])
+        update_kinematics(model, data)
+        self._bind(model, data)
+
+    def _bind(self, model, data) -> None:
+        """Fix the feedback law's v, h, p0 and omega0 at the present state (kinematics current)."""
+        episode, ids = self.episode, self.episode.ids
+        pole = ids.body[POLE]
+        hinge = data.xmat[pole].reshape(3, 3)[:, 0]
+        h = np.cross(hinge, _UP)
+        h /= np.linalg.norm(h)
+        episode.h, episode.p0 = h, data.xpos[pole].copy()
+        # the joint motion of least kinetic energy that moves the pivot along h, keeping its
+        # height and the direction of the hinge (the angular velocity of j7's parent body about
+        # h and about up), passive joints left out
+        nv = model.nv
+        jacp, jacr = np.zeros((3, nv)), np.zeros((3, nv))
+        mujoco.mj_jac(model, data, jacp, None, data.xpos[pole], pole)
+        carrier = model.body_parentid[model.jnt_bodyid[model.joint(HINGE).id]]
+        mujoco.mj_jacBody(model, data, None, jacr, carrier)
+        arm = ids.arm_dof
+        names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in model.actuator_trnid[:, 0]]
+        driven = np.array([i for i, name in enumerate(names) if name not in self.passive_joints])
+        cols = arm[driven]
+        c = np.vstack([jacp[:, cols], h @ jacr[:, cols], _UP @ jacr[:, cols]])
+        target = np.concatenate([h, [0.0, 0.0]])
+        mass = np.zeros((nv, nv))
+        mujoco.mj_makeM(model, data)
+        mujoco.mj_fullM(model, data, mass)
+        m_inv_ct = np.linalg.solve(mass[np.ix_(cols, cols)], c.T)
+        v = np.zeros(arm.size)
+        v[driven] = m_inv_ct @ np.linalg.lstsq(c @ m_inv_ct, target, rcond=None)[0]
+        episode.v = v
+        # small swings: I phi_dd = -m g d phi, I = M[j7, j7] (the bodies j7 turns, and its armature)
+        body = model.jnt_bodyid[model.joint(HINGE).id]
+        dof = ids.dof[HINGE]
+        offset = data.subtree_com[body] - data.xpos[pole]
+        offset -= np.dot(offset, hinge) * hinge
+        episode.omega0 = float(np.sqrt(model.body_subtreemass[body] * G * np.linalg.norm(offset) / mass[dof, dof]))
 
     # -- feedback law --------------------------------------------------------
     def check_gains(self, task_gains: np.ndarray) -> None:
-        if task_gains.size not in (4, 7):
+        if task_gains.size not in (4, 8):
             raise TaskError(f"pole_balancing's task gains are {self.gains_help}; got {task_gains.size} values")
-        if task_gains.size == 7 and not (task_gains[5] >= 0 and 0 <= task_gains[6] <= np.pi):
-            raise TaskError("a_swing must be >= 0 rad and phi_catch in [0, pi] rad")
+        if task_gains.size == 8 and not (task_gains[5] > 0 and 0 <= task_gains[6] <= np.pi
+                                         and 0 <= task_gains[7] <= np.pi):
+            raise TaskError("a_swing must be > 0 m, and phi_catch and theta_back in [0, pi] rad")
 
     def _pole(self, model, data) -> tuple[float, float]:
         """(phi, phi_d) from data's kinematics and com velocities (must be current)."""
@@ -212,26 +355,31 @@ class PoleBalancing(Task):
         return phi, wx * hx + wy * hy + wz * hz
 
     def energy(self, phi, phid):
-        """The pole's energy in units of m g l/2: 1 upright at rest, -1 hanging at rest."""
-        return phid**2 / (2 * self.omega0**2) + np.cos(phi)
+        """The pole's energy in units of m g d: 1 upright at rest, -1 hanging at rest."""
+        return phid**2 / (2 * self.episode.omega0**2) + np.cos(phi)
 
     def feedback(self, model, data, task_gains) -> np.ndarray:
         update_kinematics(model, data)
         phi, phid = self._pole(model, data)
         episode = self.episode
-        qa, va = episode.ids.arm_qpos[-1], episode.ids.arm_dof[-1]
-        s = float(data.qpos[qa]) - episode.q_start
-        sd = float(data.qvel[va])
+        pole = episode.ids.body[POLE]
+        h = episode.h
+        s = float(h @ (data.xpos[pole] - episode.p0))
+        sd = float(h @ body_velocity(model, data, pole)[3:])
         k_phi, k_phid, k_s, k_sd = task_gains[:4].tolist()
-        if task_gains.size == 4 or abs(phi) < task_gains[6]:
-            dq7 = k_phi * phi + k_phid * phid + k_s * s + k_sd * sd
-        else:
-            k_e, a_swing = float(task_gains[4]), float(task_gains[5])
-            direction = 1.0 if phid * math.cos(phi) >= 0 else -1.0
-            energy = phid * phid / (2 * self.omega0**2) + math.cos(phi)  # as energy() does
-            pump = -k_e * (1.0 - energy) * direction
-            dq7 = min(max(pump, -a_swing), a_swing)
-        return self.last_joint_offset(dq7, self.max_offset)
+        u = k_phi * phi + k_phid * phid + k_s * s + k_sd * sd
+        if task_gains.size == 8:
+            k_e, a_swing, phi_catch, theta_back = task_gains[4:].tolist()
+            if phid * episode.last_phid <= 0 and phid != 0:  # a turning point: the next half swing's gain
+                energy = phid * phid / (2 * episode.omega0**2) + math.cos(phi)  # as energy() does
+                target = 1.0 if phid < 0 else -math.cos(theta_back)
+                episode.pump_gain = (min(max((target - energy) / SWING_BAND, 0.0), 1.0)
+                                     / max(math.sqrt(max(energy + 1.0, 0.0) / 2), 0.1))
+            pump = k_e * episode.pump_gain * phid * math.cos(phi) / episode.omega0
+            weight = min(max(2.0 - 2.0 * abs(phi) / phi_catch, 0.0), 1.0) if phi_catch > 0 else 0.0
+            u = weight * u + (1.0 - weight) * min(max(pump, -a_swing), a_swing)
+        episode.last_phid = phid
+        return episode.v * min(max(u, -self.max_offset), self.max_offset)
 
     # -- per step ------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:
