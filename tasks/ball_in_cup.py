@@ -5,19 +5,51 @@ along the flange's -y axis: at the start posture (the WAM's home posture with th
 pitched to j6 = -0.3768 rad and j7 = -pi/2) the flange points forward and the cup stands
 upright in front of it, 1.65 m up. The cup is ``cup_mass`` kg (part of the arm's dynamics
 and gravity compensation), ``cup_radius`` m inner radius and ``cup_depth`` m from the inner
-bottom to the rim, built from a bottom disc and ``WALL_BOXES`` thin boxes around a circle
-(MuJoCo has no hollow cylinder). A ball of ``ball_radius`` m and ``ball_mass`` kg on a free
-joint hangs from a site under the cup's bottom (the "anchor") by a string: a MuJoCo spatial
-tendon from the anchor to the ball's centre, limited to [0, ``string_length``] m (it passes
-through geometry; only the ball collides). Slack, the ball flies freely; taut, the limit
-constraint pulls it back like a stiff, critically damped spring (solreflimit =
-(``string_timeconst`` s, ``string_dampratio``)), so a snapping string stretches a little and
-loses its radial speed, as a real string does. Elastic allowance: with the default time
-constant the string stretches at most ``STRETCH_ALLOWANCE`` = 0.02 m (5 %) past its length
-(measured 7.7 mm in a vigorous swing, 4.4 mm in the reference swing; tested). The ball has
-contype = conaffinity = 1, the cup's geoms, like the robot's, contype 2 and conaffinity 1:
-the ball hits the cup and the arm, the cup and the arm never collide with each other.
-Contacts are MuJoCo's default soft contacts, so the ball hardly bounces.
+bottom to the rim, built from a bottom disc, ``WALL_BOXES`` thin boxes around a circle (MuJoCo
+has no hollow cylinder) and a rounded rim of as many capsules on top of them. A ball of
+``ball_radius`` m and ``ball_mass`` kg hangs from a point 2 mm under the cup's bottom (the
+"anchor") by a string of ``string_length`` m (anchor to ball centre), modelled one of two ways
+(``string_model``):
+
+* "chain" (the default): ``CHAIN_LINKS`` = 8 capsules of a 2 mm cotton cord (2.9 g/m, 1.2 g in
+  all; sources at ``STRING_DENSITY``), each on a universal joint (two hinges: the string bends
+  every way, it does not twist) on the one before, the first on the cup; the ball sits at the
+  end of the last one on a slide joint along it, the string's stretch. The links collide with
+  the cup (not with the arm, the ball or each other), so the string cannot pass through the cup:
+  it drapes over the rim and lies along the wall (tested geometrically over the reference and
+  perturbed swings). The ball turns with the last link.
+* "tendon": a free ball and a massless straight MuJoCo tendon from the anchor to its centre,
+  limited to [0, ``string_length``] m: about 4 times faster to simulate, but it passes through the
+  cup's wall and bottom (in 277 and 599 of the reference swing's 2239 states; tested).
+
+Slack, the ball flies freely; taut, the string pulls it back like a stiff spring-damper of the
+ball's mass with natural frequency 1 / (``string_timeconst`` ``string_dampratio``) and damping
+ratio ``string_dampratio`` (the chain's slide joint stiffness and damping; the tendon's limit
+solref), so a snapping string stretches a little and loses its radial speed, as a real string
+does (the default 6 ms gives the 0.4 m string EA = 270 N: 1 N stretches it by 1.5 mm).
+Elastic allowance: with the default time constant the string stretches at most
+``STRETCH_ALLOWANCE`` = 0.02 m (5 %) past its length (measured in a vigorous swing 5.5 mm on the
+chain, 7.4 mm on the tendon; in the reference swing 5.9 and 8.7 mm; tested).
+
+Contacts. The ball meets the cup (bottom, wall, rim and bracket) through explicit bouncing pairs
+(``episodic.contact``): a wooden ball on a hard cup, restitution 0.60 (The Physics Factbook,
+"Coefficient of restitution": wooden ball on a hard floor) and friction 0.4 (wood on wood,
+Marks' Standard Handbook), calibrated at the task's physics step. A drop test on the cup's
+bottom measures 0.59 relative to the cup (tested; MuJoCo's default contact gave 0.12). The
+ball hits the arm and the floor with MuJoCo's default contact; the cup and the arm never collide
+with each other; the chain's links touch the cup with a stiff, critically damped contact and
+friction 0.3 (cord on wood). Air (``contact.add_air``): 1.204 kg/m^3 and 1.81e-5 Pa s; the ball
+has a smooth sphere's drag, C_D = 0.47, through MuJoCo's ellipsoid fluid model; the string's
+links and the arm get MuJoCo's default (inertia-box) model of the same air.
+
+Physics step. ``substeps`` = 4: 0.5 ms physics steps under the 500 Hz control (the controller's
+reference ramps within each control step, see episodic/simulation.py), the fewest that
+converge. At 2 ms the chain is not stable (3 of 17 perturbed and vigorous swings ended in an
+unstable simulation) and the tendon's peak stretch in the reference swing is 6.1 mm instead of
+8.6-8.9 mm; at 1 ms the chain's is 5.3 mm against 6.1 mm at a quarter of that step. At 0.5 ms
+the reference swing's catch, its return (4.341 both) and its peak stretch (5.9 vs 6.2 mm)
+match a run at 0.125 ms (tests/test_convergence.py). (Single perturbed swings near the edge
+of the catch region may still end differently at the two steps: 1 in 8 did.)
 
 Start state. After GOTO_START the ball hangs still below the anchor: at the anchor minus
 ``string_length`` along gravity, zero velocity. Context (command 0): nothing, or
@@ -28,8 +60,9 @@ State columns. ball_x, ball_y, ball_z m and ball_vx, ball_vy, ball_vz m/s (the b
 centre, world frame); cup_x, cup_y, cup_z m: the rim centre (centre of the cup's opening);
 distance m: ball centre to rim centre; height m: the ball centre above the rim plane along
 the cup's axis (negative below the rim); radial m: the ball centre's distance from the
-cup's axis; string m: the string's present length (anchor to ball centre); caught: 1 when
-the ball is in the cup and at rest, else 0. "In the cup": the ball's centre lies inside the
+cup's axis; string m: the straight distance from the anchor to the ball's centre (the
+string's length when it is taut and straight); caught: 1 when the ball is in the cup and at
+rest, else 0. "In the cup": the ball's centre lies inside the
 cup's inner cylinder (radial < cup_radius, between the inner bottom and the rim plane);
 "at rest": its speed relative to the cup (the cup's velocity at the ball's centre) is below
 ``rest_speed`` m/s.
@@ -42,9 +75,10 @@ ball dropping in on the axis, 0.82 at 0.1 m, 0.45 at 0.2 m, 0.04 at 0.4 m), plus
 caught for ``rest_time`` s without a break, or at the segment's last step if it is caught
 there; no bonus when the ball was already caught as the segment began. Otherwise 0. The
 segment ends early once the ball has been caught for ``rest_time`` s. The episode return is
-the sum: 4 to 4.7 for a catch, below 1.3 for a ball that falls near the cup but not into it,
-0 for one that never rises above the rim. Success: the episode ends with ``caught`` = 1, so
-a learner's last segment should hold the cup still while the ball settles (about 1 s).
+the sum: 4 to 5.4 for a catch (a ball that bounces up over the rim and falls back in crosses
+twice), below 2.3 for a ball that falls near the cup or bounces out of it, 0 for one that never
+rises above the rim. Success: the episode ends with ``caught`` = 1, so a learner's last
+segment should hold the cup still while the ball settles (about 1 s).
 """
 from __future__ import annotations
 
@@ -54,8 +88,10 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
+from episodic import contact
 from episodic.robot import Robot
-from episodic.task import StepView, Task, TaskError, add_free_ball, add_frame_sensors, param, place_free_ball
+from episodic.task import (StepView, Task, TaskError, add_free_ball, add_frame_sensors, choice, param,
+                           place_free_ball)
 
 WALL_BOXES = 16          # boxes that make the cup's wall
 WALL_THICKNESS = 0.004   # m
@@ -66,6 +102,50 @@ BRACKET_LENGTH = 0.02    # m, gap between the flange face and the cup's wall
 CUP_QUAT = (np.sqrt(0.5), np.sqrt(0.5), 0.0, 0.0)
 START_J6 = -0.3768  # rad, wrist pitch that makes the cup upright at the WAM's home posture
 BALL_START = (0.766, 0.0, 1.136)  # m, hanging below the cup at home, before the first episode resets it
+
+# -- the string --------------------------------------------------------------------------------
+STRING_MODELS = ("chain", "tendon")
+CHAIN_LINKS = 8  # capsules of the chain model, 50 mm each for the default 0.4 m string
+# The string: a cotton cord of 2 mm diameter (the chain needs about that much thickness, see the
+# end of this note; the issue's example was a 1 mm string of ~1 g/m). Its linear density: cotton
+# fibre (cellulose) 1.54 g/cm^3 (Morton & Hearle, Physical Properties of Textile Fibres, table of
+# fibre densities) times a twisted cord's packing fraction of about 0.6 (Hearle, Grosberg &
+# Backer, Structural Mechanics of Fibers, Yarns and Fabrics: 0.5-0.7) times pi (1 mm)^2: 2.9 g/m,
+# 1.2 g for the 0.4 m string (5 % of the ball). (A 1 mm string, 0.7 g/m, was tried: the soft
+# contact lets a link thrown against the rim at 4 m/s sink in by more than its 0.5 mm radius, and
+# 2 of 26 perturbed swings pulled the string through the rim; with 1 mm, none.)
+STRING_RADIUS = 0.001    # m
+STRING_DENSITY = 2.9e-3  # kg/m
+# Coulomb friction of the string on the cup: a cord on a wooden roller measured 0.28-0.31 by the
+# capstan method (International Guild of Knot Tyers forum, "Measurement of the coefficient of
+# friction for the capstan equation", 2021: paracord on pine).
+STRING_FRICTION = 0.3
+# The string's contact with the cup: as stiff as MuJoCo allows at the task's 0.5 ms step (time
+# constant 1 ms = 2 steps), critically damped (a string does not bounce) and with a constant
+# impedance of 0.995, so that a link sinks into the cup by a fraction of its radius.
+STRING_CONTACT_SOLREF = (0.001, 1.0)
+STRING_CONTACT_SOLIMP = (0.995, 0.995, 0.001, 0.5, 2.0)
+# The string's bending joints: damping N m s/rad and armature kg m^2 per hinge. Not measured
+# properties of a string: numerical regularisation. A link (145 mg, 50 mm) kinked between two
+# joints under the string's tension T has a stiffness of about T x 50 mm and an inertia of about
+# 4e-7 kg m^2: at the snap's 10-30 N it rings at 1-2 krad/s, near what a 0.5 ms step can follow
+# (explicitly: the tension comes through the joints' inertial coupling). The armature (3e-7)
+# slows that ringing and the damping (1e-4, implicit) takes its energy out. Measured at 0.5 ms:
+# no instability in 16 swings perturbed by 0.06 rad and a vigorous swing (with 2e-5 and no
+# armature on a 1 mm string, 4 of 8 swings blew up). They cost the hanging ball's swing little:
+# it decays with 1/e in 2 x 3.9e-3 kg m^2 / 1e-4 = 78 s, its period changes by 0.004 %.
+STRING_BEND_DAMPING = 1e-4
+STRING_BEND_ARMATURE = 3e-7
+# geom bitmasks: the ball collides with the arm and the floor by contype/conaffinity, with the cup
+# only through explicit bouncing pairs; the string's links collide with the cup only
+BALL_BITS = dict(contype=1, conaffinity=1)
+CUP_BITS = dict(contype=2, conaffinity=1 | 4)
+STRING_BITS = dict(contype=4, conaffinity=0)
+# the anchor: the string's end under the cup's bottom, one string diameter below it, so that the
+# first link can turn up against the bottom without starting in contact with it
+ANCHOR_GAP = 2 * STRING_RADIUS
+# the ball on the cup (wooden ball on a hard cup: restitution 0.60, friction 0.4; see contact.py)
+CUP_MATERIAL = "wooden_ball_on_cup"
 
 
 @dataclass
@@ -79,15 +159,19 @@ class BallInCup(Task):
     context_sizes: ClassVar[tuple[int, ...]] = (0, 2)
     context_help: ClassVar[str] = ("no context (ball hanging straight down), or a horizontal ball "
                                    "offset (dx, dy) m with the string taut")
+    substeps: ClassVar[int] = 4  # 0.5 ms physics steps at 500 Hz: the string and the bounces converge
     CROSSING_ALPHA: ClassVar[float] = 20.0  # 1/m^2, width of the rim-crossing reward
     CATCH_BONUS: ClassVar[float] = 3.0
     STRETCH_ALLOWANCE: ClassVar[float] = 0.02  # m, for the default string_timeconst (tested)
 
+    string_model: str = choice("chain", STRING_MODELS, "chain: 8 jointed capsules with the string's mass that "
+                               "collide with the cup; tendon: a massless straight tendon that passes through "
+                               "the cup (faster)")
     string_length: float = param(0.40, "m", "anchor to ball centre when taut (the anchor is 1.54 m above "
                                  "the floor at the start on the WAM)", gt=0, le=1.5)
-    string_timeconst: float = param(0.006, "s", "solref time constant of the taut string; MuJoCo makes "
-                                    "it at least 2 physics steps (2 ms each on the WAM at 500 Hz)", ge=0.004)
-    string_dampratio: float = param(1.0, "", "solref damping ratio of the taut string", gt=0)
+    string_timeconst: float = param(0.006, "s", "time constant of the taut string's stretch under the ball's "
+                                    "mass (1 / its natural frequency): the string's elasticity", ge=0.004)
+    string_dampratio: float = param(1.0, "", "damping ratio of the taut string's stretch", gt=0)
     ball_radius: float = param(0.02, "m", gt=0)
     ball_mass: float = param(0.024, "kg", gt=0)
     cup_radius: float = param(0.045, "m", "inner radius, larger than ball_radius", gt=0)
@@ -100,15 +184,27 @@ class BallInCup(Task):
         if not self.cup_radius > self.ball_radius:
             raise TaskError(f"parameter 'cup_radius' of task 'ball_in_cup' must be larger than ball_radius, "
                             f"got {self.cup_radius}")
+        if not self.cup_depth > WALL_THICKNESS:
+            raise TaskError(f"parameter 'cup_depth' of task 'ball_in_cup' must be larger than the wall's "
+                            f"thickness {WALL_THICKNESS} m (the rounded rim sits on the wall), got {self.cup_depth}")
 
     # -- scene ---------------------------------------------------------------
     @property
     def outer_radius(self) -> float:
         return self.cup_radius + WALL_THICKNESS
 
+    @property
+    def chain(self) -> bool:
+        return self.string_model == "chain"
+
     def cup_offset(self) -> np.ndarray:
         """Cup frame origin (inner bottom centre) in the flange frame, m."""
         return np.array([0.0, 0.0, BRACKET_LENGTH + self.outer_radius])
+
+    def cup_geoms(self) -> list[str]:
+        """The names of the cup's geoms: bottom, wall boxes, rim capsules, bracket."""
+        around = [f"cup_wall{k}" for k in range(WALL_BOXES)] + [f"cup_rim{k}" for k in range(WALL_BOXES)]
+        return ["cup_bottom"] + around + ["cup_bracket"]
 
     def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
         flange = spec.site(robot.end_effector_site)
@@ -117,21 +213,30 @@ class BallInCup(Task):
         cup.gravcomp = 1.0  # part of the arm: the controller compensates its weight
         R, H, t, w = self.cup_radius, self.cup_depth, BOTTOM_THICKNESS, WALL_THICKNESS
         Ro = R + w
-        look = dict(contype=2, conaffinity=1, condim=3, rgba=[0.85, 0.55, 0.2, 1.0])
+        look = dict(condim=3, rgba=[0.85, 0.55, 0.2, 1.0], solref=list(STRING_CONTACT_SOLREF),
+                    solimp=list(STRING_CONTACT_SOLIMP), friction=[STRING_FRICTION, 0.005, 0.0001], **CUP_BITS)
         cup.add_geom(name="cup_bottom", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[Ro, t / 2, 0],
                      pos=[0, 0, -t / 2], **look)
         half_width = Ro * np.tan(np.pi / WALL_BOXES) + 1e-4
+        rim = H - w / 2  # the wall boxes end here; a rounded rim of capsules lies on them up to H
         for k in range(WALL_BOXES):
             phi = 2 * np.pi * k / WALL_BOXES
+            centre = (R + w / 2) * np.array([np.cos(phi), np.sin(phi)])
             cup.add_geom(name=f"cup_wall{k}", type=mujoco.mjtGeom.mjGEOM_BOX,
-                         size=[w / 2, half_width, (H + t) / 2],
-                         pos=[(R + w / 2) * np.cos(phi), (R + w / 2) * np.sin(phi), (H - t) / 2],
+                         size=[w / 2, half_width, (rim + t) / 2], pos=[*centre, (rim - t) / 2],
                          quat=[np.cos(phi / 2), 0, 0, np.sin(phi / 2)], **look)
+            # the rim along the wall box's top: capsules of the wall's thickness, meeting at the
+            # polygon's corners. (MuJoCo's capsule-box collision misses a thin capsule whose axis
+            # cuts through a box's edge, which a string pulled over a box rim soon does;
+            # capsule-capsule contacts are exact.)
+            along = (R + w / 2) * np.tan(np.pi / WALL_BOXES) * np.array([-np.sin(phi), np.cos(phi)])
+            cup.add_geom(name=f"cup_rim{k}", type=mujoco.mjtGeom.mjGEOM_CAPSULE, size=[w / 2, 0, 0],
+                         fromto=[*(centre - along), rim, *(centre + along), rim], **look)
         # bracket from the flange face to the cup's wall, along the cup's -y (the flange's -z)
         cup.add_geom(name="cup_bracket", type=mujoco.mjtGeom.mjGEOM_BOX,
                      size=[0.012, (BRACKET_LENGTH + w) / 2, 0.012],
                      pos=[0, -(Ro + BRACKET_LENGTH - (BRACKET_LENGTH + w) / 2), 0.012 - t], **look)
-        cup.add_site(name="cup_anchor", pos=[0, 0, -t], size=[0.004, 0, 0])
+        cup.add_site(name="cup_anchor", pos=[0, 0, -t - ANCHOR_GAP], size=[0.004, 0, 0])
         cup.add_site(name="cup_rim", pos=[0, 0, H], size=[0.004, 0, 0])
         mass, com, inertia = self._cup_inertia()
         cup.explicitinertial = True
@@ -151,18 +256,20 @@ class BallInCup(Task):
                + m_b * (R**2 / 4 + t**2 / 12) + m_b * (z_b - z) ** 2)
         return self.cup_mass, np.array([0.0, 0.0, z]), np.array([ixx, ixx, izz])
 
+    def link_length(self) -> float:
+        """Length m of each of the chain's links."""
+        return self.string_length / CHAIN_LINKS
+
     def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
-        ball = add_free_ball(spec, "ball", list(BALL_START), self.ball_radius, self.ball_mass,
-                             contype=1, conaffinity=1, condim=3, friction=[0.5, 0.005, 0.0001],
-                             rgba=[0.9, 0.15, 0.15, 1.0])
-        ball.add_site(name="ball_centre", size=[0.004, 0, 0])
-        string = spec.add_tendon(name="string", limited=mujoco.mjtLimited.mjLIMITED_TRUE,
-                                 range=[0.0, self.string_length], width=0.0015,
-                                 rgba=[0.9, 0.9, 0.85, 1.0])
-        string.solref_limit = [self.string_timeconst, self.string_dampratio]
-        string.solimp_limit = [0.95, 0.99, 0.001, 0.5, 2.0]
-        string.wrap_site("cup_anchor")
-        string.wrap_site("ball_centre")
+        if self.chain:
+            self._add_chain(spec)
+        else:
+            self._add_tendon(spec)
+        timestep = spec.option.timestep
+        spec.add_exclude(bodyname1="cup", bodyname2="ball")  # the pairs below replace that contact
+        for geom in self.cup_geoms():
+            contact.add_material_pair(spec, "ball", geom, CUP_MATERIAL, timestep, name=f"ball/{geom}")
+        contact.add_air(spec, ["ball"])
         add_frame_sensors(spec, "bic_ball", mujoco.mjtObj.mjOBJ_XBODY, "ball")
         add_frame_sensors(spec, "bic_rim", mujoco.mjtObj.mjOBJ_SITE, "cup_rim")
         rim = dict(objtype=mujoco.mjtObj.mjOBJ_SITE, objname="cup_rim")
@@ -170,6 +277,70 @@ class BallInCup(Task):
         spec.add_sensor(name="bic_cup_axis", type=mujoco.mjtSensor.mjSENS_FRAMEZAXIS, **rim)
         spec.add_sensor(name="bic_string", type=mujoco.mjtSensor.mjSENS_TENDONPOS,
                         objtype=mujoco.mjtObj.mjOBJ_TENDON, objname="string")
+
+    def _ball_geom(self) -> dict:
+        return dict(condim=3, friction=[contact.MATERIALS[CUP_MATERIAL].friction, 0.005, 0.0001],
+                    rgba=[0.9, 0.15, 0.15, 1.0], **BALL_BITS)
+
+    def _add_tendon(self, spec: mujoco.MjSpec) -> None:
+        """A free ball and a straight spatial tendon from the anchor to its centre, limited to
+        string_length: stiff when taut, nothing when slack, through any geometry."""
+        ball = add_free_ball(spec, "ball", list(BALL_START), self.ball_radius, self.ball_mass, **self._ball_geom())
+        ball.add_site(name="ball_centre", size=[0.004, 0, 0])
+        string = spec.add_tendon(name="string", limited=mujoco.mjtLimited.mjLIMITED_TRUE,
+                                 range=[0.0, self.string_length], width=STRING_RADIUS,
+                                 rgba=[0.9, 0.9, 0.85, 1.0])
+        string.solref_limit = [self.string_timeconst, self.string_dampratio]
+        string.solimp_limit = [0.95, 0.99, 0.001, 0.5, 2.0]
+        string.wrap_site("cup_anchor")
+        string.wrap_site("ball_centre")
+
+    def _add_chain(self, spec: mujoco.MjSpec) -> None:
+        """CHAIN_LINKS capsules from the anchor, each on a universal joint (two hinges) on the one
+        before (the first on the cup), and the ball at the last one's end on a slide joint along
+        it: the string's stretch, a spring-damper of the ball's mass with natural frequency
+        1 / (string_timeconst string_dampratio) and damping ratio string_dampratio, as the
+        tendon's limit. The links have the string's mass and collide with the cup (not with the
+        ball, the arm or each other); at rest (joints at zero) the chain hangs straight down the
+        cup's -z."""
+        cup = spec.body("cup")
+        ell, r = self.link_length(), STRING_RADIUS
+        m_link = STRING_DENSITY * ell
+        free = dict(limited=mujoco.mjtLimited.mjLIMITED_FALSE, actfrclimited=mujoco.mjtLimited.mjLIMITED_FALSE)
+        parent, pos = cup, spec.site("cup_anchor").pos
+        for i in range(CHAIN_LINKS):
+            link = parent.add_body(name=f"string{i}", pos=pos)
+            for axis in "xy":  # a universal joint: the string bends every way but does not twist
+                link.add_joint(name=f"string{i}_{axis}", type=mujoco.mjtJoint.mjJNT_HINGE,
+                               axis=[1.0, 0.0, 0.0] if axis == "x" else [0.0, 1.0, 0.0],
+                               damping=STRING_BEND_DAMPING, armature=STRING_BEND_ARMATURE, **free)
+            link.explicitinertial = True  # a thin rod
+            link.mass, link.ipos, link.iquat = m_link, [0.0, 0.0, -ell / 2], [1.0, 0.0, 0.0, 0.0]
+            link.inertia = [m_link * (ell**2 / 12 + r**2 / 4)] * 2 + [m_link * r**2 / 2]
+            link.add_geom(name=f"string{i}", type=mujoco.mjtGeom.mjGEOM_CAPSULE, fromto=[0, 0, 0, 0, 0, -ell],
+                          size=[r, 0, 0], condim=3, friction=[STRING_FRICTION, 0.005, 0.0001],
+                          solref=list(STRING_CONTACT_SOLREF), solimp=list(STRING_CONTACT_SOLIMP),
+                          rgba=[0.9, 0.9, 0.85, 1.0], **STRING_BITS)
+            parent, pos = link, [0.0, 0.0, -ell]
+        # the first link hangs from the cup: MuJoCo leaves parent and child out of its automatic
+        # collisions, so its contact with the cup's bottom is an explicit pair
+        spec.add_pair(name="string0/cup_bottom", geomname1="string0", geomname2="cup_bottom", condim=3,
+                      friction=[STRING_FRICTION, STRING_FRICTION, 0.005, 0.0001, 0.0001],
+                      solref=list(STRING_CONTACT_SOLREF), solimp=list(STRING_CONTACT_SOLIMP))
+        ball = parent.add_body(name="ball", pos=pos)
+        m, tc, dr = self.ball_mass, self.string_timeconst, self.string_dampratio
+        ball.add_joint(name="string_stretch", type=mujoco.mjtJoint.mjJNT_SLIDE, axis=[0, 0, -1],
+                       stiffness=m / (tc * dr) ** 2, damping=2 * m / tc, **free)
+        ball.explicitinertial = True
+        ball.mass, ball.ipos, ball.iquat = m, [0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]
+        ball.inertia = [0.4 * m * self.ball_radius**2] * 3
+        ball.add_geom(name="ball", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[self.ball_radius, 0, 0],
+                      **self._ball_geom())
+        ball.add_site(name="ball_centre", size=[0.004, 0, 0])
+        # the straight distance from the anchor to the ball's centre, for the "string" column
+        string = spec.add_tendon(name="string", width=STRING_RADIUS, rgba=[0.0, 0.0, 0.0, 0.0])
+        string.wrap_site("cup_anchor")
+        string.wrap_site("ball_centre")
 
     # -- start ---------------------------------------------------------------
     def start_posture(self, robot: Robot) -> np.ndarray:
@@ -188,8 +359,9 @@ class BallInCup(Task):
         if not np.hypot(*offset) < self.string_length:
             raise TaskError(f"ball offset {np.round(offset, 4).tolist()} m must be shorter than the "
                             f"string ({self.string_length} m)")
+        ids = self.episode.ids
         mujoco.mj_kinematics(model, data)
-        anchor = data.site_xpos[self.episode.ids.site["cup_anchor"]]
+        anchor = data.site_xpos[ids.site["cup_anchor"]]
         down = np.asarray(model.opt.gravity, float)
         down = down / np.linalg.norm(down)
         # horizontal offset (dx, dy) in the plane normal to gravity (world x, y for -z gravity)
@@ -197,7 +369,30 @@ class BallInCup(Task):
         ex /= np.linalg.norm(ex)
         ey = np.cross(down, ex) * -1.0
         drop = np.sqrt(self.string_length**2 - offset @ offset)
-        place_free_ball(data, self.episode.ids, "ball", anchor + drop * down + offset[0] * ex + offset[1] * ey)
+        ball = anchor + drop * down + offset[0] * ex + offset[1] * ey
+        if not self.chain:
+            place_free_ball(data, ids, "ball", ball)
+            return
+        # the chain straight from the anchor to the ball, everything at rest, the string unstretched
+        for name in self.string_joints():
+            data.qpos[ids.qpos[name]] = data.qvel[ids.dof[name]] = 0.0
+        # the first link's direction u in the cup's frame: R_x(a) R_y(b) (0, 0, -1)
+        u = data.xmat[ids.body["cup"]].reshape(3, 3).T @ (ball - anchor)
+        u /= np.linalg.norm(u)
+        data.qpos[ids.qpos["string0_x"]] = np.arctan2(u[1], -u[2])
+        data.qpos[ids.qpos["string0_y"]] = -np.arcsin(np.clip(u[0], -1.0, 1.0))
+        # the ball at rest although the arm may still move a little (within the start tolerance):
+        # the first link turns and the string stretches against the cup's motion
+        mujoco.mj_kinematics(model, data)
+        mujoco.mj_comPos(model, data)
+        jac = np.zeros((3, model.nv))
+        mujoco.mj_jacBody(model, data, jac, None, ids.body["ball"])
+        own = [ids.dof["string0_x"], ids.dof["string0_y"], ids.dof["string_stretch"]]
+        data.qvel[own] = np.linalg.solve(jac[:, own], -jac @ data.qvel)
+
+    def string_joints(self) -> list[str]:
+        """The chain model's joints: each link's two bending hinges, then the stretch."""
+        return [f"string{i}_{axis}" for i in range(CHAIN_LINKS) for axis in "xy"] + ["string_stretch"]
 
     # -- per step ------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:
