@@ -7,6 +7,40 @@ ends. An out-of-order index, a stale episode id, an invalid payload or a velocit
 its limit aborts the episode with its own flag. What happens while the learner is
 silent is the caller's choice: in blocking mode nothing (time stops); a non-blocking
 loop calls ``idle`` once per tick, which holds the robot and logs the steps.
+
+Passive joints (the task's ``passive_joints``) are left out of every gain set; GOTO_START does
+not move or wait for them (in blocking simulation the exact start below then puts them at the
+posture) and a segment's start is not checked against them. A joint the task
+fails (``Task.joint_failures``) joins them at its time after the motion starts (the first step
+of index 1; time is counted in control steps run, so a blocking run and its replay fail it at
+the same step) until the next start: a run that straddles that step is split there.
+
+Exact start (blocking simulation only, ``exact_start``). GOTO_START ends "close and slow": the
+arm within the goto tolerances of the start posture, still moving a little, the solver's
+warmstart and the objects wherever the previous episodes left them. So that an episode depends
+only on its own commands, the task, the seed and the software versions, never on the episodes
+before it, the go-to-start is run and logged as it happened and the simulation is then put in
+the exact start state (``Simulation.reset`` to the posture, then the task's ``reset``):
+
+- the whole integration state (mjSTATE_INTEGRATION) as ``mj_resetData`` leaves it: time 0;
+  qvel, act, qacc_warmstart, ctrl, qfrc_applied, xfrc_applied, userdata 0; every qpos the
+  model's qpos0; mocap poses, equality activations, actuator history, plastic and plugin state
+  the model's defaults;
+- the robot's joints exactly at the start posture, at rest: the passive ones too (the start
+  posture's value, e.g. pole_balancing's hanging j7), which the go-to-start cannot drive;
+- the model's actuator gains those of the robot's default gains (what the go-to-start ran
+  with; a later run sets its own), the controller's integral term 0, no task feedback law;
+- then the task's ``reset``: a fresh ``Episode`` and ``initialize_episode`` from the context and
+  the episode's random generator, which places the task's objects (and passive joints: the
+  pole's angle and velocity) on top of that state. (That generator is seeded with the run's
+  seed and the episode's number in the run: a task that drew from it would depend on its
+  place; none of the tasks does.)
+
+The state the go-to-start really reached is kept in ``settled_state`` (mjSTATE_INTEGRATION).
+The log's ``time`` column counts from the exact start: the GOTO_START steps, which ran at the
+time the previous episode left, are logged at that time minus the time the move ended (so
+negative, ending at -control_dt), and the motion starts at 0. In realtime mode and on a driven
+robot nothing is restored: the episode starts where the go-to-start left the robot.
 """
 from __future__ import annotations
 
@@ -24,7 +58,7 @@ from episodic.control import Feedback, Gains, velocity_over_limit
 from episodic.log import EpisodeBuffer
 from episodic.protocol import Flag, MachineState, Reply
 from episodic.scene import ROLLOUT_SPEC, Scene
-from episodic.simulation import SimulationUnstable, StepRecord
+from episodic.simulation import Simulation, SimulationUnstable, StepRecord
 from episodic.trajectory import Desired, min_jerk, min_jerk_duration, resample
 from episodic.task import StepView, Task, TaskError
 
@@ -50,6 +84,9 @@ class EpisodeMachine:
         self.episodes_started = 0
         self._max_commands = 0
         self._next_index = 0
+        self._passive = scene.passive.copy()  # the joints without actuation now
+        self._schedule: list[tuple[int, int]] = []  # the episode's joint failures: (motion step, joint)
+        self._motion_steps: int | None = None  # control steps since the motion started; None before
         self._gains = self.default_gains()
         self._hold_q = self.robot.home.copy()
         self._feedback: Feedback | None = None  # the task's feedback law, once a gains command set it
@@ -60,12 +97,25 @@ class EpisodeMachine:
         self._aborted: tuple[int | None, Flag, str] = (None, Flag.OK, "")  # (episode id, flag, why) of the last abort
         # set (e.g. from a signal handler) to end paced motion at the next tick with Flag.INTERRUPTED
         self.interrupted = False
+        # put the simulation in the exact start state after GOTO_START (module docstring):
+        # blocking simulation only; a log replays only under the setting it was recorded with
+        self.exact_start = isinstance(sim, Simulation) and sim.pacer is None
+        self.settled_state: np.ndarray | None = None  # where the last go-to-start really ended
         sim.reset(self.robot.home)
         self._hold_q = sim.q
 
     def default_gains(self) -> Gains:
         r = self.robot
         return Gains(r.kp.copy(), r.kd.copy(), r.ki.copy(), Feedforward.parse(r.feedforward))
+
+    @property
+    def _gains(self) -> Gains:
+        """The gains in force, the joints passive now left out."""
+        return self._gain_set.with_passive(self._passive)
+
+    @_gains.setter
+    def _gains(self, gains: Gains) -> None:
+        self._gain_set = gains
 
     # -- commands ------------------------------------------------------------
     def handle(self, raw) -> Reply:
@@ -139,6 +189,7 @@ class EpisodeMachine:
         else:
             desired = resample(cmd.q, cmd.qd, cmd.qdd, cmd.rate, self.robot.control_rate)
             jump = np.abs(self.robot.clamp(desired.q[0]) - self._hold_q)
+            jump[self._passive] = 0.0  # a joint without actuation is not moved, so it cannot jump
             if jump.max() > self.robot.max_start_jump:
                 j = int(np.argmax(jump))
                 held = (np.round(self._hold_q, 4) + 0.0).tolist()  # + 0.0: no "-0.0"
@@ -196,6 +247,8 @@ class EpisodeMachine:
         self._steps_in_command = 0
         self._tick_mark = self.sim.pacer.mark() if self.sim.pacer is not None else 0
         self._max_commands, self._next_index = cmd.max_commands, 1
+        self._passive, self._motion_steps = self.scene.passive.copy(), None
+        self._schedule = self._failure_schedule()
         self._gains = self.default_gains()
         self._feedback = None
         self.sim.reset_integral()
@@ -205,6 +258,8 @@ class EpisodeMachine:
         if self.sim.pacer is not None and self.interrupted:
             self.abort(Flag.INTERRUPTED, INTERRUPTED_MESSAGE)
             return self._reply(cmd, Flag.INTERRUPTED, done=True, message=INTERRUPTED_MESSAGE)
+        if self.exact_start:
+            self._restart_exactly(target)
         try:
             self.task.reset(self.sim.model, self.sim.data, cmd.context, np.random.default_rng(rng_seed))
         except TaskError as exc:
@@ -216,27 +271,45 @@ class EpisodeMachine:
         return self._reply(cmd, Flag.OK, n_steps=self.episode.n_steps)
 
     def _goto(self, target: np.ndarray) -> None:
-        """Minimum-jerk move to ``target`` within the goto limits, then hold until close and slow."""
+        """Minimum-jerk move to ``target`` within the goto limits, then hold until close and slow
+        (passive joints, which cannot be driven, are neither moved nor waited for)."""
         goto = self.robot.goto
         q0 = self.sim.q
+        driven = ~self._passive
+        goal = np.where(driven, target, q0)
         stop = (lambda *_: self.interrupted) if self.sim.pacer is not None else None
-        duration = min_jerk_duration(q0, target, goto.max_velocity, goto.max_acceleration)
+        duration = min_jerk_duration(q0, goal, goto.max_velocity, goto.max_acceleration)
         if duration > 0:
-            self._record(self.sim.run(min_jerk(q0, target, duration, self.robot.control_dt), self._gains,
+            self._record(self.sim.run(min_jerk(q0, goal, duration, self.robot.control_dt), self._gains,
                                       stop=stop), index=0)
         self._hold_q = target.copy()
         chunk = max(self._steps(SETTLE_CHUNK), 1)
         for _ in range(int(np.ceil(goto.settle_time / SETTLE_CHUNK))):
-            if (np.max(np.abs(self.sim.q - target)) < goto.tolerance_q
-                    and np.max(np.abs(self.sim.qd)) < goto.tolerance_qd) or (stop is not None and self.interrupted):
+            if (np.max(np.abs(self.sim.q - target)[driven], initial=0.0) < goto.tolerance_q
+                    and np.max(np.abs(self.sim.qd)[driven], initial=0.0) < goto.tolerance_qd) \
+                    or (stop is not None and self.interrupted):
                 break
             self._record(self.sim.run(Desired.hold(target, chunk), self._gains, stop=stop), index=0)
+
+    def _restart_exactly(self, target: np.ndarray) -> None:
+        """After the go-to-start: keep the state it reached in ``settled_state``, shift the time
+        of the GOTO_START steps logged so that they end at the start, and put the simulation at
+        rest exactly at ``target`` (n_dofs,) rad, everything else at the model's defaults, the
+        model's gains those of the move, the integral term 0 (the module docstring; the task's
+        reset follows)."""
+        sim = self.sim
+        self.settled_state = sim.get_state()
+        end = float(sim.data.time)
+        for block in self.episode.blocks:
+            block["time"] = block["time"] - end
+        sim.reset(target)  # mj_resetData, the robot at target, mj_forward, integral 0
+        sim.apply_gains(self._gains)
 
     def _segment(self, cmd, desired: Desired) -> Reply:
         self.state = MachineState.DO_MOTION
         self._steps_in_command = 0
         stop = self._stop_early if self.sim.pacer is not None else None
-        record = self.sim.run(desired, self._gains, self._feedback, stop)
+        record = self._run_motion(desired, stop)
         view = self._view(record)
         task_state = self.task.state(view)
         rewards = self.task.step_reward(view, task_state)
@@ -256,6 +329,7 @@ class EpisodeMachine:
         elif end is None and n < len(desired) and self.interrupted:  # stopped at a tick by _stop_early
             flag, message = Flag.INTERRUPTED, INTERRUPTED_MESSAGE
         if n < len(record):
+            self._set_motion_steps(self._motion_steps - len(record) + n)
             record = record.truncate(n)
             self.sim.set_state(record.state[-1], ROLLOUT_SPEC)
             view, task_state, rewards = self._trim(view, n), task_state[:n], rewards[:n]
@@ -278,6 +352,45 @@ class EpisodeMachine:
             self.state = MachineState.WAIT_FOR_COMMAND
         return self._reply(cmd, Flag.OK, reward, n, done)
 
+    # -- passive joints and joint failures ---------------------------------------
+    def _failure_schedule(self) -> list[tuple[int, int]]:
+        """The task's joint failures as (motion step at which the joint goes passive, joint
+        index), in order."""
+        names, out = self.robot.joint_names, []
+        for name, seconds in self.task.joint_failures(self.robot).items():
+            if name not in names or not seconds >= 0:
+                raise ValueError(f"task '{self.task.name}' fails joint {name!r} at {seconds} s; "
+                                 f"a failure names one of {', '.join(names)} and a time >= 0 s")
+            out.append((self._steps(seconds), names.index(name)))
+        return sorted(out)
+
+    def _set_motion_steps(self, steps: int) -> None:
+        """Set the motion time to ``steps`` control steps, and with it which joints have failed."""
+        self._motion_steps = steps
+        self._passive = self.scene.passive.copy()
+        for step, joint in self._schedule:
+            self._passive[joint] |= step <= steps
+
+    def _run_motion(self, desired: Desired, stop=None) -> StepRecord:
+        """Run ``desired`` under the gains in force and the feedback law, advancing the motion
+        time (which starts with the first such run of an episode). A joint failure due within
+        the run splits it there: the steps before it drive the joint, the rest leave it passive,
+        each part run whole when it can be (the rollout path stays exact)."""
+        if self._motion_steps is None:
+            self._set_motion_steps(0)
+        records, done = [], 0
+        while True:
+            n = len(desired) - done
+            due = [step - self._motion_steps for step, _ in self._schedule if step > self._motion_steps]
+            n = min([n] + due)
+            part = Desired(desired.q[done : done + n], desired.qd[done : done + n], desired.qdd[done : done + n])
+            record = self.sim.run(part, self._gains, self._feedback, stop)
+            records.append(record)
+            done += len(record)
+            self._set_motion_steps(self._motion_steps + len(record))
+            if done >= len(desired) or len(record) < n:
+                return records[0] if len(records) == 1 else StepRecord.join(records)
+
     def _stop_early(self, k: int, states: np.ndarray, sensordata: np.ndarray) -> bool:
         """Whether a paced segment must stop after step k: a velocity over its limit, or the
         task's end of segment (asked on the last SEGMENT_END_WINDOW s of steps, so the cost of a
@@ -299,7 +412,9 @@ class EpisodeMachine:
         logged in the running episode, if any. Never raises: a failure (e.g. the task's feedback
         law) ends the episode and the robot holds under its own gains."""
         try:
-            record = self.sim.run(Desired.hold(self._hold_q, n_steps), self._gains, self._feedback)
+            hold = Desired.hold(self._hold_q, n_steps)
+            record = self._run_motion(hold) if self.episode is not None and self._motion_steps is not None \
+                else self.sim.run(hold, self._gains, self._feedback)
         except Exception as exc:  # noqa: BLE001 - a paced loop must go on ticking
             _log.exception("holding failed")
             self._held = []
@@ -330,6 +445,7 @@ class EpisodeMachine:
         if self.sim.pacer is not None:
             ep.timing = self.sim.pacer.timing(since=self._tick_mark).as_attrs()
         self.episode = None
+        self._motion_steps = None  # failures still due do not come; failed joints stay passive until the next start
         self._aborted = (ep.episode_id, flag, message) if flag != Flag.OK else (None, Flag.OK, "")
         self.state = MachineState.RESTART
         self.on_episode(ep)

@@ -52,10 +52,12 @@ class Runner(Sender):
     that could not be logged (e.g. a full disk) is named in the message of the reply that ended
     it (blocking mode; in realtime mode a write that fails after that reply, in the next reply).
     ``seed``: the run's seed; episode k's random generator is seeded with (seed, k).
-    ``mode``: "blocking" (time stops between commands; results depend only on the commands)
-    or "realtime" (the simulation is paced to the wall clock and the robot holds while the
-    learner is silent: the stand-in for a real robot). ``driver(scene)``: build the JointDriver
-    of a robot driven tick by tick (episodic.backend); the run is then in realtime mode.
+    ``mode``: "blocking" (time stops between commands; an episode depends only on its own
+    commands, the task, the seed and the software versions: each starts from the exact start
+    state, see episodic.machine) or "realtime" (the simulation is paced to the wall clock and
+    the robot holds while the learner is silent: the stand-in for a real robot).
+    ``driver(scene)``: build the JointDriver of a robot driven tick by tick (episodic.backend);
+    the run is then in realtime mode.
     """
 
     def __init__(self, task: Task, robot: Robot | str = "wam", *, log: str | Path | None = None, seed: int = 0,
@@ -93,6 +95,9 @@ class Runner(Sender):
         return {
             "task": self.task.name, "task_params": self.task.params(), "robot": self.robot.name,
             "robot_settings": self.robot.settings_dict(), "mode": self.mode, "seed": self.seed,
+            # how each episode's motion starts (episodic.machine): "exact" (blocking simulation,
+            # the exact start state after the go-to-start) or "reached" (where the go-to-start ended)
+            "start": "exact" if self.mode == "blocking" else "reached",
             "control_rate": self.robot.control_rate, "timestep": self.scene.model.opt.timestep,
             "substeps": self.scene.substeps, "state_columns": list(self.task.columns),
             "limits": dict(self.limits.__dict__), "versions": software_versions(),
