@@ -259,6 +259,9 @@ class Task:
     gains_help: ClassVar[str] = ""  # what task_gains of a gains command mean; "" = no feedback law
     substeps: ClassVar[int] = 1  # physics steps per control step the task needs (at least the robot's)
     robots: ClassVar[tuple[str, ...]] = ()  # the robots the task's scene is built for; () = any robot
+    # the default view of `episodic render`: any of lookat (x, y, z) m, distance m, azimuth and
+    # elevation deg (MuJoCo's free camera); what it leaves out is fitted to frame the episode
+    camera: ClassVar[dict[str, float]] = {}
     # robot joints (names) the task leaves without actuation: no PD, ctrl, feedforward or gravity
     # compensation torque, only the joint's own friction and damping (episodic/scene.py)
     passive_joints: ClassVar[tuple[str, ...]] = ()

@@ -153,6 +153,7 @@ class BallInCup(Task):
     name: ClassVar[str] = "ball_in_cup"
     summary: ClassVar[str] = "swing a ball on an elastic string up and catch it in a cup on the hand."
     robots: ClassVar[tuple[str, ...]] = ("wam",)
+    camera: ClassVar[dict[str, float]] = {"azimuth": 120, "elevation": -10}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = (
         "ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
         "cup_x", "cup_y", "cup_z", "distance", "height", "radial", "string", "caught")

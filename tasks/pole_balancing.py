@@ -154,6 +154,7 @@ class PoleBalancing(Task):
                               "upright with the other joints, saving energy.")
     robots: ClassVar[tuple[str, ...]] = ("wam",)
     passive_joints: ClassVar[tuple[str, ...]] = (HINGE,)
+    camera: ClassVar[dict[str, float]] = {"azimuth": 110, "elevation": -10}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("pole_angle", "pole_velocity", "pivot_x", "pivot_y", "pivot_z")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 1, 2)
     context_help: ClassVar[str] = "nothing (hanging at rest), [phi0] rad or [phi0, phi_d0] rad, rad/s"

@@ -29,7 +29,7 @@ def python_blocks(markdown: str, heading: str) -> list[str]:
 
 @pytest.mark.slow
 def test_readme_learner_runs_against_a_served_runner():
-    learner, in_process = python_blocks(README.read_text(), "## A learner in Python")
+    learner, in_process, gym = python_blocks(README.read_text(), "## A learner in Python")
     assert learner.count(CHANNEL_AS_PRINTED) == 1, "the example attaches to the default channel as printed"
     channel = channel_name()
     before = shm_leftovers()
@@ -52,6 +52,13 @@ def test_readme_learner_runs_against_a_served_runner():
     assert reply.flag.name == "OK" and reply.episode_done
     np.testing.assert_allclose(reply.state[:3], [0.6, 0.1, 1.5])
     assert namespace["same"].flag.name == "OK"
+
+    # the Gymnasium environment, with the names the in-process variant imported
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(gym, "README gym", "exec"), namespace)
+    assert namespace["terminated"] and namespace["info"]["flag"] == "OK"
+    assert out.getvalue().startswith("target [") and "return -" in out.getvalue()
 
 
 @pytest.mark.slow
