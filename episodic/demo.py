@@ -156,10 +156,16 @@ def run_swing(send: Callable, commands: list, label: str = "", caught_column: in
                     message=last.message)
 
 
-def run_swings(send: Callable, robot, swings: list[tuple[str, Swing]], first_id: int = 1) -> list[SwingRow]:
-    """One episode per (label, swing), numbered from 0 (a fresh runner's run); one SwingRow each."""
-    return [run_swing(send, swing_commands(robot, swing, first_id + i), label, number=i)
-            for i, (label, swing) in enumerate(swings)]
+def run_swings(send: Callable, robot, swings: list[tuple[str, Swing]], first_id: int = 1,
+               progress: Callable[[int, int], None] | None = None) -> list[SwingRow]:
+    """One episode per (label, swing), numbered from 0 (a fresh runner's run); one SwingRow each.
+    ``progress(done, total)`` is called after each episode."""
+    rows = []
+    for i, (label, swing) in enumerate(swings):
+        rows.append(run_swing(send, swing_commands(robot, swing, first_id + i), label, number=i))
+        if progress is not None:
+            progress(i + 1, len(swings))
+    return rows
 
 
 def format_swing_rows(rows: list[SwingRow]) -> str:
@@ -197,6 +203,7 @@ def run_demo(out: str | Path = "runs/demo.h5", n_episodes: int = 5, seed: int = 
     perturbed by ``noise`` rad against it over the bridge, stop it, and check the log at ``out``."""
     from episodic.bridge import Client, ProtocolError, RunnerGone
     from episodic.log import read_metadata
+    from episodic.progress import Progress
     from episodic.robot import load_robot
 
     t0 = time.perf_counter()
@@ -209,8 +216,8 @@ def run_demo(out: str | Path = "runs/demo.h5", n_episodes: int = 5, seed: int = 
         with ServedRunner(channel, task=DEMO_TASK, log=out, seed=seed, args=("--overwrite",)) as runner:
             echo(f"runner started (pid {runner.proc.pid}), channel '{channel}', log {out}")
             try:
-                with Client(channel, timeout=60) as client:
-                    rows = run_swings(client.send, robot, swings)
+                with Client(channel, timeout=60) as client, Progress("swinging") as progress:
+                    rows = run_swings(client.send, robot, swings, progress=progress)
             except (RunnerGone, ProtocolError, TimeoutError) as exc:
                 raise runner.failed(exc) from None
             runner.stop(check=True)

@@ -124,7 +124,7 @@ def test_demo_cleans_up_when_the_learner_fails(tmp_path, monkeypatch):
 
     seen = {}
 
-    def failing_learner(send, robot, swings, first_id=1):
+    def failing_learner(send, robot, swings, first_id=1, progress=None):
         client = send.__self__
         seen.update(channel=client.channel_name, pid=client.runner_pid)
         assert os.path.exists("/dev/shm" + object_names(client.channel_name)["shm"])
