@@ -87,8 +87,22 @@ class Runner(Sender):
         self.episodes: list[EpisodeBuffer] = []
         self.log = RunLog(log, self.metadata(), incremental=self.mode == "realtime", overwrite=overwrite) \
             if log is not None else None
-        self.machine = EpisodeMachine(self.scene, self.sim, self.task, self.seed, limits,
-                                      on_episode=self._episode_done, on_reject=self._rejected)
+        self.machine = self._new_machine()
+        self._built_state = self.sim.get_state() if self.mode == "blocking" else None
+
+    def _new_machine(self) -> EpisodeMachine:
+        return EpisodeMachine(self.scene, self.sim, self.task, self.seed, self.limits,
+                              on_episode=self._episode_done, on_reject=self._rejected)
+
+    def start_afresh(self) -> None:
+        """Forget the run so far (blocking mode): a new episode machine and the simulation as it
+        was when this runner was built, so the next episode runs exactly as the first one of a
+        new runner would (episodic.batch does this between episodes). The log and the kept
+        episodes stay as they are."""
+        if self._built_state is None:
+            raise RuntimeError("only a blocking simulation can start afresh; a robot cannot go back in time")
+        self.machine = self._new_machine()
+        self.sim.set_state(self._built_state)
 
     def metadata(self) -> dict:
         """What a log records about the run (enough to rebuild this runner for replay)."""

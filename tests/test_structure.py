@@ -15,10 +15,10 @@ import pytest
 
 ROOT = Path(__file__).parent.parent
 PACKAGE = ROOT / "episodic"
-# the edge: names are looked up here (CLI, replay of a log, rendering and plotting a log, the
-# demo and its process manager)
+# the edge: names are looked up here (CLI, replay of a log, rendering and plotting a log, batch
+# evaluation, the demo and its process manager)
 EDGE = {"episodic.cli", "episodic.__main__", "episodic.demo", "episodic.replay", "episodic.served",
-        "episodic.render", "episodic.plot"}
+        "episodic.render", "episodic.plot", "episodic.batch"}
 PLUGINS = ("episodic.bridge", "episodic.tasks", "episodic.robots")
 
 
