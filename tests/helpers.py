@@ -8,6 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import mujoco
 import numpy as np
 
 from episodic.bridge.blocks import Blocks
@@ -24,6 +25,14 @@ def wave(home: np.ndarray, n: int = 500, amplitude: float = 0.2, phase: float = 
     t = np.arange(1, n + 1) / n
     shape = np.sin(np.pi * t + phase) - np.sin(phase)
     return home + amplitude * shape[:, None] * np.linspace(1.0, 0.3, home.size)
+
+
+def posed(model: mujoco.MjModel, q) -> mujoco.MjData:
+    """Fresh data of ``model`` with qpos = ``q`` rad and everything derived from it (mj_forward)."""
+    data = mujoco.MjData(model)
+    data.qpos[:] = q
+    mujoco.mj_forward(model, data)
+    return data
 
 
 def run_episode(runner, episode_id: int, n_segments: int = 3, context=(0.5, 0.2, 1.5)) -> list:

@@ -33,7 +33,7 @@ from episodic.scene import build_scene
 from episodic.task import TaskError
 from episodic.tasks import make_task
 from episodic.trajectory import min_jerk
-from tests.helpers import ROOT, Served, channel_name, wave
+from tests.helpers import ROOT, Served, channel_name, posed, wave
 
 PI = math.pi
 JOINTS = ("j1", "j2", "j3", "j4", "j5", "j6")
@@ -89,13 +89,6 @@ def puma():
 @pytest.fixture(scope="module")
 def model(puma):
     return mujoco.MjModel.from_xml_path(str(puma.mjcf))
-
-
-def _forward(model, q):
-    data = mujoco.MjData(model)
-    data.qpos[:] = q
-    mujoco.mj_forward(model, data)
-    return data
 
 
 def _body_ids(model):
@@ -224,11 +217,11 @@ def test_forward_kinematics_matches_the_dh_table(puma, model):
 
 def test_zero_and_ready_postures_by_hand(puma, model):
     """Zero posture: upper arm along +x, forearm straight up; ready (0, pi/2, -pi/2, 0, 0, 0): all up."""
-    ee = _forward(model, np.zeros(6)).site(puma.end_effector_site).xpos
+    ee = posed(model, np.zeros(6)).site(puma.end_effector_site).xpos
     np.testing.assert_allclose(ee, [0.4318 + 0.0203, -0.15005, SHOULDER + 0.4318], atol=1e-12)
-    ee = _forward(model, [0, PI / 2, -PI / 2, 0, 0, 0]).site(puma.end_effector_site).xpos
+    ee = posed(model, [0, PI / 2, -PI / 2, 0, 0, 0]).site(puma.end_effector_site).xpos
     np.testing.assert_allclose(ee, [0.0203, -0.15005, SHOULDER + 0.4318 + 0.4318], atol=1e-12)
-    shoulder = _forward(model, puma.home).xanchor[_joint_ids(model)[1]]
+    shoulder = posed(model, puma.home).xanchor[_joint_ids(model)[1]]
     np.testing.assert_allclose(shoulder, [0, 0, SHOULDER], atol=1e-12)
 
 
@@ -236,7 +229,7 @@ def test_home_end_effector_and_reach_default_target(puma, model):
     """At home the wrist centre is 0.596 m in front of the waist, 14 mm below the shoulder; the
     reach task's default target lies well inside the workspace: some posture within the joint
     ranges puts the end effector on it (damped least squares from home)."""
-    data = _forward(model, puma.home)
+    data = posed(model, puma.home)
     site = model.site(puma.end_effector_site).id
     np.testing.assert_allclose(data.site_xpos[site], [0.5963, -0.15005, SHOULDER - 0.0144], atol=1e-4)
     q, jac = puma.home.copy(), np.zeros((3, 6))
@@ -258,7 +251,7 @@ def test_home_end_effector_and_reach_default_target(puma, model):
 
 def test_no_contacts_at_home_zero_and_limits(puma, model):
     for q in (np.zeros(6), puma.home, puma.range_lower, puma.range_upper):
-        assert _forward(model, q).ncon == 0
+        assert posed(model, q).ncon == 0
 
 
 # ---------------------------------------------------------------- dynamics
@@ -284,9 +277,9 @@ def test_gravity_torque_matches_the_published_model(puma, model):
     assert worst < 1e-9, worst
     for q, printed in zip(PRINTED_POSTURES, PRINTED_GRAVLOAD):
         np.testing.assert_allclose(published_gravity(q), printed, rtol=0, atol=PRINTED_TOLERANCE)
-        np.testing.assert_allclose(_forward(model, q).qfrc_bias, printed, rtol=0, atol=PRINTED_TOLERANCE)
+        np.testing.assert_allclose(posed(model, q).qfrc_bias, printed, rtol=0, atol=PRINTED_TOLERANCE)
     # qn (elbow at pi): the toolbox's nominal posture
-    np.testing.assert_allclose(_forward(model, QN).qfrc_bias, [0, 31.6399, 6.0351, 0, 0.0283, 0], atol=1e-4)
+    np.testing.assert_allclose(posed(model, QN).qfrc_bias, [0, 31.6399, 6.0351, 0, 0.0283, 0], atol=1e-4)
 
 
 def test_mass_matrix_matches_the_published_model(puma, model):
@@ -310,7 +303,7 @@ def test_mass_matrix_matches_the_published_model(puma, model):
     assert worst < 1e-9, worst
     assert largest_change < 0.003
     for q, printed in zip(PRINTED_POSTURES, PRINTED_INERTIA):
-        mujoco.mj_fullM(model, _forward(model, q), mass)
+        mujoco.mj_fullM(model, posed(model, q), mass)
         expected = np.array(printed)
         expected[0, 0] += (LINK3_IZZ_MODEL - INERTIA[2][2]) * dh_frames(q)[3][2, 2] ** 2
         np.testing.assert_allclose(mass, expected, rtol=0, atol=PRINTED_TOLERANCE)
@@ -344,11 +337,11 @@ def test_gains_are_damped_and_stable_at_500hz(puma, model):
     and zero; the undamped kp dt^2 / M_ii far below the explicit limit 4."""
     mass = np.zeros((6, 6))
     for q in (puma.home, np.zeros(6)):
-        mujoco.mj_fullM(model, _forward(model, q), mass)
+        mujoco.mj_fullM(model, posed(model, q), mass)
         diag = np.diag(mass)
         assert np.all(puma.kd * puma.control_dt / diag < 0.5)
         assert np.all(puma.kp * puma.control_dt**2 / diag < 0.2)
-    mujoco.mj_fullM(model, _forward(model, puma.home), mass)
+    mujoco.mj_fullM(model, posed(model, puma.home), mass)
     zeta = puma.kd / (2 * np.sqrt(puma.kp * np.diag(mass)))
     assert np.all((zeta > 0.9) & (zeta < 1.1)), zeta
 

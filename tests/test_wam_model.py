@@ -14,6 +14,7 @@ import pytest
 
 import episodic.robot as robot_module
 from episodic.robot import RobotError, load_robot
+from tests.helpers import posed
 
 JOINTS = ("j1", "j2", "j3", "j4", "j5", "j6", "j7")
 LINKS = tuple(f"wam_link{i}" for i in range(1, 8))
@@ -90,13 +91,6 @@ def wam():
 @pytest.fixture(scope="module")
 def model(wam):
     return mujoco.MjModel.from_xml_path(str(wam.mjcf))
-
-
-def _forward(model, q):
-    data = mujoco.MjData(model)
-    data.qpos[:] = q
-    mujoco.mj_forward(model, data)
-    return data
 
 
 def _joint_ids(model):
@@ -191,7 +185,7 @@ def test_settings_load(wam):
 
 
 def test_zero_posture_points_straight_up(wam, model):
-    data = _forward(model, np.zeros(7))
+    data = posed(model, np.zeros(7))
     ee = data.site(wam.end_effector_site).xpos
     np.testing.assert_allclose(ee[:2], 0.0, atol=1e-9)
     assert ee[2] == pytest.approx(EE_HEIGHT_ZERO, abs=1e-6)
@@ -206,14 +200,14 @@ def test_zero_posture_points_straight_up(wam, model):
 
 
 def test_link_heights_at_zero_posture(model):
-    data = _forward(model, np.zeros(7))
+    data = posed(model, np.zeros(7))
     z = data.xpos[_body_ids(model), 2]
     expected = [1.0, 1.184, 1.689, 1.734, 1.734, 2.034, 2.094]
     np.testing.assert_allclose(z, expected, atol=1e-6)
 
 
 def test_home_posture_end_effector_plausible(wam, model):
-    data = _forward(model, wam.home)
+    data = posed(model, wam.home)
     ee = data.site(wam.end_effector_site).xpos
     assert BASE_HEIGHT < ee[2] < EE_HEIGHT_ZERO - 0.1
     shoulder = data.xanchor[_joint_ids(model)[1]]
@@ -229,7 +223,7 @@ def test_forward_kinematics_matches_barrett_dh_table(wam, model):
     ids = _body_ids(model)
     offsets = None
     for q in _random_postures(wam, 200):
-        data = _forward(model, q)
+        data = posed(model, q)
         frames = _dh_frames(q)
         np.testing.assert_allclose(data.site(wam.end_effector_site).xpos, frames[6][:3, 3], atol=1e-9)
         np.testing.assert_allclose(data.xmat[ids[6]].reshape(3, 3), frames[6][:3, :3], atol=1e-9)
@@ -242,7 +236,7 @@ def test_forward_kinematics_matches_barrett_dh_table(wam, model):
 
 def test_home_and_zero_have_no_contacts(wam, model):
     for q in (np.zeros(7), wam.home, wam.range_lower, wam.range_upper):
-        data = _forward(model, q)
+        data = posed(model, q)
         assert data.ncon == 0
 
 
@@ -281,7 +275,7 @@ def test_inertials_are_ac02_transformed_into_the_body_frames(wam, model):
     measured here from the DH table and the model's own kinematics."""
     ids = _body_ids(model)
     q = _random_postures(wam, 1, seed=3)[0]
-    data = _forward(model, q)
+    data = posed(model, q)
     for link, (body, frame) in enumerate(zip(ids, _dh_frames(q))):
         offset = np.linalg.inv(_body_pose(data, body)) @ frame
         rot, origin = offset[:3, :3], offset[:3, 3]
@@ -323,7 +317,7 @@ def test_link5_mass_sits_at_the_wrist(wam, model):
     b5, b3 = _body_ids(model)[4], _body_ids(model)[2]
     assert 0.28 < np.linalg.norm(model.body_ipos[b5]) < 0.31
     for q in _random_postures(wam, 20, seed=1):
-        data = _forward(model, q)
+        data = posed(model, q)
         wrist = data.xanchor[_joint_ids(model)[5]]  # on the j6 axis, at the wrist centre
         assert np.linalg.norm(data.xipos[b5] - wrist) < 0.01
         shoulder = data.xanchor[_joint_ids(model)[1]]
@@ -339,7 +333,7 @@ def test_gravity_torque_at_home(model):
     """qfrc_bias at rest is the torque the joints must apply to hold the arm (gravity pulls the
     leaning arm forward, so j2 and j4 hold with negative torque); compared with design.md's
     -18.97 and -5.16 N m, same sign, within 1 %."""
-    bias = _forward(model, HOME).qfrc_bias[model.jnt_dofadr[_joint_ids(model)]]
+    bias = posed(model, HOME).qfrc_bias[model.jnt_dofadr[_joint_ids(model)]]
     assert bias[1] == pytest.approx(HOME_GRAVITY_J2, rel=0.01)
     assert bias[3] == pytest.approx(HOME_GRAVITY_J4, rel=0.01)
 
@@ -350,7 +344,7 @@ def test_gravity_torque_matches_dh_and_ac02_everywhere(wam, model):
     g = -model.opt.gravity[2]
     dofs = model.jnt_dofadr[_joint_ids(model)]
     for q in _random_postures(wam, 50, seed=2):
-        bias = _forward(model, q).qfrc_bias[dofs]
+        bias = posed(model, q).qfrc_bias[dofs]
         np.testing.assert_allclose(bias, _gravity_reference(q, g), rtol=0, atol=1e-3)
 
 
@@ -358,7 +352,7 @@ def test_mass_matrix_diagonal_at_home(model):
     """Within 1 % of design.md's values for j1-j6. j7's 0.0004 has one significant digit: it
     stands for [0.00035, 0.00045), which is the tolerance used."""
     mass = np.zeros((7, 7))
-    mujoco.mj_fullM(model, _forward(model, HOME), mass)
+    mujoco.mj_fullM(model, posed(model, HOME), mass)
     diagonal = np.diag(mass)
     np.testing.assert_allclose(diagonal[:6], HOME_MASS_DIAGONAL[:6], rtol=0.01)
     assert 0.00035 <= diagonal[6] < 0.00045
@@ -423,7 +417,7 @@ def test_joint_dynamics_present(model):
 def test_wrist_pd_step_small_enough_at_500hz(wam, model):
     """kd dt / M_ii well below 1: the reflected inertia keeps the 500 Hz PD loop stable."""
     for q in (np.zeros(7), wam.home):
-        data = _forward(model, q)
+        data = posed(model, q)
         mass = np.zeros((7, 7))
         mujoco.mj_fullM(model, data, mass)
         ratio = wam.kd * wam.control_dt / np.diag(mass)
