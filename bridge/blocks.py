@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from episodic.bridge.layout import COMMAND, HEADER, REPLY, Layout
+from episodic.bridge.layout import BATCH, COMMAND, HEADER, REPLY, Layout
 
 
 class Blocks:
     """Views into ``buf`` laid out by ``layout``: header, command (+ arrays), reply (+ state and
-    posture), log."""
+    posture), log, batch (+ its tables: commands, values, results, replies, states)."""
 
     def __init__(self, buf, layout: Layout):
         self.buf = buf
@@ -29,9 +29,14 @@ class Blocks:
             name: np.ndarray((s.max_log_steps, width), "<f8", buffer=buf, offset=layout.log_offset + off)
             for name, width, off in layout.log_column_offsets()
         }
+        self.batch = np.ndarray((), BATCH, buffer=buf, offset=layout.batch_offset)
+        self.batch_tables = {
+            name: np.ndarray(shape, dtype, buffer=buf, offset=layout.batch_offset + off)
+            for name, (off, dtype, shape) in layout.batch_tables().items()
+        }
 
     def release(self) -> None:
         """Drop every view so the mapping can be closed."""
-        self.header = self.command = self.reply = self.buf = None
-        self.command_arrays = self.reply_arrays = {}
+        self.header = self.command = self.reply = self.batch = self.buf = None
+        self.command_arrays = self.reply_arrays = self.batch_tables = {}
         self.log = {}

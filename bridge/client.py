@@ -5,6 +5,7 @@
         start = runner.start_episode(1, context=[0.5, 0.2, 1.5])
         reply = runner.send_trajectory(q)          # q: (n_samples, n_dofs) rad, q[0] near start.posture
         log = runner.get_episode()                 # {"q": (n_steps, n_dofs), ...}
+        results = runner.evaluate(population)      # one EpisodeResult per episode (a list of commands)
 
 Every Reply carries ``posture`` (n_dofs,) rad, the posture held after the command: after a
 start the start posture reached, after a segment where the next one must start (within the
@@ -15,18 +16,22 @@ against ``Runner`` runs unchanged against a ``Client``.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import time
+from typing import Callable, Sequence
 
 import numpy as np
 import posix_ipc
 
+from episodic.bridge.batches import decode_results, encode_batch, split
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import DEFAULT_CHANNEL, Channel, check_name, locked
-from episodic.bridge.codec import decode_reply, encode_command
+from episodic.bridge.codec import decode_reply, encode_command, encode_request
 from episodic.bridge.layout import LayoutError
 from episodic.commands import Command
-from episodic.protocol import Reply
+from episodic.protocol import EpisodeResult, Flag, Kind, Reply
 from episodic.sender import Sender
 
 POLL = 0.2  # s between checks that the runner is still alive (its lock) while waiting
@@ -39,6 +44,19 @@ class ProtocolError(RuntimeError):
 
 class RunnerGone(TimeoutError):
     """The runner process died while the client waited for it."""
+
+
+class BatchError(RuntimeError):
+    """The runner refused a batch as a whole (or failed on it); the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Request:
+    """What a reply must echo: a command's kind, index and episode id."""
+
+    kind: int
+    index: int
+    episode_id: int = 0
 
 
 class Client(Sender):
@@ -73,23 +91,28 @@ class Client(Sender):
         self._log_rows = 0
 
     def _deliver(self, command: Command) -> Reply:
+        return self._exchange(command, lambda seq: encode_command(self._blocks, command, seq, os.getpid()),
+                              time.monotonic() + self.timeout)
+
+    def _exchange(self, command: Command | _Request, write: Callable[[int], None], deadline: float) -> Reply:
+        """Write a command with ``write(seq)``, post it and wait for its reply until ``deadline``
+        (time.monotonic() s)."""
         self._seq = (self._seq + 1) % 2**64
-        deadline = time.monotonic() + self.timeout
-        self._write_when_taken(command, deadline)
+        self._write_when_taken(write, deadline)
         self._channel.cmd_ready.release()
         return self._wait_reply(command, deadline)
 
-    def _write_when_taken(self, command: Command, deadline: float) -> None:
-        """Write ``command`` into the command block once the runner has taken this client's
-        previous command out of it (that one timed out and the runner is still busy), so that no
-        posted command is overwritten unread."""
+    def _write_when_taken(self, write: Callable[[int], None], deadline: float) -> None:
+        """Write the next command (``write(seq)``, under the lock) once the runner has taken this
+        client's previous command out of the command block (that one timed out and the runner is
+        still busy), so that no posted command is overwritten unread."""
         blocks = self._blocks
         while True:
             with locked(self._channel.lock):
                 pending = (blocks.command["client_pid"] == os.getpid()
                            and blocks.command["seq"] != blocks.header["taken_seq"])
                 if not pending:
-                    encode_command(blocks, command, self._seq, os.getpid())
+                    write(self._seq)
                     return
             if not self._channel.runner_alive():
                 raise RunnerGone(f"the runner of channel '{self.channel_name}' (pid {self.runner_pid}) "
@@ -100,7 +123,7 @@ class Client(Sender):
                                    f"earlier one); this command was not sent")
             time.sleep(TAKEN_POLL)
 
-    def _wait_reply(self, command: Command, deadline: float) -> Reply:
+    def _wait_reply(self, command: Command | _Request, deadline: float) -> Reply:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -125,8 +148,49 @@ class Client(Sender):
                                     f"{int(command.kind)}, index {command.index}, episode {command.episode_id}")
             return answer.reply
 
+    # -- batches ---------------------------------------------------------------------
+    def evaluate(self, episodes: Sequence[Sequence[Command]], *, keep_steps: bool = False,
+                 timeout: float | None = None) -> list[EpisodeResult]:
+        """Evaluate a population: ``episodes``, each a list of command objects (a start, then its
+        segments and gain sets), in as few batch commands as the runner's sizes allow (the header's
+        max_batch, max_batch_commands, max_batch_values). One EpisodeResult per episode, in order,
+        each bit-identical to the episode run alone on a fresh runner of the served task (the
+        runner evaluates on its threads, `episodic serve --threads`, and logs every episode with
+        its batch number). ``keep_steps``: also fetch each episode's per-step log (up to the
+        channel's max_log_steps rows; afterwards ``get_episode`` returns the last one fetched).
+        ``timeout`` s: longest wait for one batch (None: as long as the runner lives).
+        ValueError when an episode is too large for a batch; BatchError when the runner refuses one."""
+        out: list[EpisodeResult] = []
+        for batch in split(self.sizes, episodes):
+            deadline = math.inf if timeout is None else time.monotonic() + timeout
+            request = _Request(Kind.BATCH, len(batch))
+            reply = self._exchange(request, lambda seq: self._write_batch(batch, keep_steps, seq), deadline)
+            if reply.flag != Flag.OK:
+                raise BatchError(f"the runner on channel '{self.channel_name}' refused a batch of {len(batch)} "
+                                 f"episodes: {reply.message}")
+            with locked(self._channel.lock):
+                results = decode_results(self._blocks, len(batch))
+            if keep_steps:
+                results = [dataclasses.replace(r, steps=self._batch_log(i)) for i, r in enumerate(results)]
+            out += results
+        return out
+
+    def _write_batch(self, batch: list[list[Command]], keep_steps: bool, seq: int) -> None:
+        encode_batch(self._blocks, batch, keep_steps)
+        encode_request(self._blocks, Kind.BATCH, len(batch), seq, os.getpid())
+
+    def _batch_log(self, position: int) -> dict[str, np.ndarray]:
+        """The per-step log of episode ``position`` of the last batch."""
+        request = _Request(Kind.BATCH_LOG, position)
+        reply = self._exchange(request, lambda seq: encode_request(self._blocks, Kind.BATCH_LOG, position, seq,
+                                                                   os.getpid()), time.monotonic() + self.timeout)
+        if reply.flag != Flag.OK:
+            raise BatchError(f"the runner on channel '{self.channel_name}' has no log of episode {position} of "
+                             f"the batch: {reply.message}")
+        return self.get_episode()
+
     def get_episode(self) -> dict[str, np.ndarray]:
-        rows = 0 if self.last_reply is None else self._log_rows
+        rows = self._log_rows
         with locked(self._channel.lock):
             out = {name: view[:rows].copy() for name, view in self._blocks.log.items()}
         out = {k: v[:, 0] if v.shape[1] == 1 else v for k, v in out.items()}

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from episodic.bridge.blocks import Blocks
-from episodic.bridge.layout import COMMAND, COMMAND_STRUCT, MAGIC, MESSAGE_BYTES, REPLY, REPLY_STRUCT, VERSION
+from episodic.bridge.layout import (COMMAND, COMMAND_STRUCT, MAGIC, MESSAGE_BYTES, REPLY, REPLY_STRUCT, VERSION,
+                                   Sizes)
 from episodic.commands import (Command, Feedforward, GainsCommand, Kind, MalformedCommand, ResetCommand,
                                StartCommand, TrajectoryCommand)
 from episodic.protocol import Flag, MachineState, Reply
@@ -35,15 +36,31 @@ class ReplyBlock:
 def encode_command(blocks: Blocks, command: Command, seq: int, client_pid: int) -> None:
     """Write ``command`` into the command block under sequence number ``seq``; ValueError when
     its arrays do not fit the channel's sizes."""
-    s = blocks.layout.sizes
-    fields = dict(_COMMAND_DEFAULTS, seq=seq, client_pid=client_pid, episode_id=command.episode_id,
-                  index=command.index, max_commands=command.max_commands, kind=int(command.kind))
+    fields, arrays = command_parts(blocks.layout.sizes, command)
+    fields = dict(_COMMAND_DEFAULTS, **fields, seq=seq, client_pid=client_pid)
+    COMMAND_STRUCT.pack_into(blocks.buf, blocks.layout.command_offset, *[fields[n] for n in COMMAND.names])
+    for name, value in arrays.items():
+        blocks.command_arrays[name][: len(value)] = value
+
+
+def encode_request(blocks: Blocks, kind: int, index: int, seq: int, client_pid: int) -> None:
+    """Write a command that is fields only (a batch: its episodes are in the batch block; a
+    batch log: ``index`` is the episode's position in the last batch) under ``seq``."""
+    fields = dict(_COMMAND_DEFAULTS, kind=kind, index=index, seq=seq, client_pid=client_pid)
+    COMMAND_STRUCT.pack_into(blocks.buf, blocks.layout.command_offset, *[fields[n] for n in COMMAND.names])
+
+
+def command_parts(s: Sizes, command: Command) -> tuple[dict, dict[str, np.ndarray]]:
+    """The fields a command sets (COMMAND / BATCH_COMMAND names; the rest are 0) and its arrays
+    (name -> float64 array), checked against the channel's sizes."""
+    fields = dict(episode_id=command.episode_id, index=command.index, max_commands=command.max_commands,
+                  kind=int(command.kind))
     arrays: dict[str, np.ndarray] = {}
     if isinstance(command, StartCommand):
-        arrays["context"] = _vector(command.context, "context", None, s.max_context)
-        fields["n_context"] = arrays["context"].size
         if command.posture is not None:
             arrays["posture"], fields["has_posture"] = _vector(command.posture, "posture", s.n_dofs), 1
+        arrays["context"] = _vector(command.context, "context", None, s.max_context)
+        fields["n_context"] = arrays["context"].size
     elif isinstance(command, TrajectoryCommand):
         q = _matrix(command.q, "q", s.n_dofs, s.max_samples)
         arrays["q"], fields["n_samples"] = q, q.shape[0]
@@ -64,9 +81,7 @@ def encode_command(blocks: Blocks, command: Command, seq: int, client_pid: int) 
         fields["wait_time"] = float(command.wait_time)
     elif not isinstance(command, ResetCommand):
         raise TypeError(f"cannot send {type(command).__name__}; send a command from episodic.commands")
-    COMMAND_STRUCT.pack_into(blocks.buf, blocks.layout.command_offset, *[fields[n] for n in COMMAND.names])
-    for name, value in arrays.items():
-        blocks.command_arrays[name][: len(value)] = value
+    return fields, arrays
 
 
 def _vector(value, name: str, size: int | None, most: int | None = None) -> np.ndarray:
@@ -97,14 +112,19 @@ def read_command_fields(blocks: Blocks) -> dict:
 def decode_command(blocks: Blocks, c: dict) -> Command | MalformedCommand:
     """The command that fixed fields ``c`` (from read_command_fields) and the block's arrays
     describe; a MalformedCommand saying why when they describe none."""
-    a = blocks.command_arrays
-    s = blocks.layout.sizes
-    head = dict(episode_id=c["episode_id"], index=c["index"], max_commands=c["max_commands"])
     if c["magic"] != MAGIC or c["version"] != VERSION:
         magic = c["magic"].decode("ascii", errors="replace")
-        return MalformedCommand(**head, reason=f"the command block holds magic '{magic}' and version {c['version']}; this "
+        return MalformedCommand(c["episode_id"], c["index"], c["max_commands"],
+                                reason=f"the command block holds magic '{magic}' and version {c['version']}; this "
                                 f"runner speaks protocol version {VERSION}: write magic 'EPISODIC' and version "
                                 f"{VERSION} with every command")
+    return command_from(blocks.layout.sizes, c, blocks.command_arrays)
+
+
+def command_from(s: Sizes, c: dict, a: dict[str, np.ndarray]) -> Command | MalformedCommand:
+    """The command that fields ``c`` and arrays ``a`` (name -> values, at least as long as the
+    fields say; only those the command has are read) describe, or a MalformedCommand."""
+    head = dict(episode_id=c["episode_id"], index=c["index"], max_commands=c["max_commands"])
     kind = c["kind"]
     n_context = c["n_context"]
     if not 0 <= n_context <= s.max_context:

@@ -1,37 +1,50 @@
 """The runner's end of a channel: waits for commands, runs them, answers, and keeps the
-episode-log block up to date. Nothing a client writes can make it raise."""
+episode-log block up to date; evaluates a batch of episodes with the evaluator it was given
+and fetches their logs. Nothing a client writes can make it raise."""
 from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import posix_ipc
 
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import DEFAULT_CHANNEL, Channel, locked, pid_alive
+from episodic.bridge.batches import decode_batch, encode_results
 from episodic.bridge.codec import ReplyBlock, decode_command, encode_reply, read_command_fields
-from episodic.bridge.layout import Layout, Sizes
+from episodic.bridge.layout import MAGIC, VERSION, Layout, Sizes
 from episodic.columns import step_widths
-from episodic.protocol import Flag, Reply
+from episodic.commands import Command, MalformedCommand
+from episodic.protocol import EpisodeResult, Flag, Kind, Reply
 from episodic.runner import Runner, StepCursor
 
 log = logging.getLogger("episodic.serve")
 SPARE_TIME = 0.25  # share of a control period a waiting realtime runner spends writing its log
+# evaluates a batch: (episodes, keep_steps) -> one result per episode, in order (episodic.batch)
+BatchEvaluator = Callable[[Sequence[Sequence[Command | MalformedCommand]], bool], list[EpisodeResult]]
+NO_BATCH = "this runner evaluates no batches; serve it with `episodic serve` (a blocking simulation)"
 
 
 class Endpoint:
     """Serve ``runner`` on ``channel``. ``learner_timeout`` s: a running episode whose learner
-    stays silent that long (or whose process dies) is aborted with Flag.TIMEOUT."""
+    stays silent that long (or whose process dies) is aborted with Flag.TIMEOUT.
+
+    ``batch``: what evaluates a batch command's episodes (None: batches are refused with
+    Flag.INVALID_PAYLOAD); ``batch_sizes``: (max_batch, max_batch_commands, max_batch_values),
+    the batch block's sizes, written in the header."""
 
     def __init__(self, runner: Runner, channel: str = DEFAULT_CHANNEL, learner_timeout: float = 10.0,
-                 max_log_steps: int = 60_000):
+                 max_log_steps: int = 60_000, batch: BatchEvaluator | None = None,
+                 batch_sizes: tuple[int, int, int] | None = None):
         self.runner = runner
         self.learner_timeout = learner_timeout
+        self.batch = batch
         n_state = len(runner.state_names)
         sizes = Sizes(runner.n_dofs, runner.limits.max_segment_steps, max_log_steps, runner.limits.max_context,
-                      runner.state_names, step_widths(runner.n_dofs, n_state), runner.control_rate)
+                      runner.state_names, step_widths(runner.n_dofs, n_state), runner.control_rate,
+                      *(batch_sizes or ()))
         self.channel = Channel.create(channel, Layout(sizes))
         self.blocks = Blocks(self.channel.mm, self.channel.layout)
         self._cursor = StepCursor()
@@ -40,6 +53,8 @@ class Endpoint:
         self._last_command = time.monotonic()
         self._learner_pid = 0
         self._last_taken: tuple[int, int] | None = None  # (seq, client_pid) of the last command read
+        self._batches = 0  # batches evaluated
+        self._batch_logs: list[dict[str, np.ndarray] | None] = []  # the last batch's per-step logs, if kept
         self.blocks.header["status"] = 1
 
     # -- loop ----------------------------------------------------------------
@@ -88,11 +103,25 @@ class Endpoint:
                 return None  # a second post of a block already read (and answered)
             self._last_taken = (c["seq"], c["client_pid"])
             self._learner_pid = c["client_pid"]
-            command = decode_command(self.blocks, c)
-        reply = self.runner.send(command)
+            kind = c["kind"] if (c["magic"], c["version"]) == (MAGIC, VERSION) else None  # else refused below
+            read = decode_batch(self.blocks) if kind == Kind.BATCH else None if kind == Kind.BATCH_LOG \
+                else decode_command(self.blocks, c)
+        if kind == Kind.BATCH:
+            reply = self._evaluate(c, read)
+        elif kind == Kind.BATCH_LOG:
+            reply = self._reply_to(c, Flag.OK)
+        else:
+            reply = self.runner.send(read)
         with locked(self.channel.lock):
             try:
-                truncated = self._update_log()
+                if kind == Kind.BATCH_LOG:
+                    reply, truncated = self._copy_batch_log(c, reply)
+                elif kind == Kind.BATCH:
+                    truncated = self._truncated
+                    if reply.flag == Flag.OK:
+                        encode_results(self.blocks, self._results, self._batches - 1, self._first_episode)
+                else:
+                    truncated = self._update_log()
                 encode_reply(self.blocks, ReplyBlock(c["seq"], c["kind"], reply, self._log_rows, truncated))
             except Exception as exc:  # noqa: BLE001 - the learner gets an answer whatever happens
                 log.exception("could not write the reply")
@@ -104,6 +133,46 @@ class Endpoint:
         self._last_command = time.monotonic()
         self.channel.reply_ready.release()
         return reply
+
+    # -- batches -------------------------------------------------------------------
+    def _reply_to(self, c: dict, flag: Flag, message: str = "", n_steps: int = 0) -> Reply:
+        """A reply to a batch or batch-log command: its episode id and index echoed, no task state
+        and no posture (NaN): the runner's own episode is where it was."""
+        return Reply(c["episode_id"], c["index"], flag, 0.0, np.full(len(self.runner.state_names), np.nan), n_steps,
+                     True, message, self.runner.machine.state)
+
+    def _evaluate(self, c: dict, batch) -> Reply:
+        """Evaluate a batch command's episodes (results kept for the reply block)."""
+        if isinstance(batch, str):
+            return self._reply_to(c, Flag.INVALID_PAYLOAD, f"malformed batch: {batch}")
+        if self.batch is None:
+            return self._reply_to(c, Flag.INVALID_PAYLOAD, NO_BATCH)
+        episodes, keep_logs = batch
+        self._first_episode = self.runner.machine.episodes_started
+        try:
+            self._results = self.batch(episodes, keep_logs)
+        except Exception as exc:  # noqa: BLE001 - the learner gets an answer whatever happens
+            log.exception("the batch failed")
+            return self._reply_to(c, Flag.INTERNAL_ERROR, f"the runner failed on the batch ({type(exc).__name__}: {exc})")
+        self._batches += 1
+        self._batch_logs = [r.steps for r in self._results]
+        return self._reply_to(c, Flag.OK, n_steps=sum(r.n_steps for r in self._results))
+
+    def _copy_batch_log(self, c: dict, reply: Reply) -> tuple[Reply, bool]:
+        """Put the per-step log of episode ``c["index"]`` of the last batch in the log block; the
+        block then holds no episode of the runner's own (the next command's log starts afresh)."""
+        position = c["index"]
+        steps = self._batch_logs[position] if 0 <= position < len(self._batch_logs) else None
+        if steps is None:
+            kept = "its logs were not kept (ask for them with the batch)" if self._batch_logs else "there was none"
+            return self._reply_to(c, Flag.INVALID_PAYLOAD, f"no log of episode {position} of the last batch: "
+                                                            f"{kept}"), False
+        n = len(steps["time"])
+        take = min(n, self.channel.layout.sizes.max_log_steps)
+        for name, view in self.blocks.log.items():
+            view[:take] = np.reshape(steps[name][:take], (take, -1))
+        self._cursor, self._log_rows, self._truncated = StepCursor(), take, False
+        return reply, take < n
 
     def _check_learner(self) -> None:
         episode_id = self.runner.running_episode

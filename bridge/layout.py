@@ -1,7 +1,8 @@
 """The shared-memory layout, field by field (docs/protocol.md renders these tables).
 
-One shared-memory object per channel holds four blocks, each starting on a 64-byte
-boundary: the header, the command block, the reply block and the episode-log block.
+One shared-memory object per channel holds five blocks, each starting on a 64-byte
+boundary: the header, the command block, the reply block, the episode-log block and the batch
+block (a population of episodes going in, their results coming out).
 Every number is little-endian; arrays are C row order (row = time step, column = joint).
 The runner chooses the sizes when it creates the channel and writes them in the header;
 a client reads them from there, so nothing is fixed at compile time.
@@ -15,7 +16,7 @@ from functools import cached_property
 import numpy as np
 
 MAGIC = b"EPISODIC"
-VERSION = 3
+VERSION = 4
 NAME_BYTES = 32
 MESSAGE_BYTES = 256
 ALIGN = 64
@@ -38,6 +39,10 @@ HEADER = np.dtype([
     ("total_size", "<u8"),      # bytes of the whole object
     ("client_pid", "<i8"),      # pid of the client holding the channel (0: none yet); for messages
     ("taken_seq", "<u8"),       # seq of the last command the runner copied out of the command block
+    ("max_batch", "<u4"),       # most episodes in one batch
+    ("max_batch_commands", "<u4"),  # most commands in one batch, all its episodes together
+    ("max_batch_values", "<u8"),    # most float64 values in one batch's value pool
+    ("batch_offset", "<u8"),    # byte offset of the batch block
 ])
 # after HEADER: n_state names (NAME_BYTES each, NUL-padded ASCII), then the log column table
 LOG_COLUMN = np.dtype([
@@ -56,7 +61,7 @@ COMMAND = np.dtype([
     ("episode_id", "<i8"),
     ("index", "<i4"),           # 0 = start, 1..max_commands = segments
     ("max_commands", "<i4"),
-    ("kind", "<i4"),            # 0 start, 1 trajectory, 2 gains, 3 reset
+    ("kind", "<i4"),            # 0 start, 1 trajectory, 2 gains, 3 reset, 4 batch, 5 batch log
     ("feedforward", "<i4"),     # 0 none, 1 gravity compensation, 2 feedforward, 3 inverse dynamics
     ("n_samples", "<i4"),       # rows of q/qd/qdd used
     ("n_context", "<i4"),       # entries of context used
@@ -89,6 +94,56 @@ REPLY = np.dtype([
 # (n_dofs float64), rad, the posture held after the command (where the next segment starts)
 
 
+# The batch block: BATCH, then the commands of every episode of the batch in a table
+# (max_batch_commands rows of BATCH_COMMAND), their arrays in one value pool (max_batch_values
+# float64), and what the runner writes back: one BATCH_RESULT per episode (max_batch rows), one
+# BATCH_REPLY per command sent (max_batch_commands rows) and the task state after each
+# (max_batch_commands x n_state float64).
+BATCH = np.dtype([
+    ("n_episodes", "<u4"),      # episodes in the batch (1..max_batch)
+    ("n_commands", "<u4"),      # rows of the command table used
+    ("n_values", "<u8"),        # float64 values of the value pool used
+    ("keep_logs", "<u4"),       # 1: keep each episode's per-step log for batch-log commands
+    ("pad", "<u4"),
+    ("batch_number", "<i8"),    # written by the runner: the batch's number in the run (its log)
+    ("first_episode", "<i8"),   # written by the runner: the run's number of the batch's first episode
+])
+BATCH_COMMAND = np.dtype([
+    ("episode", "<u4"),         # position of the command's episode in the batch, 0..n_episodes-1
+    ("kind", "<i4"),            # 0 start, 1 trajectory, 2 gains, 3 reset
+    ("episode_id", "<i8"),
+    ("index", "<i4"),
+    ("max_commands", "<i4"),
+    ("feedforward", "<i4"),
+    ("n_samples", "<i4"),       # rows of q/qd/qdd
+    ("n_context", "<i4"),       # entries of context (start) or task gains (gains)
+    ("has_posture", "u1"),
+    ("has_qd", "u1"),
+    ("has_qdd", "u1"),
+    ("has_ki", "u1"),
+    ("rate", "<f8"),            # Hz of the samples; 0 = the control rate
+    ("wait_time", "<f8"),       # s
+    ("values", "<u8"),          # where the command's arrays start in the value pool, in values
+])
+# a command's arrays in the value pool, in this order, each only when the command has it:
+# start: posture (n_dofs), context (n_context); gains: kp, kd, ki (n_dofs each), task gains
+# (n_context); trajectory: q, qd, qdd (n_samples x n_dofs each, row-major)
+BATCH_RESULT = np.dtype([
+    ("episode_return", "<f8"),  # sum of the rewards of the commands sent
+    ("flag", "<i4"),            # the episode's end flag (0: it ran to its last segment)
+    ("success", "<i4"),         # 1 when the task counts the episode as solved
+    ("n_steps", "<i8"),         # control steps of the whole episode, the move to the start included
+    ("n_replies", "<u4"),       # commands sent (a command after the one that ended the episode is not)
+    ("first_reply", "<u4"),     # row of its first reply in the reply table
+    ("message", f"S{MESSAGE_BYTES}"),  # why the episode ended with a non-zero flag, UTF-8
+])
+BATCH_REPLY = np.dtype([
+    ("reward", "<f8"),
+    ("flag", "<i4"),
+    ("n_steps", "<i4"),         # control steps the command ran
+])
+
+
 _STRUCT_CODES = {("u", 1): "B", ("u", 4): "I", ("u", 8): "Q", ("i", 4): "i", ("i", 8): "q", ("f", 8): "d"}
 
 
@@ -109,6 +164,7 @@ def packer(dtype: np.dtype) -> struct.Struct:
 
 COMMAND_STRUCT = packer(COMMAND)
 REPLY_STRUCT = packer(REPLY)
+BATCH_STRUCT = packer(BATCH)
 
 
 def _align(n: int) -> int:
@@ -126,6 +182,9 @@ class Sizes:
     state_names: tuple[str, ...]
     log_columns: tuple[tuple[str, int], ...]  # (name, width) in log-block order
     control_rate: float
+    max_batch: int = 256
+    max_batch_commands: int = 4096
+    max_batch_values: int = 1 << 22  # 32 MiB of values (shared memory takes pages only as they are written)
 
 
 @dataclass(frozen=True)
@@ -190,9 +249,37 @@ class Layout:
         return out
 
     @cached_property
-    def total_size(self) -> int:
+    def log_bytes(self) -> int:
         name, width, at = self.log_column_offsets()[-1]
-        return self.log_offset + at + _align(8 * width * self.sizes.max_log_steps)
+        return at + _align(8 * width * self.sizes.max_log_steps)
+
+    @cached_property
+    def batch_offset(self) -> int:
+        return self.log_offset + self.log_bytes
+
+    def batch_tables(self) -> dict[str, tuple[int, np.dtype, tuple[int, ...]]]:
+        """name -> (offset from the batch block, dtype, shape) of the batch block's parts, in
+        order, each on a 64-byte boundary: the command table, the value pool, the results, the
+        replies and the states after them."""
+        s = self.sizes
+        out, at = {}, _align(BATCH.itemsize)
+        for name, dtype, shape in (("commands", BATCH_COMMAND, (s.max_batch_commands,)),
+                                   ("values", np.dtype("<f8"), (s.max_batch_values,)),
+                                   ("results", BATCH_RESULT, (s.max_batch,)),
+                                   ("replies", BATCH_REPLY, (s.max_batch_commands,)),
+                                   ("states", np.dtype("<f8"), (s.max_batch_commands, len(s.state_names)))):
+            out[name] = (at, dtype, shape)
+            at += _align(dtype.itemsize * int(np.prod(shape)))
+        return out
+
+    @cached_property
+    def batch_bytes(self) -> int:
+        at, dtype, shape = self.batch_tables()["states"]
+        return at + _align(dtype.itemsize * int(np.prod(shape)))
+
+    @cached_property
+    def total_size(self) -> int:
+        return self.batch_offset + self.batch_bytes
 
 
 def write_header(buf, layout: Layout, runner_pid: int) -> None:
@@ -209,6 +296,8 @@ def write_header(buf, layout: Layout, runner_pid: int) -> None:
     head["control_rate"] = s.control_rate
     head["command_offset"], head["reply_offset"] = layout.command_offset, layout.reply_offset
     head["log_offset"], head["total_size"] = layout.log_offset, layout.total_size
+    head["max_batch"], head["max_batch_commands"] = s.max_batch, s.max_batch_commands
+    head["max_batch_values"], head["batch_offset"] = s.max_batch_values, layout.batch_offset
     names = np.ndarray((len(s.state_names),), f"S{NAME_BYTES}", buffer=buf, offset=HEADER.itemsize)
     names[:] = [n.encode() for n in s.state_names]
     table = np.ndarray((len(s.log_columns),), LOG_COLUMN, buffer=buf,
@@ -222,7 +311,8 @@ class LayoutError(ValueError):
 
 
 MAX_SMALL = 65536      # plausibility bounds on header sizes (joints, context, state and log columns)
-MAX_LARGE = 1 << 28    # ... and on samples and log steps
+MAX_LARGE = 1 << 28    # ... and on samples, log steps, batch episodes and batch commands
+MAX_VALUES = 1 << 36   # ... and on the batch value pool (512 GiB)
 
 
 def _ascii_names(raw, what: str) -> tuple[str, ...]:
@@ -256,8 +346,12 @@ def read_header(buf) -> Layout:
     max_log_steps, max_context = int(head["max_log_steps"]), int(head["max_context"])
     n_state, n_cols = int(head["n_state"]), int(head["n_log_columns"])
     rate = float(head["control_rate"])
+    max_batch, max_batch_commands = int(head["max_batch"]), int(head["max_batch_commands"])
+    max_batch_values = int(head["max_batch_values"])
     if not (1 <= n_dofs <= MAX_SMALL and max_context <= MAX_SMALL and n_state <= MAX_SMALL
-            and 1 <= n_cols <= MAX_SMALL and 1 <= max_samples <= MAX_LARGE and 1 <= max_log_steps <= MAX_LARGE):
+            and 1 <= n_cols <= MAX_SMALL and 1 <= max_samples <= MAX_LARGE and 1 <= max_log_steps <= MAX_LARGE
+            and 1 <= max_batch <= MAX_LARGE and 1 <= max_batch_commands <= MAX_LARGE
+            and 1 <= max_batch_values <= MAX_VALUES):
         raise LayoutError("implausible sizes in the header; the channel is corrupt")
     if not (np.isfinite(rate) and rate > 0):
         raise LayoutError(f"the header's control rate {rate} is not a positive number; the channel is corrupt")
@@ -271,10 +365,11 @@ def read_header(buf) -> Layout:
         raise LayoutError("a log column's width in the header is implausible; the channel is corrupt")
     columns = zip(_ascii_names(table["name"], "log column name"), widths)
     sizes = Sizes(n_dofs, max_samples, max_log_steps, max_context, _ascii_names(names, "state name"),
-                  tuple(columns), rate)
+                  tuple(columns), rate, max_batch, max_batch_commands, max_batch_values)
     layout = Layout(sizes)
-    offsets = (layout.command_offset, layout.reply_offset, layout.log_offset, layout.total_size)
-    if offsets != tuple(int(head[k]) for k in ("command_offset", "reply_offset", "log_offset", "total_size")):
+    offsets = (layout.command_offset, layout.reply_offset, layout.log_offset, layout.batch_offset, layout.total_size)
+    if offsets != tuple(int(head[k]) for k in ("command_offset", "reply_offset", "log_offset", "batch_offset",
+                                                "total_size")):
         raise LayoutError("the header's offsets disagree with its sizes; the channel is corrupt")
     if layout.total_size > len(buf):
         raise LayoutError(f"the shared-memory object ({len(buf)} bytes) is smaller than its header says "

@@ -11,7 +11,7 @@ from typing import Callable
 import posix_ipc
 
 from episodic.bridge.channel import ChannelError
-from episodic.bridge.endpoint import Endpoint
+from episodic.bridge.endpoint import BatchEvaluator, Endpoint
 from episodic.log import EpisodeBuffer
 from episodic.runner import Runner
 
@@ -32,13 +32,16 @@ def _realtime_priority() -> None:
 
 def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.0, max_log_steps: int = 60_000,
           ready: Callable[[Endpoint], None] | None = None,
-          on_episode: Callable[[EpisodeBuffer], None] | None = None) -> None:
+          on_episode: Callable[[EpisodeBuffer], None] | None = None, batch: BatchEvaluator | None = None,
+          batch_sizes: tuple[int, int, int] | None = None) -> None:
     """Serve ``runner``'s episodes on ``channel`` until a terminating signal (STOP_SIGNALS); then
     the channel's objects are removed and the runner closed (an unfinished episode is kept with
     Flag.INTERRUPTED; paced motion stops at the next tick). The handlers are installed before the
     channel is created, so a signal during start-up also removes whatever was created.
     ``ready(endpoint)`` is called once the channel exists; ``on_episode(episode)`` after each
-    episode ends and has been handed to the log (see :func:`also_on_episode`)."""
+    episode ends and has been handed to the log (see :func:`also_on_episode`). ``batch`` evaluates
+    the episodes of a batch command (None: batches are refused), ``batch_sizes`` are (max_batch,
+    max_batch_commands, max_batch_values) of the channel's batch block (None: the defaults)."""
     stopping: list[int] = []
     if on_episode is not None:
         also_on_episode(runner, on_episode)
@@ -52,7 +55,8 @@ def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.
         if runner.paced:
             _realtime_priority()
         try:
-            endpoint = Endpoint(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps)
+            endpoint = Endpoint(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps,
+                                batch=batch, batch_sizes=batch_sizes)
         except (OSError, posix_ipc.Error) as exc:  # e.g. /dev/shm full: a message, not a traceback
             runner.close()
             raise ChannelError(f"could not create channel '{channel}': {exc}") from None

@@ -13,12 +13,15 @@ class CommandError(ValueError):
 
 
 class Kind(enum.IntEnum):
-    """Payload kind, as stored in logs and on the wire."""
+    """Payload kind, as stored in logs and on the wire (BATCH and BATCH_LOG travel only on the
+    wire: a population of episodes, and the fetch of one of its per-step logs)."""
 
     START = 0
     TRAJECTORY = 1
     GAINS = 2
     RESET = 3
+    BATCH = 4
+    BATCH_LOG = 5
     MALFORMED = -1
 
 
@@ -89,3 +92,34 @@ class Reply:
     message: str = ""
     machine_state: MachineState = MachineState.RESTART
     posture: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """The outcome of one episode of a batch (episodic.batch in-process, ``Client.evaluate`` over
+    the bridge).
+
+    ``rewards``, ``flags``, ``task_states`` (n_replies, n_state) in the task's column order and
+    ``command_steps``: one entry per command sent (the start included; commands after the one
+    that ended the episode are not sent). ``episode_return`` the sum of ``rewards``; ``flag``
+    the episode's end flag (Flag.OK when it ran to its last segment), ``message`` why not;
+    ``success`` the task's verdict; ``n_steps`` every control step of the episode, the move to
+    the start included; ``steps`` the per-step log (column -> array, as ``Runner.get_episode``)
+    when asked for with ``keep_steps``, else None."""
+
+    episode_return: float
+    rewards: np.ndarray
+    flags: tuple[Flag, ...]
+    task_states: np.ndarray
+    command_steps: np.ndarray
+    flag: Flag
+    message: str
+    success: bool
+    n_steps: int
+    state_names: tuple[str, ...]
+    steps: dict[str, np.ndarray] | None = None
+
+    @property
+    def task_state(self) -> np.ndarray:
+        """The task state after the last command sent (n_state,)."""
+        return self.task_states[-1]
