@@ -184,7 +184,7 @@ class Sizes:
     control_rate: float
     max_batch: int = 256
     max_batch_commands: int = 4096
-    max_batch_values: int = 1 << 22  # 32 MiB of values (shared memory takes pages only as they are written)
+    max_batch_values: int = 1 << 21  # 16 MiB of values (shared memory takes pages only as they are written)
 
 
 @dataclass(frozen=True)

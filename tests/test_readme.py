@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from episodic.columns import step_widths
-from episodic.bridge.layout import COMMAND, HEADER, LOG_COLUMN, NAME_BYTES, REPLY, Layout, Sizes
+from episodic.bridge.layout import (BATCH, BATCH_COMMAND, BATCH_REPLY, BATCH_RESULT, COMMAND, HEADER, LOG_COLUMN,
+                                   NAME_BYTES, REPLY, Layout, Sizes)
 from tests.helpers import ROOT, Served, channel_name, shm_leftovers
 
 README = ROOT / "README.md"
@@ -100,7 +101,9 @@ def dtype_of(ctype: str) -> str:
 
 
 @pytest.mark.parametrize("mark, dtype", [("HEADER", HEADER), ("LOG_COLUMN", LOG_COLUMN),
-                                         ("COMMAND", COMMAND), ("REPLY", REPLY)])
+                                         ("COMMAND", COMMAND), ("REPLY", REPLY), ("BATCH", BATCH),
+                                         ("BATCH_COMMAND", BATCH_COMMAND), ("BATCH_RESULT", BATCH_RESULT),
+                                         ("BATCH_REPLY", BATCH_REPLY)])
 def test_protocol_tables_match_the_layout(mark, dtype):
     rows = marked_table(PROTOCOL.read_text(), mark)
     assert [r[1] for r in rows] == list(dtype.names), f"{mark}: fields, in order"
@@ -116,6 +119,9 @@ def test_protocol_sizes_in_the_text_match_the_layout():
     text = PROTOCOL.read_text()
     for dtype, name in ((HEADER, "HEADER"), (COMMAND, "COMMAND"), (REPLY, "REPLY")):
         assert f"{dtype.itemsize} bytes (`{name}`)" in text
+    for dtype, name in ((BATCH, "BATCH"), (BATCH_COMMAND, "BATCH_COMMAND"), (BATCH_RESULT, "BATCH_RESULT"),
+                        (BATCH_REPLY, "BATCH_REPLY")):
+        assert f"`{name}`, {dtype.itemsize} bytes" in text or f"{dtype.itemsize} bytes (`{name}`)" in text, name
     assert f"{LOG_COLUMN.itemsize} bytes (`LOG_COLUMN`)" in text
     assert f"`char[{NAME_BYTES}]` at offset {HEADER.itemsize}" in text
 
@@ -139,8 +145,16 @@ def test_protocol_worked_example_matches_the_layout():
         assert int(absolute) == layout.command_offset + at, name
     assert COMMAND.itemsize == 88
     for number in (layout.header_bytes, layout.command_offset, layout.command_bytes, layout.reply_offset,
-                   layout.reply_bytes, layout.log_offset, layout.total_size):
+                   layout.reply_bytes, layout.log_offset, layout.batch_offset, layout.batch_bytes, layout.total_size,
+                   WAM.max_batch, WAM.max_batch_commands, WAM.max_batch_values,
+                   *(layout.batch_offset + at for at, _, _ in layout.batch_tables().values())):
         assert re.search(rf"\b{number}\b", text), f"{number} missing from the worked example"
+    s, tables = WAM, layout.batch_tables()
+    v = 64 + 64 * s.max_batch_commands
+    r = v + 8 * s.max_batch_values
+    p = r + 288 * s.max_batch
+    formula = {"commands": 64, "values": v, "results": r, "replies": p, "states": p + 16 * s.max_batch_commands}
+    assert {name: at for name, (at, _, _) in tables.items()} == formula  # (every term a multiple of 64 here)
 
     rows = marked_table(text, "log columns, WAM")
     assert [(int(r[0]), r[1], int(r[2]), int(r[3]), int(r[4])) for r in rows] == [
