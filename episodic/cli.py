@@ -400,8 +400,17 @@ def _channel_name(ctx, param, value: str) -> str:
               help="blocking: time stops while the runner waits (reproducible); realtime: the simulation "
                    "ticks at the control rate and the robot holds while the learner is silent.")
 @click.option("--quiet", "-q", is_flag=True, help="No line per finished episode.")
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Threads that evaluate a batch of episodes (a learner's Client.evaluate).")
+@click.option("--max-batch", default=256, show_default=True, type=click.IntRange(1, 1 << 28),
+              help="Most episodes in one batch command (a client splits larger populations).")
+@click.option("--max-batch-commands", default=4096, show_default=True, type=click.IntRange(1, 1 << 28),
+              help="Most commands in one batch, all its episodes together.")
+@click.option("--max-batch-values", default=1 << 21, show_default=True, type=click.IntRange(1, 1 << 36),
+              help="Most float64 values (trajectories, gains, contexts) in one batch.")
 def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path: str | None, overwrite: bool,
-          seed: int, learner_timeout: float, max_log_steps: int, mode: str, quiet: bool) -> None:
+          seed: int, learner_timeout: float, max_log_steps: int, mode: str, quiet: bool, threads: int,
+          max_batch: int, max_batch_commands: int, max_batch_values: int) -> None:
     """Serve episodes to a learner over a shared-memory channel until Ctrl-C, SIGTERM, SIGHUP or SIGQUIT.
 
     The channel name is 1 to 64 letters, digits, '_' or '-' (per user: two users may both serve
@@ -417,7 +426,12 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
     Each finished episode prints a line (unless --quiet): its number in the log, the learner's
     episode id, the return, the flag, the control steps and whether it succeeded. A line that
     would have to wait for a full pipe nobody reads is dropped instead (the next says how many
-    were), so the runner never waits for its output."""
+    were), so the runner never waits for its output.
+
+    A batch command (a learner's population, docs/protocol.md section 8) is evaluated on
+    --threads threads, each episode as the first of a fresh runner (bit-identical to it sent
+    alone to a new runner), and logged with its batch number; a realtime runner refuses batches."""
+    from episodic.batch import evaluate
     from episodic.bridge.serve import serve as run_serve
     from episodic.log import LogError
     from episodic.progress import Lines
@@ -434,8 +448,15 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
         runner = Runner(make_task(task, _parse_params(params)), robot, log=log_path, seed=seed,
                         keep_episodes=False, mode=mode, overwrite=overwrite)
         lines = Lines()
+        task_params = (task, _parse_params(params))
+
+        def batch(episodes, keep_steps: bool):
+            return evaluate(episodes, task_params, robot, threads=threads, seed=seed, keep_steps=keep_steps)
+
         run_serve(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps, ready=ready,
-                  on_episode=None if quiet else lambda ep: lines(_episode_line(ep)))
+                  on_episode=None if quiet else lambda ep: lines(_episode_line(ep)),
+                  batch=batch if mode == "blocking" else None,
+                  batch_sizes=(max_batch, max_batch_commands, max_batch_values))
     except (TaskError, RobotError, LogError, ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
 
