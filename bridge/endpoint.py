@@ -24,7 +24,8 @@ log = logging.getLogger("episodic.serve")
 SPARE_TIME = 0.25  # share of a control period a waiting realtime runner spends writing its log
 # evaluates a batch: (episodes, keep_steps) -> one result per episode, in order (episodic.batch)
 BatchEvaluator = Callable[[Sequence[Sequence[Command | MalformedCommand]], bool], list[EpisodeResult]]
-NO_BATCH = "this runner evaluates no batches; serve it with `episodic serve` (a blocking simulation)"
+NO_BATCH = ("this runner evaluates no batches (a realtime runner cannot run episodes side by side); "
+            "send the episodes one by one, or serve a blocking simulation")
 
 
 class Endpoint:
