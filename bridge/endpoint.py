@@ -171,7 +171,7 @@ class Endpoint:
         n = len(steps["time"])
         take = min(n, self.channel.layout.sizes.max_log_steps)
         for name, view in self.blocks.log.items():
-            view[:take] = np.reshape(steps[name][:take], (take, -1))
+            view[:take] = np.reshape(steps[name][:take], (take, view.shape[1]))
         self._cursor, self._log_rows, self._truncated = StepCursor(), take, False
         return reply, take < n
 

@@ -1,0 +1,138 @@
+"""Batches over the bridge, against a real `episodic serve`: ``Client.evaluate`` gives results
+(and fetched per-step logs) bit-identical to in-process batch evaluation, splits a population
+larger than the runner's batch sizes, and a malformed or refused batch gets a reply with a
+reason while the runner keeps serving."""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from episodic.batch import evaluate
+from episodic.bridge import Client
+from episodic.bridge.batches import decode_results, encode_batch, split
+from episodic.bridge.client import BatchError, _Request
+from episodic.bridge.codec import encode_request
+from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.protocol import Flag, Kind
+from tests.helpers import Served, channel_name, shm_leftovers, wave
+
+pytestmark = pytest.mark.slow  # real `episodic serve` processes
+
+HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
+CONTEXT = np.array([0.5, 0.2, 1.5])
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers():
+    before = shm_leftovers()
+    yield
+    assert shm_leftovers() == before, "a test left shared-memory objects behind"
+
+
+def population(n: int = 6) -> list[list]:
+    """Reach episodes of every shape: two segments at several rates, a gain set with ki, qd and
+    task state, a refused context and a refused (discontinuous) segment."""
+    out = []
+    for k in range(n):
+        episode = [StartCommand(100 + k, 2, context=CONTEXT + 0.01 * k)]
+        if k % 3 == 1:
+            episode += [GainsCommand(100 + k, 1, 2, np.full(7, 150.0), np.full(7, 6.0), ki=np.full(7, 0.5),
+                                     wait_time=0.02),
+                        TrajectoryCommand(100 + k, 2, 2, wave(HOME, phase=0.02 * k), qd=np.zeros((500, 7)))]
+        else:
+            episode += [TrajectoryCommand(100 + k, j, 2, wave(HOME, phase=0.02 * k), rate=250.0 * j, wait_time=0.01)
+                        for j in (1, 2)]
+        out.append(episode)
+    out[-1][0] = StartCommand(100 + n - 1, 2, context=np.array([0.5, 0.2]))  # reach takes 0 or 3 values
+    return out
+
+
+def assert_same_results(got, expected, steps: bool = False) -> None:
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        assert (a.episode_return, a.flag, a.flags, a.success, a.n_steps, a.message) == \
+            (b.episode_return, b.flag, b.flags, b.success, b.n_steps, b.message)
+        np.testing.assert_array_equal(a.rewards, b.rewards)
+        np.testing.assert_array_equal(a.task_states, b.task_states)
+        np.testing.assert_array_equal(a.command_steps, b.command_steps)
+        if steps:
+            assert set(b.steps) <= set(a.steps)
+            for name, values in b.steps.items():
+                np.testing.assert_array_equal(a.steps[name], values, err_msg=name)
+
+
+def test_a_population_over_the_bridge_is_bit_identical_to_in_process():
+    episodes = population()
+    expected = evaluate(episodes, "reach", seed=3, keep_steps=True)
+    assert {r.flag for r in expected} == {Flag.OK, Flag.INVALID_PAYLOAD}
+    with Served(channel_name(), None, "--threads", "2", "--seed", "3") as served:
+        with Client(served.channel, timeout=20) as client:
+            # a one-by-one episode of the runner's own first: batches do not depend on it
+            client.start_episode(1, context=CONTEXT)
+            client.send_trajectory(wave(HOME))
+            got = client.evaluate(episodes, keep_steps=True)
+            again = client.evaluate(episodes[::-1])
+            after = [client.start_episode(1, context=CONTEXT), client.send_trajectory(wave(HOME))]
+    assert_same_results(got, expected, steps=True)
+    assert_same_results(again, expected[::-1])
+    assert [r.flag for r in after] == [Flag.OK, Flag.OK]
+
+
+def test_a_population_larger_than_a_batch_is_split_and_still_identical():
+    episodes = population(5)
+    expected = evaluate(episodes, "reach")
+    with Served(channel_name(), None, "--max-batch", "2", "--max-batch-commands", "5") as served:
+        with Client(served.channel, timeout=20) as client:
+            assert [len(b) for b in split(client.sizes, episodes)] == [1, 1, 1, 1, 1]  # 3 commands each
+            assert_same_results(client.evaluate(episodes), expected)
+            long = [StartCommand(1, 5)] + [TrajectoryCommand(1, k, 5, wave(HOME)) for k in range(1, 6)]
+            with pytest.raises(ValueError, match="episode 1 of the batch has 6 commands"):
+                client.evaluate([episodes[0], long])
+
+
+def raw_batch(client: Client, episodes, edit) -> object:
+    """Send ``episodes`` as one batch after ``edit(blocks)`` changed the batch block; the reply."""
+    def write(seq: int) -> None:
+        encode_batch(client._blocks, episodes, False)
+        edit(client._blocks)
+        encode_request(client._blocks, Kind.BATCH, len(episodes), seq, os.getpid())
+    return client._exchange(_Request(Kind.BATCH, len(episodes)), write, time.monotonic() + 20)
+
+
+def test_a_malformed_batch_is_refused_with_a_reason_and_the_runner_serves_on():
+    episodes = population(3)
+    with Served(channel_name(), None) as served:
+        with Client(served.channel, timeout=20) as client:
+            def set_field(name, value):
+                return lambda blocks: blocks.batch.__setitem__(name, value)
+
+            def shuffle(blocks):
+                blocks.batch_tables["commands"]["episode"][:3] = [1, 0, 0]
+
+            def overrun(blocks):
+                blocks.batch_tables["commands"]["values"][2] = 10**12  # a trajectory's arrays past the pool
+
+            for edit, reason in ((set_field("n_episodes", 0), "n_episodes 0"),
+                                 (set_field("n_episodes", 10**6), "n_episodes"),
+                                 (set_field("n_commands", 10**9), "n_commands"),
+                                 (set_field("n_values", 2**62), "n_values"), (shuffle, "episode column")):
+                reply = raw_batch(client, episodes, edit)
+                assert reply.flag == Flag.INVALID_PAYLOAD and reason in reply.message, (reason, reply.message)
+            reply = raw_batch(client, episodes, overrun)
+            assert reply.flag == Flag.OK  # that command is refused inside its episode
+            results = decode_results(client._blocks, 3)
+            assert results[0].flags[-1] == Flag.INVALID_PAYLOAD and "run past" in results[0].message
+            assert_same_results(results[1:], evaluate(episodes[1:], "reach"))
+            with pytest.raises(BatchError, match="not kept"):
+                client._batch_log(0)
+            assert client.start_episode(1, context=CONTEXT).flag == Flag.OK
+
+
+def test_a_realtime_runner_refuses_batches():
+    with Served(channel_name(), None, "--mode", "realtime") as served:
+        with Client(served.channel, timeout=20) as client:
+            with pytest.raises(BatchError, match="realtime"):
+                client.evaluate(population(1))
