@@ -4,6 +4,6 @@ Learner side: ``from episodic.bridge import Client``. Runner side: ``episodic.br
 (an Endpoint in front of an in-process Runner until SIGINT/SIGTERM).
 """
 from episodic.bridge.channel import ChannelInUse, ForeignChannel
-from episodic.bridge.client import Client, ProtocolError, RunnerGone
+from episodic.bridge.client import BatchError, Client, ProtocolError, RunnerGone
 
-__all__ = ["ChannelInUse", "Client", "ForeignChannel", "ProtocolError", "RunnerGone"]
+__all__ = ["BatchError", "ChannelInUse", "Client", "ForeignChannel", "ProtocolError", "RunnerGone"]

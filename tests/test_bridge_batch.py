@@ -13,7 +13,8 @@ import pytest
 from episodic.batch import evaluate
 from episodic.bridge import Client
 from episodic.bridge.batches import decode_results, encode_batch, split
-from episodic.bridge.client import BatchError, _Request
+from episodic.bridge import BatchError
+from episodic.bridge.client import _Request
 from episodic.bridge.codec import encode_request
 from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
 from episodic.protocol import Flag, Kind
