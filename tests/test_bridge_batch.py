@@ -137,3 +137,12 @@ def test_a_realtime_runner_refuses_batches():
         with Client(served.channel, timeout=20) as client:
             with pytest.raises(BatchError, match="realtime"):
                 client.evaluate(population(1))
+
+
+def test_the_cma_example_runs_a_generation_as_one_batch(capsys):
+    pytest.importorskip("cma", reason="pip install 'episodic[learn]'")
+    from examples.cma_ball_in_cup import main
+
+    assert main(["--generations", "1", "--threads", "2"]) == 0  # it checks one by one == batch itself
+    out = capsys.readouterr().out
+    assert "population 12" in out and "no catch by the mean in 1 generations" in out
