@@ -55,7 +55,7 @@ class Endpoint:
         self._learner_pid = 0
         self._last_taken: tuple[int, int] | None = None  # (seq, client_pid) of the last command read
         self._batches = 0  # batches evaluated
-        self._batch_logs: list[dict[str, np.ndarray] | None] = []  # the last batch's per-step logs, if kept
+        self._batch_logs: list[dict[str, np.ndarray]] = []  # the last batch's per-step logs, if kept
         self.blocks.header["status"] = 1
 
     # -- loop ----------------------------------------------------------------
@@ -156,21 +156,22 @@ class Endpoint:
             log.exception("the batch failed")
             return self._reply_to(c, Flag.INTERNAL_ERROR, f"the runner failed on the batch ({type(exc).__name__}: {exc})")
         self._batches += 1
-        self._batch_logs = [r.steps for r in self._results]
+        self._batch_logs = [r.steps or {} for r in self._results] if keep_logs else []
         return self._reply_to(c, Flag.OK, n_steps=sum(r.n_steps for r in self._results))
 
     def _copy_batch_log(self, c: dict, reply: Reply) -> tuple[Reply, bool]:
         """Put the per-step log of episode ``c["index"]`` of the last batch in the log block; the
         block then holds no episode of the runner's own (the next command's log starts afresh)."""
         position = c["index"]
-        steps = self._batch_logs[position] if 0 <= position < len(self._batch_logs) else None
-        if steps is None:
-            kept = "its logs were not kept (ask for them with the batch)" if self._batch_logs else "there was none"
+        if not 0 <= position < len(self._batch_logs):
+            why = (f"it has {len(self._batch_logs)} episodes" if self._batch_logs
+                   else "its logs were not kept (ask for them with the batch)")
             return self._reply_to(c, Flag.INVALID_PAYLOAD, f"no log of episode {position} of the last batch: "
-                                                            f"{kept}"), False
-        n = len(steps["time"])
+                                                            f"{why}"), False
+        steps = self._batch_logs[position]  # {} for an episode that never started: no rows
+        n = len(steps["time"]) if steps else 0
         take = min(n, self.channel.layout.sizes.max_log_steps)
-        for name, view in self.blocks.log.items():
+        for name, view in self.blocks.log.items() if take else ():
             view[:take] = np.reshape(steps[name][:take], (take, view.shape[1]))
         self._cursor, self._log_rows, self._truncated = StepCursor(), take, False
         return reply, take < n
