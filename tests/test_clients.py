@@ -1,9 +1,11 @@
 """The C and Octave/Matlab clients (clients/) against a real `episodic serve`: the C example runs an
 episode; an episode sent from Octave gives the same log, bit for bit, as the same commands in
-Python; clear errors on a silent or dead runner (also when its pid was reused), a version
-mismatch, wrong sizes and another user's channel; a paused lock holder is taken over once; the
-Octave learner of clients/README.md runs as printed; round-trip times from Octave and Python
-(printed).
+Python; a population sent in batches from C (ep_evaluate) and Octave (SLEvaluateBatch) gives the
+results and logs of episodic.batch.evaluate and Client.evaluate, bit for bit, also split into
+several batches; clear errors on a silent or dead runner (also when its pid was reused), a version
+mismatch, wrong sizes, another user's channel and a batch to a realtime runner; a paused lock
+holder is taken over once; the Octave learners of clients/README.md run as printed; round-trip
+times from Octave and Python (printed).
 
 Needs a C compiler and make (C client), Octave with mkoctfile (apt-get install -y
 --no-install-recommends octave liboctave-dev; .ci/run does). Missing tools skip these tests,
@@ -23,10 +25,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from episodic.batch import evaluate
 from episodic.bridge import Client
+from episodic.bridge.batches import ARRAY_ORDER
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import Channel, remove
-from episodic.bridge.layout import VERSION
+from episodic.bridge.codec import command_parts
+from episodic.bridge.layout import BATCH_COMMAND, MESSAGE_BYTES, VERSION
 from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
 from episodic.log import read_episodes, read_metadata
 from episodic.protocol import Flag
@@ -155,6 +160,19 @@ def test_c_example_runs_a_reach_episode(c_example, tmp_path):
     assert episode.attrs["flag"] == Flag.OK and episode.attrs["n_steps"] == rows >= 1500
     assert [float(x) for x in re.findall(r"reward (-?[\d.]+)", out.stdout)[1:]] == pytest.approx(
         list(episode.segments["reward"]), abs=1e-6)
+
+
+def test_c_example_evaluates_a_population(c_example):
+    """`example CHANNEL 3`: after its episode, three episodes in one ep_evaluate call, with the
+    next episode ids, each a 1 s segment of its own amplitude."""
+    with Served(channel_name()) as s:
+        out = subprocess.run([str(c_example), s.channel, "3"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    episode = int(re.search(r"^episode (\d+): return", out.stdout, flags=re.M).group(1))
+    found = re.findall(r"^population episode (\d) \(id (\d+)\): return (-?[\d.]+), flag 0 \(OK\), 500 steps$",
+                       out.stdout, flags=re.M)
+    assert [(int(k), int(i)) for k, i, _ in found] == [(k, episode + 1 + k) for k in range(3)], out.stdout
+    assert len({r for _, _, r in found}) == 3
 
 
 def test_c_client_errors(c_example, wrong_version):
@@ -464,16 +482,29 @@ def test_octave_without_the_mex_file_says_how_to_build_it():
 README_PATHS = "addpath('clients/matlab', 'clients/matlab/build');"
 
 
-def test_readme_octave_learner_runs_as_printed(mex_dir):
+def readme_learner(heading: str, channel: str) -> str:
+    """The Octave code of clients/README.md's section ``heading`` (its one matlab block), for the
+    test's paths and ``channel``."""
     readme = (ROOT / "clients" / "README.md").read_text()
-    section = readme.split("### A learner in Octave", 1)[1]
+    section = readme.split(f"### {heading}\n", 1)[1].split("\n#", 1)[0]
     (learner,) = re.findall(r"^```matlab\n(.*?)^```", section, flags=re.M | re.S)
     assert learner.count(README_PATHS) == 1 and learner.count("SLConnect('default')") == 1
+    return learner.replace(README_PATHS, "").replace("SLConnect('default')", f"SLConnect('{channel}')")
+
+
+def test_readme_octave_learner_runs_as_printed(mex_dir):
     with Served(channel_name()) as s:
-        code = learner.replace(README_PATHS, "").replace("SLConnect('default')", f"SLConnect('{s.channel}')")
-        out = run_octave(code, mex_dir)
+        out = run_octave(readme_learner("A learner in Octave", s.channel), mex_dir)
     lines = [line.split() for line in out.stdout.splitlines() if "reward" in line]
     assert len(lines) == 20 and all(line[-2:] == ["flag", "0"] for line in lines), out.stdout
+
+
+def test_readme_octave_population_learner_runs_as_printed(mex_dir):
+    with Served(channel_name(), None, "--threads", "2") as s:
+        out = run_octave(readme_learner("A population learner in Octave", s.channel), mex_dir)
+    lines = re.findall(r"^(\d)  best return +(-?[\d.]+)  distance [\d.]+ m  flags \[0 0 0 0 0 0 0 0\]$", out.stdout,
+                       flags=re.M)
+    assert [int(g) for g, _ in lines] == [1, 2, 3, 4, 5], out.stdout
 
 
 def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 30) -> None:
@@ -653,11 +684,378 @@ def test_octave_puma560_episode_is_bit_identical_to_python(mex_dir, tmp_path):
 
 def test_readme_octave_learner_runs_on_the_puma560(mex_dir):
     """The README's learner sizes its offsets from SLConnect's info, so it runs on six joints too."""
-    readme = (ROOT / "clients" / "README.md").read_text()
-    (learner,) = re.findall(r"^```matlab\n(.*?)^```", readme.split("### A learner in Octave", 1)[1],
-                            flags=re.M | re.S)
     with Served(channel_name(), None, "--robot", "puma560") as s:
-        code = learner.replace(README_PATHS, "").replace("SLConnect('default')", f"SLConnect('{s.channel}')")
-        out = run_octave(code, mex_dir)
+        out = run_octave(readme_learner("A learner in Octave", s.channel), mex_dir)
     lines = [line.split() for line in out.stdout.splitlines() if "reward" in line]
     assert len(lines) == 20 and all(line[-2:] == ["flag", "0"] for line in lines), out.stdout
+
+
+# -- batches -----------------------------------------------------------------------------------
+BATCH_C = r"""
+/* Evaluate the population in DIR with one ep_evaluate call and write its results there:
+ *     batch_file CHANNEL DIR [LOG_EPISODE...]
+ * DIR/commands.txt has one line per command, "episode kind episode_id index max_commands feedforward
+ * n_samples n_context has_posture has_qd has_qdd has_ki rate wait_time", DIR/values.bin their arrays
+ * in a batch value pool's order (float64). Writes DIR/results.bin (per episode: return, flag,
+ * success, n_steps, n_replies, episode_id), DIR/replies.bin (per command sent: reward, flag, steps,
+ * state), DIR/messages.txt and, keeping the logs, per LOG_EPISODE k its log columns (rows x width)
+ * as DIR/log<k>_<column>.bin; prints SIZES (the batch sizes), FIT (ep_batch_fit) and per log
+ * "LOG k rows truncated" (or "LOGERROR k message" on stderr). */
+#include "episodic_client.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+static FILE *in_dir(const char *dir, const char *name, const char *mode)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return fopen(path, mode);
+}
+
+static int failed(const char *what, int rc)
+{
+    fprintf(stderr, "%s: %s (%s)\n", what, ep_last_error(), ep_strerror(rc));
+    return 1;
+}
+
+/* The next `count` values of the pool when `present` (*at advances past them), else NULL. */
+static const double *take(const double **at, int count, int present)
+{
+    const double *values = *at;
+    if (!present)
+        return NULL;
+    *at += count;
+    return values;
+}
+
+int main(int argc, char **argv)
+{
+    enum { MOST = 10000, VALUES = 1 << 22 };
+    static ep_command commands[MOST];
+    static ep_episode episodes[MOST];
+    static ep_result results[MOST];
+    static double pool[VALUES];
+    const double *at = pool;
+    const ep_info *info;
+    ep_client *c;
+    FILE *f;
+    int n_episodes = 0, n, i, j, k, rc, rows, width, truncated, episode, has[4];
+    long long id;
+
+    if (argc < 3 || (rc = ep_attach(argv[1], 30.0, &c)) != EP_OK)
+        return argc < 3 ? 2 : failed("attach", rc);
+    info = ep_get_info(c);
+    n = info->n_dofs;
+    printf("SIZES %d %d %lld\n", info->max_batch, info->max_batch_commands, (long long)info->max_batch_values);
+    f = in_dir(argv[2], "values.bin", "rb");
+    fread(pool, sizeof(double), VALUES, f);
+    fclose(f);
+    f = in_dir(argv[2], "commands.txt", "r");
+    for (i = 0; i < MOST; i++) {
+        ep_command *m = &commands[i];
+        if (fscanf(f, "%d %d %lld %d %d %d %d %d %d %d %d %d %lf %lf", &episode, &m->kind, &id, &m->index,
+                   &m->max_commands, &m->feedforward, &m->n_samples, &m->n_context, &has[0], &has[1], &has[2],
+                   &has[3], &m->rate, &m->wait_time) != 14)
+            break;
+        m->episode_id = id;   /* the arrays in the pool's order: posture kp kd ki context q qd qdd */
+        m->posture = take(&at, n, m->kind == EP_KIND_START && has[0]);
+        m->kp = take(&at, n, m->kind == EP_KIND_GAINS);
+        m->kd = take(&at, n, m->kind == EP_KIND_GAINS);
+        m->ki = take(&at, n, m->kind == EP_KIND_GAINS && has[3]);
+        m->context = take(&at, m->n_context, m->n_context > 0);
+        m->q = take(&at, m->n_samples * n, m->kind == EP_KIND_TRAJECTORY);
+        m->qd = take(&at, m->n_samples * n, m->kind == EP_KIND_TRAJECTORY && has[1]);
+        m->qdd = take(&at, m->n_samples * n, m->kind == EP_KIND_TRAJECTORY && has[2]);
+        if (episode == n_episodes)
+            episodes[n_episodes++].commands = m;
+        episodes[n_episodes - 1].n_commands++;
+    }
+    fclose(f);
+    if ((rc = ep_evaluate(c, episodes, n_episodes, argc > 3, 0.0, results)) != EP_OK)
+        return failed("evaluate", rc);
+    printf("FIT %d\n", ep_batch_fit(c, episodes, n_episodes));
+    f = in_dir(argv[2], "results.bin", "wb");
+    for (i = 0; i < n_episodes; i++) {
+        double row[6];
+        row[0] = results[i].episode_return, row[1] = results[i].flag, row[2] = results[i].success;
+        row[3] = (double)results[i].n_steps, row[4] = results[i].n_replies, row[5] = (double)results[i].episode_id;
+        fwrite(row, sizeof(double), 6, f);
+    }
+    fclose(f);
+    f = in_dir(argv[2], "replies.bin", "wb");
+    for (i = 0; i < n_episodes; i++)
+        for (j = 0; j < results[i].n_replies; j++) {
+            double row[3];
+            row[0] = results[i].rewards[j], row[1] = results[i].flags[j], row[2] = results[i].steps[j];
+            fwrite(row, sizeof(double), 3, f);
+            fwrite(results[i].states + j * results[i].n_state, sizeof(double), (size_t)results[i].n_state, f);
+        }
+    fclose(f);
+    f = in_dir(argv[2], "messages.txt", "w");
+    for (i = 0; i < n_episodes; i++)
+        fprintf(f, "%s\n", results[i].message);
+    fclose(f);
+    for (k = 3; k < argc; k++) {
+        episode = atoi(argv[k]);
+        if (ep_get_batch_log(c, episode, &truncated) != EP_OK) {
+            fprintf(stderr, "LOGERROR %d %s\n", episode, ep_last_error());
+            continue;
+        }
+        rows = ep_log_rows(c);
+        printf("LOG %d %d %d\n", episode, rows, truncated);
+        for (i = 0; i < info->n_log_columns; i++) {
+            const char *name = ep_log_column_name(c, i, &width);
+            double *column = malloc(sizeof(double) * (size_t)(rows * width + 1));
+            char file[128];
+            if ((rc = ep_get_log(c, name, column, rows, &rows)) != EP_OK)
+                return failed("log", rc);
+            snprintf(file, sizeof file, "log%d_%s.bin", episode, name);
+            f = in_dir(argv[2], file, "wb");
+            fwrite(column, sizeof(double), (size_t)(rows * width), f);
+            fclose(f);
+            free(column);
+        }
+    }
+    ep_detach(c);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def c_batch(tmp_path_factory) -> Path:
+    """BATCH_C built with the C client."""
+    require("cc")
+    build = tmp_path_factory.mktemp("c-batch")
+    (build / "batch_file.c").write_text(BATCH_C)
+    built = subprocess.run(["cc", "-std=c99", "-O2", "-Wall", "-Wno-unused-result", f"-I{C_CLIENT}", "-o",
+                            str(build / "batch_file"), str(build / "batch_file.c"), str(C_CLIENT / "episodic_client.c"),
+                            "-lrt", "-lpthread"], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0 and not built.stderr, built.stderr
+    return build / "batch_file"
+
+
+def batch_population() -> list[list]:
+    """Six reach episodes: the bit-identity test's episode (a start posture, a gain set, segments at
+    250 Hz, with qd and qdd, held); one segment; a gain set refused (negative kp); a context out of
+    range (refused at the start); a segment with qd at 1000 Hz and another held; a segment that
+    starts too far from the start posture (DISCONTINUOUS)."""
+    q = wave(HOME, n=150, amplitude=0.1)
+    qd = np.gradient(q, 1 / 1000, axis=0)
+    return [
+        reach_commands(101)[0],
+        [StartCommand(102, 1, context=np.array(CONTEXT)), TrajectoryCommand(102, 1, 1, q)],
+        [StartCommand(103, 2, context=np.array(CONTEXT)), GainsCommand(103, 1, 2, -ROBOT_KP, 0.05 * ROBOT_KP),
+         TrajectoryCommand(103, 2, 2, q)],
+        [StartCommand(104, 1, context=np.array([1e7, 0.2, 1.5])), TrajectoryCommand(104, 1, 1, q)],
+        [StartCommand(105, 2), TrajectoryCommand(105, 1, 2, q, qd=qd, rate=1000.0),
+         TrajectoryCommand(105, 2, 2, wave(HOME, n=100, amplitude=0.05), wait_time=0.05)],
+        [StartCommand(106, 1, context=np.array([0.4, 0.3, 1.4])), TrajectoryCommand(106, 1, 1, wave(HOME) + 0.5)],
+    ]
+
+
+BATCH_FLAGS = [Flag.OK, Flag.OK, Flag.INVALID_PAYLOAD, Flag.INVALID_PAYLOAD, Flag.OK, Flag.DISCONTINUOUS]
+
+
+@pytest.fixture(scope="module")
+def batch_reference():
+    """The population and its results in-process (episodic.batch.evaluate), with their logs."""
+    population = batch_population()
+    results = evaluate(population, "reach", keep_steps=True)
+    assert [r.flag for r in results] == BATCH_FLAGS
+    return population, results
+
+
+def write_population(folder: Path, sizes, episodes: list[list]) -> None:
+    """BATCH_C's input: one line of fields per command, the arrays in a value pool (the Python
+    client's encoding of each command)."""
+    lines, values = [], []
+    for position, episode in enumerate(episodes):
+        for command in episode:
+            fields, arrays = command_parts(sizes, command)
+            f = dict.fromkeys(BATCH_COMMAND.names, 0) | fields
+            lines.append(" ".join(str(f[name]) for name in ("kind", "episode_id", "index", "max_commands", "feedforward",
+                                                            "n_samples", "n_context", "has_posture", "has_qd",
+                                                            "has_qdd", "has_ki")))
+            lines[-1] = f"{position} {lines[-1]} {float(f['rate'])!r} {float(f['wait_time'])!r}"
+            values += [arrays[name].ravel() for name in ARRAY_ORDER if name in arrays]
+    (folder / "commands.txt").write_text("\n".join(lines) + "\n")
+    np.concatenate(values).astype("<f8").tofile(folder / "values.bin")
+
+
+def record(result) -> dict:
+    """What a client reports of an EpisodeResult, as bytes where bit-identity is asked (the message
+    cut to the batch block's 256 bytes)."""
+    return {"return": np.float64(result.episode_return).tobytes(), "flag": int(result.flag),
+            "success": bool(result.success), "n_steps": int(result.n_steps),
+            "rewards": np.asarray(result.rewards, dtype=float).tobytes(), "flags": [int(f) for f in result.flags],
+            "steps": [int(s) for s in result.command_steps],
+            "states": np.asarray(result.task_states, dtype=float).tobytes(),
+            "message": result.message.encode()[:MESSAGE_BYTES].decode(errors="replace")}
+
+
+def c_records(folder: Path, n_state: int) -> tuple[list[dict], list[int]]:
+    """BATCH_C's results as records, and the episode ids."""
+    results = np.fromfile(folder / "results.bin").reshape(-1, 6)
+    replies = np.fromfile(folder / "replies.bin").reshape(-1, 3 + n_state)
+    messages = (folder / "messages.txt").read_bytes().decode(errors="replace").split("\n")
+    out, row = [], 0
+    for (ret, flag, success, n_steps, n_replies, _), message in zip(results, messages):
+        sent = replies[row : row + int(n_replies)]
+        row += int(n_replies)
+        out.append({"return": ret.tobytes(), "flag": int(flag), "success": bool(success), "n_steps": int(n_steps),
+                    "rewards": sent[:, 0].tobytes(), "flags": sent[:, 1].astype(int).tolist(),
+                    "steps": sent[:, 2].astype(int).tolist(), "states": sent[:, 3:].tobytes(), "message": message})
+    return out, results[:, 5].astype(int).tolist()
+
+
+def assert_same_log(folder: Path, prefix: str, steps: dict, shapes: dict | None = None) -> None:
+    """The log columns a client wrote (prefix<column>.bin, row-major) are bit-identical to an
+    in-process episode's ``steps``."""
+    for name, values in steps.items():
+        path = folder / f"{prefix}{name}.bin"
+        if shapes is None and not path.exists():
+            continue  # a task state column: BATCH_C writes only the log block's columns
+        fetched = np.fromfile(path)
+        assert fetched.astype(values.dtype).reshape(values.shape).tobytes() == values.tobytes(), name
+        if shapes is not None:
+            assert shapes[name] == (len(values), 1 if values.ndim == 1 else values.shape[1]), name
+
+
+def run_c_batch(program: Path, channel: str, folder: Path, *logs: int) -> subprocess.CompletedProcess:
+    return subprocess.run([str(program), channel, str(folder), *map(str, logs)], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_c_batch_is_bit_identical_to_python(c_batch, batch_reference, tmp_path):
+    """A population sent with ep_evaluate (episode 0 and 3's logs fetched with ep_get_batch_log)
+    gives, bit for bit, the results of episodic.batch.evaluate and of Client.evaluate."""
+    population, reference = batch_reference
+    with Served(channel_name(), None, "--threads", "2") as s:
+        with Client(s.channel, timeout=30) as client:
+            sizes = client.sizes
+            bridged = client.evaluate(population)
+        write_population(tmp_path, sizes, population)
+        out = run_c_batch(c_batch, s.channel, tmp_path, 0, 3)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SIZES 256 4096 2097152" in out.stdout and "FIT 6" in out.stdout
+    found, ids = c_records(tmp_path, len(sizes.state_names))
+    assert found == [record(r) for r in reference] == [record(r) for r in bridged]
+    assert ids == [101, 102, 103, 104, 105, 106]
+    assert f"LOG 0 {reference[0].n_steps} 0" in out.stdout and "LOG 3 0 0" in out.stdout  # 3: refused at its start
+    assert_same_log(tmp_path, "log0_", reference[0].steps)
+
+
+def test_c_batch_larger_than_the_runner_takes_is_split(c_batch, batch_reference, tmp_path):
+    """Against `episodic serve --max-batch 2` the population goes in three batches with the same
+    results; the last batch's logs are kept, an earlier one's log is refused saying why."""
+    population, reference = batch_reference
+    with Served(channel_name(), None, "--max-batch", "2") as s:
+        with Client(s.channel, timeout=30) as client:
+            write_population(tmp_path, client.sizes, population)
+        out = run_c_batch(c_batch, s.channel, tmp_path, 4, 0)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SIZES 2 4096 2097152" in out.stdout and "FIT 2" in out.stdout
+    found, _ = c_records(tmp_path, 4)
+    assert found == [record(r) for r in reference]
+    assert f"LOG 4 {reference[4].n_steps} 0" in out.stdout
+    assert_same_log(tmp_path, "log4_", reference[4].steps)
+    assert (f"LOGERROR 0 ep_get_batch_log: episode 0 went to the runner on channel '{s.channel}' in an earlier "
+            f"batch than the last (episodes 4 to 5)") in out.stderr
+
+
+def test_c_batch_to_a_realtime_runner_is_refused(c_batch, tmp_path):
+    population = batch_population()[:1]
+    with Served(channel_name(), None, "--mode", "realtime") as s:
+        with Client(s.channel, timeout=30) as client:
+            write_population(tmp_path, client.sizes, population)
+        out = run_c_batch(c_batch, s.channel, tmp_path)
+    assert out.returncode == 1 and "FIT" not in out.stdout
+    assert (f"evaluate: the runner on channel '{s.channel}' refused a batch of 1 episodes: this runner evaluates no "
+            f"batches") in out.stderr and "send the episodes one by one" in out.stderr
+    assert "(the runner refused the batch)" in out.stderr
+
+
+def octave_population(episode_id: int) -> tuple[dict, list[list], list[list]]:
+    """SLEvaluateBatch's two populations (tests/octave/batch_episodes.m): five episodes with start
+    postures, qd and qdd (the second's context out of range, the fifth's segment too far from its
+    posture), and three at 250 Hz held 0.1 s with one context; their files and their commands."""
+    postures = np.array([HOME + np.array([0.02 * k, 0, 0, -0.02, 0, 0, 0]) for k in range(5)])
+    contexts = np.array([CONTEXT, [1e7, 0.2, 1.5], [0.4, 0.3, 1.4], [0.6, 0.1, 1.3], CONTEXT])
+    q = np.array([wave(p, n=150, amplitude=0.05 + 0.03 * k) for k, p in enumerate(postures)])
+    q[4] += 0.5
+    qd = np.gradient(q, 1 / 500, axis=1)
+    qdd = np.gradient(qd, 1 / 500, axis=1)
+    q2 = np.array([wave(HOME, n=150, amplitude=0.1 + 0.05 * k) for k in range(3)])
+    first = [[StartCommand(episode_id + k, 1, posture=postures[k], context=contexts[k]),
+              TrajectoryCommand(episode_id + k, 1, 1, q[k], qd=qd[k], qdd=qdd[k])] for k in range(5)]
+    second = [[StartCommand(episode_id + 5 + k, 1, context=np.array(CONTEXT)),
+               TrajectoryCommand(episode_id + 5 + k, 1, 1, q2[k], rate=250.0, wait_time=0.1)] for k in range(3)]
+    files = {"postures": postures, "contexts": contexts, "Q": q, "Qd": qd, "Qdd": qdd, "Q2": q2}
+    return files, first, second
+
+
+def octave_records(folder: Path, name: str, n_state: int) -> tuple[list[dict], list[int]]:
+    """batch_episodes.m's results of one population as records, and the episode ids; checks that
+    the commands not sent are NaN and the final state is the last command's."""
+    rows = np.fromfile(folder / f"{name}.bin").reshape(-1, 12 + 3 * n_state)
+    messages = (folder / f"{name}.txt").read_bytes().decode(errors="replace").split("\n")
+    out = []
+    for row, message in zip(rows, messages):
+        ret, flag, success, n_steps, _, n = row[:6]
+        n = int(n)
+        rewards, flags, steps = row[6:8], row[8:10], row[10:12]
+        final, states = row[12 : 12 + n_state], row[12 + n_state :].reshape(2, n_state)
+        assert np.isnan(np.concatenate([rewards[n:], flags[n:], steps[n:], states[n:].ravel()])).all()
+        assert final.tobytes() == states[n - 1].tobytes()
+        out.append({"return": ret.tobytes(), "flag": int(flag), "success": bool(success), "n_steps": int(n_steps),
+                    "rewards": rewards[:n].tobytes(), "flags": flags[:n].astype(int).tolist(),
+                    "steps": steps[:n].astype(int).tolist(), "states": states[:n].tobytes(), "message": message})
+    return out, rows[:, 4].astype(int).tolist()
+
+
+def test_octave_batch_is_bit_identical_to_python(mex_dir, tmp_path):
+    """SLEvaluateBatch, split into batches of two by the runner's size, gives the results and
+    the logs of episodic.batch.evaluate bit for bit, with and without the options."""
+    episode_id = 7000
+    files, first, second = octave_population(episode_id)
+    for name, value in files.items():
+        np.ascontiguousarray(value, dtype="<f8").tofile(tmp_path / f"{name}.bin")
+    with Served(channel_name(), None, "--max-batch", "2") as s:
+        out = run_octave(f"""
+            batch_episodes('{s.channel}', '{tmp_path}', {episode_id});
+            SLConnect('{s.channel}');
+            Q = zeros(10, 7, 2);
+            expect_error('width', @() SLEvaluateBatch(Q(:, 1:6, :), []));
+            expect_error('qd', @() SLEvaluateBatch(Q, [], 'Qd', Q(:, :, 1)));
+            expect_error('contexts', @() SLEvaluateBatch(Q, ones(3, 3)));
+            expect_error('postures', @() SLEvaluateBatch(Q, [], 'postures', ones(6, 2)));
+            expect_error('option', @() SLEvaluateBatch(Q, [], 'speed', 2));
+            SLDisconnect();""", mex_dir)
+    found = cases(out.stdout)
+    assert found["width"] == ("episodic:size", "SLEvaluateBatch: Q must be samples x 7 x N (one row per time step, "
+                              "one column per joint, one page per episode), got 10 x 6 x 2")
+    assert found["qd"] == ("episodic:size", "SLEvaluateBatch: Qd must have Q's size 10 x 7 x 2, got 10 x 7")
+    assert found["contexts"] == ("episodic:size", "SLEvaluateBatch: contexts must have one column per episode (2) "
+                                 "or one column for all, got 3 x 3")
+    assert found["postures"] == ("episodic:size", "SLEvaluateBatch: postures must be 7 x N (one start posture per "
+                                 "column), got 6 x 2")
+    assert found["option"][0] == "episodic:argument" and "unknown option 'speed'" in found["option"][1]
+    expected_first = evaluate(first, "reach", keep_steps=True)
+    expected_second = evaluate(second, "reach")
+    assert [r.flag for r in expected_first] == [Flag.OK, Flag.INVALID_PAYLOAD, Flag.OK, Flag.OK, Flag.DISCONTINUOUS]
+    found, ids = octave_records(tmp_path, "first", 4)
+    assert found == [record(r) for r in expected_first] and ids == list(range(episode_id, episode_id + 5))
+    found, ids = octave_records(tmp_path, "second", 4)
+    assert found == [record(r) for r in expected_second] and ids == list(range(episode_id + 5, episode_id + 8))
+    shapes: dict[int, dict] = {}
+    for line in (tmp_path / "logs.txt").read_text().splitlines():
+        k, name, rows, cols = line.split()
+        shapes.setdefault(int(k), {})[name] = (int(rows), int(cols))
+    assert sorted(shapes) == list(range(5))
+    for k, result in enumerate(expected_first):
+        if result.steps is None:  # refused at its start: an empty log
+            assert {rows for rows, _ in shapes[k].values()} == {0} and result.n_steps == 0
+        else:
+            assert shapes[k].keys() == result.steps.keys()
+            assert_same_log(tmp_path, f"log{k}_", result.steps, shapes[k])

@@ -11,7 +11,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <pwd.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -26,12 +28,16 @@
 #include <time.h>
 #include <unistd.h>
 
-/* -- layout (docs/protocol.md, sections 3 to 6) ------------------------------------------ */
+/* -- layout (docs/protocol.md, sections 3 to 6 and 8) ------------------------------------ */
 #define MAGIC "EPISODIC"
-#define HEADER_BYTES 104
+#define HEADER_BYTES 128
 #define LOG_COLUMN_BYTES 48
 #define COMMAND_BYTES 88
 #define REPLY_BYTES 312
+#define BATCH_BYTES 40
+#define BATCH_COMMAND_BYTES 64
+#define BATCH_RESULT_BYTES 288
+#define BATCH_REPLY_BYTES 16
 #define ALIGN 64
 #define POLL_SECONDS 0.2        /* slice of the wait for a reply, between liveness checks */
 #define TAKEN_POLL_SECONDS 0.002 /* between looks whether the runner took the previous command */
@@ -39,6 +45,8 @@
 #define DEFAULT_TIMEOUT 30.0
 #define MAX_SMALL 65536u        /* sanity bounds on header sizes (keep the arithmetic in range) */
 #define MAX_LARGE (1u << 28)
+#define MAX_VALUES ((uint64_t)1 << 36)
+#define MAX_ARRAYS 4            /* arrays of one command at most (gains: kp, kd, ki, task gains) */
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__STDC_NO_THREADS__)
 #define EP_THREAD_LOCAL _Thread_local
@@ -60,8 +68,9 @@ struct ep_client {
     char (*column_names)[EP_NAME_BYTES + 1];
     int *column_width;
     uint64_t *column_offset;   /* from the start of the object */
-    uint64_t command_offset, reply_offset, log_offset;
+    uint64_t command_offset, reply_offset, log_offset, batch_offset;
     uint64_t array_offset[8];  /* posture kp kd ki context q qd qdd, from the command block */
+    uint64_t batch_part[5];    /* command table, value pool, results, replies, states, from the batch block */
     double *state;             /* the last reply's state (n_state) */
     double *posture;           /* the last reply's posture (n_dofs), rad */
     uint64_t seq;
@@ -70,9 +79,19 @@ struct ep_client {
     int max_commands;
     int log_rows;
     double timeout;
+    /* the last ep_evaluate: its per-command results (the ep_result arrays point here, one row per
+     * command of the population), its episodes' steps, and which of them the last batch held */
+    double *rewards, *states;
+    int *flags, *steps;
+    size_t result_rows;        /* rows allocated */
+    int64_t *episode_steps;    /* n_population */
+    int n_population, batch_first, batch_count, keep_logs;
 };
 
+/* the command arrays, in the order of the command block and of a batch's value pool */
 enum { A_POSTURE, A_KP, A_KD, A_KI, A_CONTEXT, A_Q, A_QD, A_QDD };
+/* the batch block's parts after BATCH */
+enum { B_COMMANDS, B_VALUES, B_RESULTS, B_REPLIES, B_STATES };
 
 static EP_THREAD_LOCAL char last_error[512];
 
@@ -99,10 +118,11 @@ const char *ep_strerror(int code)
     case EP_ERR_LAYOUT: return "inconsistent channel header";
     case EP_ERR_TIMEOUT: return "timed out waiting for the runner";
     case EP_ERR_RUNNER_GONE: return "the runner has exited";
-    case EP_ERR_PROTOCOL: return "reply for another episode";
+    case EP_ERR_PROTOCOL: return "reply for another command, or inconsistent";
     case EP_ERR_NO_COLUMN: return "no such log column";
     case EP_ERR_FOREIGN: return "the channel belongs to another user";
     case EP_ERR_IN_USE: return "another client is attached to the channel";
+    case EP_ERR_BATCH: return "the runner refused the batch";
     default: return "unknown error code";
     }
 }
@@ -280,6 +300,11 @@ void ep_detach(ep_client *c)
     free(c->column_offset);
     free(c->state);
     free(c->posture);
+    free(c->rewards);
+    free(c->states);
+    free(c->flags);
+    free(c->steps);
+    free(c->episode_steps);
     free(c);
 }
 
@@ -397,12 +422,30 @@ static uint64_t first_seq(void)
     return ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec) ^ ((uint64_t)getpid() << 40);
 }
 
+/* A NUL-padded ASCII name of the header (`raw`, EP_NAME_BYTES) into `out`; 0 when it is empty,
+ * not ASCII or holds a NUL before its padding. */
+static int ascii_name(const unsigned char *raw, char *out)
+{
+    size_t n = EP_NAME_BYTES, i;
+    while (n > 0 && raw[n - 1] == 0)
+        n--;
+    for (i = 0; i < n; i++)
+        if (raw[i] == 0 || raw[i] > 127)
+            return 0;
+    memcpy(out, raw, n);
+    out[n] = '\0';
+    return n > 0;
+}
+
 /* Read and check the header; fill the sizes, offsets and tables. */
 static int read_header(ep_client *c)
 {
     const unsigned char *h = c->base, *table;
     uint32_t version, n_dofs, max_samples, max_log_steps, max_context, n_state, n_cols, i;
-    uint64_t header_bytes, command_offset, command_bytes, reply_offset, log_offset, total, q;
+    uint32_t max_batch, max_batch_commands;
+    uint64_t max_batch_values, header_bytes, command_offset, command_bytes, reply_offset, log_offset;
+    uint64_t batch_offset, total, q, at;
+    double rate;
     const char *ch = c->channel;
 
     if (c->size < HEADER_BYTES)
@@ -420,25 +463,46 @@ static int read_header(ep_client *c)
     max_context = (uint32_t)get_u(h + 36, 4);
     n_state = (uint32_t)get_u(h + 40, 4);
     n_cols = (uint32_t)get_u(h + 44, 4);
-    if (n_dofs < 1 || n_dofs > MAX_SMALL || max_context > MAX_SMALL || n_state > MAX_SMALL ||
-        n_cols > MAX_SMALL || max_samples < 1 || max_samples > MAX_LARGE || max_log_steps > MAX_LARGE)
+    rate = get_f64(h + 48);
+    max_batch = (uint32_t)get_u(h + 104, 4);
+    max_batch_commands = (uint32_t)get_u(h + 108, 4);
+    max_batch_values = get_u(h + 112, 8);
+    if (n_dofs < 1 || n_dofs > MAX_SMALL || max_context > MAX_SMALL || n_state > MAX_SMALL || n_cols < 1 ||
+        n_cols > MAX_SMALL || max_samples < 1 || max_samples > MAX_LARGE || max_log_steps < 1 ||
+        max_log_steps > MAX_LARGE || max_batch < 1 || max_batch > MAX_LARGE || max_batch_commands < 1 ||
+        max_batch_commands > MAX_LARGE || max_batch_values < 1 || max_batch_values > MAX_VALUES)
         return fail(EP_ERR_LAYOUT, "channel '%s': implausible sizes in the header; the channel is corrupt", ch);
+    if (!(rate > 0 && rate <= DBL_MAX))  /* also refuses NaN */
+        return fail(EP_ERR_LAYOUT, "channel '%s': the header's control rate %g is not a positive number; the "
+                    "channel is corrupt", ch, rate);
     header_bytes = HEADER_BYTES + (uint64_t)EP_NAME_BYTES * n_state + (uint64_t)LOG_COLUMN_BYTES * n_cols;
     if (header_bytes > c->size)
         return fail(EP_ERR_LAYOUT, "channel '%s': the header's tables overrun the object", ch);
+    table = h + HEADER_BYTES + (uint64_t)EP_NAME_BYTES * n_state;
+    for (i = 0; i < n_cols; i++) {
+        uint64_t width = get_u(table + LOG_COLUMN_BYTES * i + 32, 4);
+        if (width < 1 || width > MAX_SMALL)
+            return fail(EP_ERR_LAYOUT, "channel '%s': a log column's width in the header is implausible; the "
+                        "channel is corrupt", ch);
+    }
 
-    /* the block offsets follow from the sizes (docs/protocol.md section 4) */
+    /* the block offsets follow from the sizes (docs/protocol.md sections 3 and 8) */
     command_offset = align64(header_bytes);
     q = COMMAND_BYTES + 8 * (4 * (uint64_t)n_dofs + max_context);
     command_bytes = q + 24 * (uint64_t)max_samples * n_dofs;
     reply_offset = command_offset + align64(command_bytes);
     log_offset = reply_offset + align64(REPLY_BYTES + 8 * ((uint64_t)n_state + n_dofs));
-    total = log_offset;
-    table = h + HEADER_BYTES + (uint64_t)EP_NAME_BYTES * n_state;
+    batch_offset = log_offset;
     for (i = 0; i < n_cols; i++)  /* width of column i times the rows, each rounded up to 64 bytes */
-        total += align64(8 * get_u(table + LOG_COLUMN_BYTES * i + 32, 4) * max_log_steps);
+        batch_offset += align64(8 * get_u(table + LOG_COLUMN_BYTES * i + 32, 4) * max_log_steps);
+    c->batch_part[B_COMMANDS] = align64(BATCH_BYTES);
+    c->batch_part[B_VALUES] = c->batch_part[B_COMMANDS] + align64((uint64_t)BATCH_COMMAND_BYTES * max_batch_commands);
+    c->batch_part[B_RESULTS] = c->batch_part[B_VALUES] + align64(8 * max_batch_values);
+    c->batch_part[B_REPLIES] = c->batch_part[B_RESULTS] + align64((uint64_t)BATCH_RESULT_BYTES * max_batch);
+    c->batch_part[B_STATES] = c->batch_part[B_REPLIES] + align64((uint64_t)BATCH_REPLY_BYTES * max_batch_commands);
+    total = batch_offset + c->batch_part[B_STATES] + align64(8 * (uint64_t)max_batch_commands * n_state);
     if (command_offset != get_u(h + 56, 8) || reply_offset != get_u(h + 64, 8) ||
-        log_offset != get_u(h + 72, 8) || total != get_u(h + 80, 8))
+        log_offset != get_u(h + 72, 8) || batch_offset != get_u(h + 120, 8) || total != get_u(h + 80, 8))
         return fail(EP_ERR_LAYOUT, "channel '%s': the header's offsets disagree with its sizes; "
                     "the channel is corrupt", ch);
     if (total > c->size)
@@ -453,10 +517,14 @@ static int read_header(ep_client *c)
     c->info.max_context = (int)max_context;
     c->info.n_state = (int)n_state;
     c->info.n_log_columns = (int)n_cols;
-    c->info.control_rate = get_f64(h + 48);
+    c->info.control_rate = rate;
+    c->info.max_batch = (int)max_batch;
+    c->info.max_batch_commands = (int)max_batch_commands;
+    c->info.max_batch_values = (int64_t)max_batch_values;
     c->command_offset = command_offset;
     c->reply_offset = reply_offset;
     c->log_offset = log_offset;
+    c->batch_offset = batch_offset;
     c->array_offset[A_POSTURE] = COMMAND_BYTES;
     c->array_offset[A_KP] = COMMAND_BYTES + 8 * (uint64_t)n_dofs;
     c->array_offset[A_KD] = COMMAND_BYTES + 16 * (uint64_t)n_dofs;
@@ -467,25 +535,30 @@ static int read_header(ep_client *c)
     c->array_offset[A_QDD] = q + 16 * (uint64_t)max_samples * n_dofs;
 
     c->state_names = calloc(n_state ? n_state : 1, sizeof *c->state_names);
-    c->column_names = calloc(n_cols ? n_cols : 1, sizeof *c->column_names);
-    c->column_width = calloc(n_cols ? n_cols : 1, sizeof *c->column_width);
-    c->column_offset = calloc(n_cols ? n_cols : 1, sizeof *c->column_offset);
+    c->column_names = calloc(n_cols, sizeof *c->column_names);
+    c->column_width = calloc(n_cols, sizeof *c->column_width);
+    c->column_offset = calloc(n_cols, sizeof *c->column_offset);
     c->state = calloc(n_state ? n_state : 1, sizeof *c->state);
     c->posture = calloc(n_dofs, sizeof *c->posture);
     if (!c->state_names || !c->column_names || !c->column_width || !c->column_offset || !c->state ||
         !c->posture)
         return fail(EP_ERR_SYSTEM, "channel '%s': out of memory", ch);
     for (i = 0; i < n_state; i++)
-        memcpy(c->state_names[i], h + HEADER_BYTES + EP_NAME_BYTES * i, EP_NAME_BYTES);
-    for (i = 0; i < n_cols; i++) {
+        if (!ascii_name(h + HEADER_BYTES + EP_NAME_BYTES * i, c->state_names[i]))
+            return fail(EP_ERR_LAYOUT, "channel '%s': state name %u in the header is empty or not ASCII; the "
+                        "channel is corrupt", ch, (unsigned)i);
+    for (i = 0, at = 0; i < n_cols; i++) {
         const unsigned char *row = table + LOG_COLUMN_BYTES * i;
-        uint64_t width = get_u(row + 32, 4), offset = get_u(row + 40, 8);
-        memcpy(c->column_names[i], row, EP_NAME_BYTES);
-        if (offset > total - log_offset || 8 * width * max_log_steps > total - log_offset - offset)
-            return fail(EP_ERR_LAYOUT, "channel '%s': log column '%s' lies outside the object", ch,
-                        c->column_names[i]);
+        uint64_t width = get_u(row + 32, 4);
+        if (!ascii_name(row, c->column_names[i]))
+            return fail(EP_ERR_LAYOUT, "channel '%s': log column name %u in the header is empty or not ASCII; "
+                        "the channel is corrupt", ch, (unsigned)i);
+        if (get_u(row + 40, 8) != at)
+            return fail(EP_ERR_LAYOUT, "channel '%s': the offset of log column '%s' disagrees with the widths; "
+                        "the channel is corrupt", ch, c->column_names[i]);
         c->column_width[i] = (int)width;
-        c->column_offset[i] = log_offset + offset;
+        c->column_offset[i] = log_offset + at;
+        at += align64(8 * width * max_log_steps);
     }
     return EP_OK;
 }
@@ -601,20 +674,143 @@ void ep_set_episode_id(ep_client *c, int64_t episode_id)
 
 int ep_log_rows(const ep_client *c) { return c ? c->log_rows : 0; }
 
-/* -- the exchange (docs/protocol.md section 7) ------------------------------------------ */
+/* -- commands and the exchange (docs/protocol.md sections 4 and 7) ------------------------ */
+
+/* A command's fields: the command block's fixed part, which a batch's command-table row repeats. */
 typedef struct {
+    int64_t episode_id;
     int kind, index, max_commands, feedforward, n_samples, n_context;
     int has_posture, has_qd, has_qdd, has_ki;
     double rate, wait_time;
 } fields;
 
+/* Where the fields lie in the command block (COMMAND) and in a command-table row (BATCH_COMMAND);
+ * has_qd, has_qdd and has_ki are the three bytes after has_posture. */
 typedef struct {
-    int which;             /* A_... */
-    const double *values;
-    size_t count;
-} array_arg;
+    int episode_id, index, max_commands, kind, feedforward, n_samples, n_context, has_posture, rate, wait_time;
+} field_offsets;
 
-static int wait_reply(ep_client *c, const fields *f, double deadline, ep_reply *out)
+static const field_offsets COMMAND_AT = {32, 40, 44, 48, 52, 56, 60, 64, 72, 80};
+static const field_offsets BATCH_COMMAND_AT = {8, 16, 20, 4, 24, 28, 32, 36, 40, 48};
+
+static void put_fields(unsigned char *p, const fields *f, const field_offsets *at)
+{
+    put_u(p + at->episode_id, (uint64_t)f->episode_id, 8);
+    put_u(p + at->index, (uint32_t)f->index, 4);
+    put_u(p + at->max_commands, (uint32_t)f->max_commands, 4);
+    put_u(p + at->kind, (uint32_t)f->kind, 4);
+    put_u(p + at->feedforward, (uint32_t)f->feedforward, 4);
+    put_u(p + at->n_samples, (uint32_t)f->n_samples, 4);
+    put_u(p + at->n_context, (uint32_t)f->n_context, 4);
+    p[at->has_posture] = (unsigned char)(f->has_posture != 0);
+    p[at->has_posture + 1] = (unsigned char)(f->has_qd != 0);
+    p[at->has_posture + 2] = (unsigned char)(f->has_qdd != 0);
+    p[at->has_posture + 3] = (unsigned char)(f->has_ki != 0);
+    put_f64(p + at->rate, f->rate);
+    put_f64(p + at->wait_time, f->wait_time);
+}
+
+/* A command as it goes on the wire: its fields and the arrays it has, in the command block's
+ * order (A_...), which is also their order in a batch's value pool. */
+typedef struct {
+    fields f;
+    struct {
+        int which;             /* A_... */
+        const double *values;
+        size_t count;
+    } arrays[MAX_ARRAYS];
+    int n_arrays;
+} wire_command;
+
+static void add_array(wire_command *w, int which, const double *values, size_t count)
+{
+    if (count == 0)
+        return;
+    w->arrays[w->n_arrays].which = which;
+    w->arrays[w->n_arrays].values = values;
+    w->arrays[w->n_arrays].count = count;
+    w->n_arrays++;
+}
+
+/* `cmd` (episode id, index and max_commands as sent) as it goes on the wire; EP_ERR_ARGUMENT, the
+ * message beginning with `who`, when it cannot be laid out on the channel. */
+static int to_wire(const ep_client *c, const ep_command *cmd, const char *who, wire_command *w)
+{
+    const ep_info *in = &c->info;
+    const char *what = cmd->kind == EP_KIND_START ? "the context" : "the task gains";
+    size_t n_dofs = (size_t)in->n_dofs, count;
+
+    memset(w, 0, sizeof *w);
+    w->f.kind = cmd->kind;
+    w->f.episode_id = cmd->episode_id;
+    w->f.index = cmd->index;
+    w->f.max_commands = cmd->max_commands;
+    switch (cmd->kind) {
+    case EP_KIND_START:
+    case EP_KIND_GAINS:
+        if (cmd->n_context < 0 || cmd->n_context > in->max_context)
+            return fail(EP_ERR_ARGUMENT, "%s: %s has %d values; the runner on channel '%s' takes at most %d", who,
+                        what, cmd->n_context, c->channel, in->max_context);
+        if (cmd->n_context > 0 && !cmd->context)
+            return fail(EP_ERR_ARGUMENT, "%s: %s is NULL but n_context is %d", who, what, cmd->n_context);
+        w->f.n_context = cmd->n_context;
+        if (cmd->kind == EP_KIND_START) {
+            w->f.has_posture = cmd->posture != NULL;
+            add_array(w, A_POSTURE, cmd->posture, cmd->posture ? n_dofs : 0);
+        } else {
+            if (!cmd->kp || !cmd->kd)
+                return fail(EP_ERR_ARGUMENT, "%s: a gain set needs kp and kd", who);
+            if (cmd->feedforward < EP_FF_NONE || cmd->feedforward > EP_FF_INVERSE_DYNAMICS)
+                return fail(EP_ERR_ARGUMENT, "%s: unknown feedforward mode %d; use one of 0 none, 1 "
+                            "gravity_compensation, 2 feedforward, 3 inverse_dynamics", who, cmd->feedforward);
+            w->f.feedforward = cmd->feedforward;
+            w->f.has_ki = cmd->ki != NULL;
+            w->f.wait_time = cmd->wait_time;
+            add_array(w, A_KP, cmd->kp, n_dofs);
+            add_array(w, A_KD, cmd->kd, n_dofs);
+            add_array(w, A_KI, cmd->ki, cmd->ki ? n_dofs : 0);
+        }
+        add_array(w, A_CONTEXT, cmd->context, (size_t)cmd->n_context);
+        return EP_OK;
+    case EP_KIND_TRAJECTORY:
+        if (!cmd->q)
+            return fail(EP_ERR_ARGUMENT, "%s: q is NULL", who);
+        if (cmd->n_samples < 1 || cmd->n_samples > in->max_samples)
+            return fail(EP_ERR_ARGUMENT, "%s: q has %d samples; the runner on channel '%s' takes 1..%d", who,
+                        cmd->n_samples, c->channel, in->max_samples);
+        count = (size_t)cmd->n_samples * n_dofs;
+        w->f.n_samples = cmd->n_samples;
+        w->f.has_qd = cmd->qd != NULL;
+        w->f.has_qdd = cmd->qdd != NULL;
+        w->f.rate = cmd->rate;
+        w->f.wait_time = cmd->wait_time;
+        add_array(w, A_Q, cmd->q, count);
+        add_array(w, A_QD, cmd->qd, cmd->qd ? count : 0);
+        add_array(w, A_QDD, cmd->qdd, cmd->qdd ? count : 0);
+        return EP_OK;
+    case EP_KIND_RESET:
+        return EP_OK;
+    default:
+        return fail(EP_ERR_ARGUMENT, "%s: kind %d is not a command of an episode; use EP_KIND_START, "
+                    "EP_KIND_TRAJECTORY, EP_KIND_GAINS or EP_KIND_RESET", who, cmd->kind);
+    }
+}
+
+/* Writes a command's payload (its arrays, or a batch) into the blocks, under the lock. */
+typedef void (*payload_writer)(ep_client *c, const void *payload);
+
+static void write_arrays(ep_client *c, const void *payload)
+{
+    const wire_command *w = payload;
+    unsigned char *block = c->base + c->command_offset;
+    int i;
+    for (i = 0; i < w->n_arrays; i++)
+        doubles_to_wire(block + c->array_offset[w->arrays[i].which], w->arrays[i].values, w->arrays[i].count);
+}
+
+/* Wait for the reply to the command with fields `f` until `deadline` (monotonic s; `timeout` s
+ * names it in the message). */
+static int wait_reply(ep_client *c, const fields *f, double deadline, double timeout, ep_reply *out)
 {
     const unsigned char *r = c->base + c->reply_offset;
     int n_state = c->info.n_state, n_dofs = c->info.n_dofs;
@@ -624,7 +820,7 @@ static int wait_reply(ep_client *c, const fields *f, double deadline, ep_reply *
         int err;
         if (left <= 0)
             return fail(EP_ERR_TIMEOUT, "the runner on channel '%s' did not answer within %g s",
-                        c->channel, c->timeout);
+                        c->channel, timeout);
         err = timed_take(c->reply, left < POLL_SECONDS ? left : POLL_SECONDS);
         if (err == ETIMEDOUT) {
             if (!runner_alive(c))
@@ -662,23 +858,25 @@ static int wait_reply(ep_client *c, const fields *f, double deadline, ep_reply *
         c->log_rows = out->log_rows < 0 ? 0 : out->log_rows;
         if (c->log_rows > c->info.max_log_steps)
             c->log_rows = c->info.max_log_steps;
-        if (out->kind != f->kind || out->index != f->index || out->episode_id != c->episode_id)
+        if (out->kind != f->kind || out->index != f->index || out->episode_id != f->episode_id)
             return fail(EP_ERR_PROTOCOL, "channel '%s': the reply to command %llu is for kind %d, index %d, "
                         "episode %lld; expected kind %d, index %d, episode %lld", c->channel,
                         (unsigned long long)c->seq, out->kind, out->index, (long long)out->episode_id,
-                        f->kind, f->index, (long long)c->episode_id);
+                        f->kind, f->index, (long long)f->episode_id);
         return EP_OK;
     }
 }
 
-static int exchange(ep_client *c, const fields *f, const array_arg *arrays, int n_arrays, ep_reply *out)
+/* Send the command with fields `f` (its payload written by `write`, unless NULL) and wait for its
+ * reply, at most `timeout` s (HUGE_VAL: as long as the runner lives). */
+static int exchange(ep_client *c, const fields *f, payload_writer write, const void *payload, double timeout,
+                    ep_reply *out)
 {
     unsigned char fixed[COMMAND_BYTES];
     unsigned char *block = c->base + c->command_offset;
     ep_reply scratch;
     struct timespec nap;
-    double deadline = monotonic_now() + c->timeout;
-    int i;
+    double deadline = monotonic_now() + timeout;
 
     if (!out)
         out = &scratch;
@@ -688,19 +886,7 @@ static int exchange(ep_client *c, const fields *f, const array_arg *arrays, int 
     put_u(fixed + 8, EP_PROTOCOL_VERSION, 4);
     put_u(fixed + 16, c->seq, 8);
     put_u(fixed + 24, (uint64_t)(int64_t)getpid(), 8);
-    put_u(fixed + 32, (uint64_t)c->episode_id, 8);
-    put_u(fixed + 40, (uint32_t)f->index, 4);
-    put_u(fixed + 44, (uint32_t)f->max_commands, 4);
-    put_u(fixed + 48, (uint32_t)f->kind, 4);
-    put_u(fixed + 52, (uint32_t)f->feedforward, 4);
-    put_u(fixed + 56, (uint32_t)f->n_samples, 4);
-    put_u(fixed + 60, (uint32_t)f->n_context, 4);
-    fixed[64] = (unsigned char)(f->has_posture != 0);
-    fixed[65] = (unsigned char)(f->has_qd != 0);
-    fixed[66] = (unsigned char)(f->has_qdd != 0);
-    fixed[67] = (unsigned char)(f->has_ki != 0);
-    put_f64(fixed + 72, f->rate);
-    put_f64(fixed + 80, f->wait_time);
+    put_fields(fixed, f, &COMMAND_AT);
 
     /* never over a command of this client the runner has not taken yet (one that timed out) */
     for (;;) {
@@ -710,8 +896,8 @@ static int exchange(ep_client *c, const fields *f, const array_arg *arrays, int 
                   get_u(block + 16, 8) != get_u(c->base + 96, 8);
         if (!pending) {
             memcpy(block, fixed, COMMAND_BYTES);
-            for (i = 0; i < n_arrays; i++)
-                doubles_to_wire(block + c->array_offset[arrays[i].which], arrays[i].values, arrays[i].count);
+            if (write)
+                write(c, payload);
             lock_give(c);
             break;
         }
@@ -722,14 +908,14 @@ static int exchange(ep_client *c, const fields *f, const array_arg *arrays, int 
         if (monotonic_now() >= deadline)
             return fail(EP_ERR_TIMEOUT, "the runner on channel '%s' has not taken this client's previous command "
                         "within %g s (it is still busy with an earlier one); this command was not sent",
-                        c->channel, c->timeout);
+                        c->channel, timeout);
         nap.tv_sec = 0;
         nap.tv_nsec = (long)(TAKEN_POLL_SECONDS * 1e9);
         nanosleep(&nap, NULL);
     }
     if (sem_post(c->cmd) != 0)
         return fail(EP_ERR_SYSTEM, "channel '%s': sem_post: %s", c->channel, strerror(errno));
-    return wait_reply(c, f, deadline, out);
+    return wait_reply(c, f, deadline, timeout, out);
 }
 
 static int check_client(const ep_client *c, const char *who)
@@ -737,124 +923,442 @@ static int check_client(const ep_client *c, const char *who)
     return c ? EP_OK : fail(EP_ERR_ARGUMENT, "%s: the client is NULL (not attached)", who);
 }
 
+/* The id after `id` (0 after the largest). */
+static int64_t next_id(int64_t id) { return id < INT64_MAX ? id + 1 : 0; }
+
+/* A command of the running episode: index EP_NEXT and max_commands EP_DEFAULT resolved. */
+static ep_command episode_command(const ep_client *c, int kind, int index, int max_commands)
+{
+    ep_command cmd;
+    memset(&cmd, 0, sizeof cmd);
+    cmd.kind = kind;
+    cmd.episode_id = c->episode_id;
+    cmd.index = index < 0 ? c->next_index : index;
+    cmd.max_commands = max_commands < 0 ? c->max_commands : max_commands;
+    return cmd;
+}
+
+/* Send one command and wait for its reply within the client's timeout; a start makes its episode
+ * the running one. */
+static int send_command(ep_client *c, const ep_command *cmd, const char *who, ep_reply *reply)
+{
+    wire_command w;
+    int rc;
+    if ((rc = to_wire(c, cmd, who, &w)) != EP_OK)
+        return rc;
+    if (cmd->kind == EP_KIND_START) {
+        c->episode_id = cmd->episode_id;
+        c->max_commands = cmd->max_commands;
+    }
+    rc = exchange(c, &w.f, write_arrays, &w, c->timeout, reply);
+    if (rc == EP_OK && cmd->kind != EP_KIND_RESET)
+        c->next_index = cmd->index + 1;
+    return rc;
+}
+
 int ep_start(ep_client *c, int64_t episode_id, int max_commands, const double *posture,
              const double *context, int n_context, ep_reply *reply)
 {
-    fields f;
-    array_arg arrays[2];
-    int n = 0, rc;
-
+    ep_command cmd;
+    int rc;
     if ((rc = check_client(c, "ep_start")) != EP_OK)
         return rc;
-    if (n_context < 0 || n_context > c->info.max_context)
-        return fail(EP_ERR_ARGUMENT, "context has %d values; the runner on channel '%s' takes at most %d",
-                    n_context, c->channel, c->info.max_context);
-    if (n_context > 0 && !context)
-        return fail(EP_ERR_ARGUMENT, "ep_start: context is NULL but n_context is %d", n_context);
-    c->episode_id = episode_id < 0 ? c->episode_id + 1 : episode_id;
-    c->max_commands = max_commands;
-    memset(&f, 0, sizeof f);
-    f.kind = EP_KIND_START;
-    f.max_commands = max_commands;
-    f.n_context = n_context;
-    f.has_posture = posture != NULL;
-    arrays[n].which = A_CONTEXT, arrays[n].values = context, arrays[n++].count = (size_t)n_context;
-    if (posture)
-        arrays[n].which = A_POSTURE, arrays[n].values = posture, arrays[n++].count = (size_t)c->info.n_dofs;
-    rc = exchange(c, &f, arrays, n, reply);
-    if (rc == EP_OK)
-        c->next_index = 1;
-    return rc;
+    cmd = episode_command(c, EP_KIND_START, 0, max_commands);
+    cmd.episode_id = episode_id < 0 ? next_id(c->episode_id) : episode_id;
+    cmd.max_commands = max_commands;
+    cmd.posture = posture;
+    cmd.context = context;
+    cmd.n_context = n_context;
+    return send_command(c, &cmd, "ep_start", reply);
 }
 
 int ep_send_trajectory(ep_client *c, int index, int max_commands, const double *q, const double *qd,
                        const double *qdd, int n_samples, double rate, double wait_time, ep_reply *reply)
 {
-    fields f;
-    array_arg arrays[3];
-    size_t count;
-    int n = 0, rc;
-
+    ep_command cmd;
+    int rc;
     if ((rc = check_client(c, "ep_send_trajectory")) != EP_OK)
         return rc;
-    if (!q)
-        return fail(EP_ERR_ARGUMENT, "ep_send_trajectory: q is NULL");
-    if (n_samples < 1 || n_samples > c->info.max_samples)
-        return fail(EP_ERR_ARGUMENT, "q has %d samples; the runner on channel '%s' takes 1..%d",
-                    n_samples, c->channel, c->info.max_samples);
-    count = (size_t)n_samples * (size_t)c->info.n_dofs;
-    memset(&f, 0, sizeof f);
-    f.kind = EP_KIND_TRAJECTORY;
-    f.index = index < 0 ? c->next_index : index;
-    f.max_commands = max_commands < 0 ? c->max_commands : max_commands;
-    f.n_samples = n_samples;
-    f.has_qd = qd != NULL;
-    f.has_qdd = qdd != NULL;
-    f.rate = rate;
-    f.wait_time = wait_time;
-    arrays[n].which = A_Q, arrays[n].values = q, arrays[n++].count = count;
-    if (qd)
-        arrays[n].which = A_QD, arrays[n].values = qd, arrays[n++].count = count;
-    if (qdd)
-        arrays[n].which = A_QDD, arrays[n].values = qdd, arrays[n++].count = count;
-    rc = exchange(c, &f, arrays, n, reply);
-    if (rc == EP_OK)
-        c->next_index = f.index + 1;
-    return rc;
+    cmd = episode_command(c, EP_KIND_TRAJECTORY, index, max_commands);
+    cmd.q = q;
+    cmd.qd = qd;
+    cmd.qdd = qdd;
+    cmd.n_samples = n_samples;
+    cmd.rate = rate;
+    cmd.wait_time = wait_time;
+    return send_command(c, &cmd, "ep_send_trajectory", reply);
 }
 
 int ep_send_gains(ep_client *c, int index, int max_commands, const double *kp, const double *kd,
                   const double *ki, int feedforward, const double *task_gains, int n_task_gains,
                   double wait_time, ep_reply *reply)
 {
-    fields f;
-    array_arg arrays[4];
-    size_t n_dofs;
-    int n = 0, rc;
-
+    ep_command cmd;
+    int rc;
     if ((rc = check_client(c, "ep_send_gains")) != EP_OK)
         return rc;
-    if (!kp || !kd)
-        return fail(EP_ERR_ARGUMENT, "ep_send_gains: kp and kd are required");
-    if (feedforward < EP_FF_NONE || feedforward > EP_FF_INVERSE_DYNAMICS)
-        return fail(EP_ERR_ARGUMENT, "unknown feedforward mode %d; use one of 0 none, 1 gravity_compensation, "
-                    "2 feedforward, 3 inverse_dynamics", feedforward);
-    if (n_task_gains < 0 || n_task_gains > c->info.max_context)
-        return fail(EP_ERR_ARGUMENT, "task_gains has %d values; the runner on channel '%s' takes at most %d",
-                    n_task_gains, c->channel, c->info.max_context);
-    if (n_task_gains > 0 && !task_gains)
-        return fail(EP_ERR_ARGUMENT, "ep_send_gains: task_gains is NULL but n_task_gains is %d", n_task_gains);
-    n_dofs = (size_t)c->info.n_dofs;
-    memset(&f, 0, sizeof f);
-    f.kind = EP_KIND_GAINS;
-    f.index = index < 0 ? c->next_index : index;
-    f.max_commands = max_commands < 0 ? c->max_commands : max_commands;
-    f.feedforward = feedforward;
-    f.n_context = n_task_gains;
-    f.has_ki = ki != NULL;
-    f.wait_time = wait_time;
-    arrays[n].which = A_KP, arrays[n].values = kp, arrays[n++].count = n_dofs;
-    arrays[n].which = A_KD, arrays[n].values = kd, arrays[n++].count = n_dofs;
-    if (ki)
-        arrays[n].which = A_KI, arrays[n].values = ki, arrays[n++].count = n_dofs;
-    if (n_task_gains > 0)
-        arrays[n].which = A_CONTEXT, arrays[n].values = task_gains, arrays[n++].count = (size_t)n_task_gains;
-    rc = exchange(c, &f, arrays, n, reply);
-    if (rc == EP_OK)
-        c->next_index = f.index + 1;
-    return rc;
+    cmd = episode_command(c, EP_KIND_GAINS, index, max_commands);
+    cmd.kp = kp;
+    cmd.kd = kd;
+    cmd.ki = ki;
+    cmd.feedforward = feedforward;
+    cmd.context = task_gains;
+    cmd.n_context = n_task_gains;
+    cmd.wait_time = wait_time;
+    return send_command(c, &cmd, "ep_send_gains", reply);
 }
 
 int ep_reset(ep_client *c, ep_reply *reply)
 {
-    fields f;
+    ep_command cmd;
     int rc;
     if ((rc = check_client(c, "ep_reset")) != EP_OK)
         return rc;
+    cmd = episode_command(c, EP_KIND_RESET, 0, EP_DEFAULT);
+    return send_command(c, &cmd, "ep_reset", reply);
+}
+
+/* -- batches (docs/protocol.md section 8) ----------------------------------------------- */
+
+/* Whether an episode of n_commands commands and n_values values joins a batch that holds
+ * used[0] episodes, used[1] commands and used[2] values, within the runner's sizes. */
+static int joins(const ep_client *c, const uint64_t used[3], uint64_t n_commands, uint64_t n_values)
+{
+    return used[0] < (uint64_t)c->info.max_batch && used[1] + n_commands <= (uint64_t)c->info.max_batch_commands &&
+           used[2] + n_values <= (uint64_t)c->info.max_batch_values;
+}
+
+/* The commands of episode `position` on the wire, into out[0..n_commands) (NULL: only checked),
+ * with the ids EP_NEXT after *last_id (which advances), indices EP_NEXT and max_commands
+ * EP_DEFAULT resolved (ep_command); its values into *n_values. EP_ERR_ARGUMENT (the message
+ * beginning with `who`) when a command cannot be laid out or the episode fits no batch. */
+static int episode_to_wire(const ep_client *c, const ep_episode *e, int position, const char *who,
+                           int64_t *last_id, wire_command *out, uint64_t *n_values)
+{
+    char where[96];
+    wire_command scratch;
+    int64_t id = -1;
+    int j, k, rc;
+
+    if (!e->commands || e->n_commands < 1 || e->n_commands > c->info.max_batch_commands)
+        return fail(EP_ERR_ARGUMENT, "%s: episode %d has %d commands%s; a batch on channel '%s' takes 1..%d "
+                    "(episodic serve --max-batch-commands)", who, position, e->n_commands,
+                    e->commands ? "" : " (NULL)", c->channel, c->info.max_batch_commands);
+    *n_values = 0;
+    for (j = 0; j < e->n_commands; j++) {
+        ep_command cmd = e->commands[j];
+        wire_command *w = out ? out + j : &scratch;
+        if (cmd.episode_id < 0) {
+            if (id < 0)
+                id = *last_id = next_id(*last_id);
+            cmd.episode_id = id;
+        }
+        if (cmd.index < 0)
+            cmd.index = j;
+        if (cmd.max_commands < 0)
+            cmd.max_commands = e->n_commands - 1;
+        snprintf(where, sizeof where, "%s: episode %d, command %d", who, position, j);
+        if ((rc = to_wire(c, &cmd, where, w)) != EP_OK)
+            return rc;
+        for (k = 0; k < w->n_arrays; k++)
+            *n_values += w->arrays[k].count;
+    }
+    if (*n_values > (uint64_t)c->info.max_batch_values)
+        return fail(EP_ERR_ARGUMENT, "%s: episode %d has %llu values; a batch on channel '%s' takes at most %lld "
+                    "(episodic serve --max-batch-values)", who, position, (unsigned long long)*n_values,
+                    c->channel, (long long)c->info.max_batch_values);
+    return EP_OK;
+}
+
+/* Check every episode (nothing is sent before all are); each one's values into n_values[i]. */
+static int check_episodes(const ep_client *c, const ep_episode *episodes, int n, const char *who,
+                          uint64_t *n_values)
+{
+    int64_t id = c->episode_id;
+    int i, rc;
+    for (i = 0; i < n; i++)
+        if ((rc = episode_to_wire(c, &episodes[i], i, who, &id, NULL, &n_values[i])) != EP_OK)
+            return rc;
+    return EP_OK;
+}
+
+/* How many of the leading episodes (values n_values[i]) one batch takes. */
+static int batch_size(const ep_client *c, const ep_episode *episodes, const uint64_t *n_values, int n)
+{
+    uint64_t used[3] = {0, 0, 0};
+    int i;
+    for (i = 0; i < n && joins(c, used, (uint64_t)episodes[i].n_commands, n_values[i]); i++) {
+        used[0] += 1;
+        used[1] += (uint64_t)episodes[i].n_commands;
+        used[2] += n_values[i];
+    }
+    return i;
+}
+
+int ep_batch_fit(const ep_client *c, const ep_episode *episodes, int n_episodes)
+{
+    uint64_t *n_values;
+    int rc;
+    if ((rc = check_client(c, "ep_batch_fit")) != EP_OK)
+        return rc;
+    if (n_episodes < 0 || (n_episodes > 0 && !episodes))
+        return fail(EP_ERR_ARGUMENT, "ep_batch_fit: %d episodes at %p", n_episodes, (const void *)episodes);
+    n_values = malloc(sizeof *n_values * ((size_t)n_episodes + 1));
+    if (!n_values)
+        return fail(EP_ERR_SYSTEM, "ep_batch_fit: out of memory");
+    rc = check_episodes(c, episodes, n_episodes, "ep_batch_fit", n_values);
+    if (rc == EP_OK)
+        rc = batch_size(c, episodes, n_values, n_episodes);
+    free(n_values);
+    return rc;
+}
+
+/* What write_batch writes: a batch's episodes and all their commands on the wire, in order. */
+typedef struct {
+    const ep_episode *episodes;
+    int n_episodes, keep_logs;
+    const wire_command *commands;
+} batch_payload;
+
+static void write_batch(ep_client *c, const void *payload)
+{
+    const batch_payload *b = payload;
+    unsigned char *block = c->base + c->batch_offset;
+    unsigned char *table = block + c->batch_part[B_COMMANDS], *pool = block + c->batch_part[B_VALUES];
+    uint64_t at = 0;   /* values written */
+    size_t row = 0;
+    int i, j, k;
+
+    for (i = 0; i < b->n_episodes; i++) {
+        for (j = 0; j < b->episodes[i].n_commands; j++, row++) {
+            const wire_command *w = &b->commands[row];
+            unsigned char *r = table + BATCH_COMMAND_BYTES * row;
+            memset(r, 0, BATCH_COMMAND_BYTES);
+            put_u(r, (uint32_t)i, 4);
+            put_fields(r, &w->f, &BATCH_COMMAND_AT);
+            put_u(r + 56, at, 8);
+            for (k = 0; k < w->n_arrays; k++) {
+                doubles_to_wire(pool + 8 * (size_t)at, w->arrays[k].values, w->arrays[k].count);
+                at += w->arrays[k].count;
+            }
+        }
+    }
+    memset(block, 0, BATCH_BYTES);
+    put_u(block, (uint32_t)b->n_episodes, 4);
+    put_u(block + 4, (uint64_t)row, 4);
+    put_u(block + 8, at, 8);
+    put_u(block + 16, b->keep_logs != 0, 4);
+    put_u(block + 24, UINT64_MAX, 8);  /* batch_number and first_episode: -1 until the runner writes them */
+    put_u(block + 32, UINT64_MAX, 8);
+}
+
+/* Grow the client's result rows to `rows` commands and the population's steps to `n` episodes. */
+static int reserve_results(ep_client *c, size_t rows, int n)
+{
+    size_t n_state = c->info.n_state > 0 ? (size_t)c->info.n_state : 1;
+    int64_t *episode_steps;
+    if (rows > SIZE_MAX / sizeof(double) / n_state - 1)
+        return fail(EP_ERR_ARGUMENT, "ep_evaluate: %lu commands are too many to keep their results",
+                    (unsigned long)rows);
+    if (rows > c->result_rows) {
+        double *rewards = realloc(c->rewards, sizeof(double) * rows), *states;
+        int *flags, *steps;
+        if (rewards)
+            c->rewards = rewards;
+        flags = realloc(c->flags, sizeof(int) * rows);
+        if (flags)
+            c->flags = flags;
+        steps = realloc(c->steps, sizeof(int) * rows);
+        if (steps)
+            c->steps = steps;
+        states = realloc(c->states, sizeof(double) * rows * n_state);
+        if (states)
+            c->states = states;
+        if (!rewards || !flags || !steps || !states)
+            return fail(EP_ERR_SYSTEM, "ep_evaluate: out of memory for the results of %lu commands",
+                        (unsigned long)rows);
+        c->result_rows = rows;
+    }
+    episode_steps = realloc(c->episode_steps, sizeof(int64_t) * ((size_t)n + 1));
+    if (!episode_steps)
+        return fail(EP_ERR_SYSTEM, "ep_evaluate: out of memory");
+    c->episode_steps = episode_steps;
+    return EP_OK;
+}
+
+/* Copy the results of the batch's n episodes, episodes first..first+n-1 of the population, from
+ * the batch block into results[0..n) and the client's rows from *row on (under the lock). */
+static int read_results(ep_client *c, const ep_episode *episodes, int n, int first, size_t *row,
+                        ep_result *results)
+{
+    const unsigned char *block = c->base + c->batch_offset;
+    size_t n_state = (size_t)c->info.n_state;
+    uint64_t n_commands = 0, k;   /* commands of the batch */
+    int i;
+
+    for (i = 0; i < n; i++)
+        n_commands += (uint64_t)episodes[i].n_commands;
+    for (i = 0; i < n; i++) {
+        const unsigned char *r = block + c->batch_part[B_RESULTS] + (size_t)BATCH_RESULT_BYTES * (size_t)i;
+        uint64_t n_replies = get_u(r + 24, 4), at = get_u(r + 28, 4);
+        ep_result *out = &results[i];
+        if (n_replies > (uint64_t)episodes[i].n_commands || at + n_replies > n_commands)
+            return fail(EP_ERR_PROTOCOL, "channel '%s': the runner's result of episode %d of the batch has replies "
+                        "%llu to %llu; the episode has %d commands, the batch %llu", c->channel, first + i,
+                        (unsigned long long)at, (unsigned long long)(at + n_replies), episodes[i].n_commands,
+                        (unsigned long long)n_commands);
+        out->episode_return = get_f64(r);
+        out->flag = get_i32(r + 8);
+        out->success = get_i32(r + 12);
+        out->n_steps = (int64_t)get_u(r + 16, 8);
+        memcpy(out->message, r + 32, EP_MESSAGE_BYTES);
+        out->message[EP_MESSAGE_BYTES] = '\0';
+        out->n_replies = (int)n_replies;
+        out->n_state = (int)n_state;
+        out->rewards = c->rewards + *row;
+        out->flags = c->flags + *row;
+        out->steps = c->steps + *row;
+        out->states = c->states + *row * n_state;
+        for (k = 0; k < n_replies; k++) {
+            const unsigned char *p = block + c->batch_part[B_REPLIES] + BATCH_REPLY_BYTES * (size_t)(at + k);
+            c->rewards[*row + k] = get_f64(p);
+            c->flags[*row + k] = get_i32(p + 8);
+            c->steps[*row + k] = get_i32(p + 12);
+        }
+        doubles_from_wire(c->states + *row * n_state, block + c->batch_part[B_STATES] + 8 * n_state * (size_t)at,
+                          (size_t)n_replies * n_state);
+        c->episode_steps[first + i] = out->n_steps;
+        *row += (size_t)episodes[i].n_commands;   /* room for every command of the episode */
+    }
+    return EP_OK;
+}
+
+/* Evaluate episodes[0..n), episodes first.. of the population, as one batch (they fit one:
+ * batch_size), their commands put on the wire in `commands`; ids EP_NEXT after *last_id. */
+static int evaluate_batch(ep_client *c, const ep_episode *episodes, int n, int first, int keep_logs,
+                          double timeout, int64_t *last_id, wire_command *commands, size_t *row,
+                          ep_result *results)
+{
+    batch_payload payload;
+    fields f;
+    ep_reply reply;
+    uint64_t n_values;
+    size_t m = 0;
+    int i, rc;
+
+    for (i = 0; i < n; i++) {
+        if ((rc = episode_to_wire(c, &episodes[i], first + i, "ep_evaluate", last_id, commands + m, &n_values)) != EP_OK)
+            return rc;
+        results[i].episode_id = commands[m].f.episode_id;
+        m += (size_t)episodes[i].n_commands;
+    }
+    c->episode_id = *last_id;   /* the ids of the episodes sent are taken */
+    payload.episodes = episodes;
+    payload.n_episodes = n;
+    payload.keep_logs = keep_logs;
+    payload.commands = commands;
     memset(&f, 0, sizeof f);
-    f.kind = EP_KIND_RESET;
-    f.max_commands = c->max_commands;
-    return exchange(c, &f, NULL, 0, reply);
+    f.kind = EP_KIND_BATCH;
+    f.index = n;
+    if ((rc = exchange(c, &f, write_batch, &payload, timeout, &reply)) != EP_OK)
+        return rc;
+    if (reply.flag != EP_FLAG_OK)
+        return fail(EP_ERR_BATCH, "the runner on channel '%s' refused a batch of %d episodes: %s", c->channel, n,
+                    reply.message);
+    lock_take(c);
+    rc = read_results(c, episodes, n, first, row, results);
+    lock_give(c);
+    if (rc == EP_OK) {
+        c->batch_first = first;
+        c->batch_count = n;
+        c->keep_logs = keep_logs != 0;
+    }
+    return rc;
+}
+
+int ep_evaluate(ep_client *c, const ep_episode *episodes, int n_episodes, int keep_logs, double timeout,
+                ep_result *results)
+{
+    uint64_t *n_values = NULL;
+    wire_command *commands = NULL;
+    size_t rows = 0, row = 0, most;
+    int64_t id;
+    int first, n, i, rc;
+
+    if ((rc = check_client(c, "ep_evaluate")) != EP_OK)
+        return rc;
+    if (n_episodes < 0 || (n_episodes > 0 && (!episodes || !results)))
+        return fail(EP_ERR_ARGUMENT, "ep_evaluate: %d episodes at %p, results at %p", n_episodes,
+                    (const void *)episodes, (void *)results);
+    c->batch_count = 0;  /* no batch of this population has been evaluated yet */
+    n_values = malloc(sizeof *n_values * ((size_t)n_episodes + 1));
+    if (!n_values)
+        return fail(EP_ERR_SYSTEM, "ep_evaluate: out of memory");
+    if ((rc = check_episodes(c, episodes, n_episodes, "ep_evaluate", n_values)) != EP_OK)
+        goto done;
+    for (i = 0; i < n_episodes; i++)
+        rows += (size_t)episodes[i].n_commands;
+    if ((rc = reserve_results(c, rows, n_episodes)) != EP_OK)
+        goto done;
+    c->n_population = n_episodes;
+    most = rows < (size_t)c->info.max_batch_commands ? rows : (size_t)c->info.max_batch_commands;
+    commands = malloc(sizeof *commands * (most + 1));
+    if (!commands) {
+        rc = fail(EP_ERR_SYSTEM, "ep_evaluate: out of memory");
+        goto done;
+    }
+    id = c->episode_id;
+    for (first = 0; first < n_episodes && rc == EP_OK; first += n) {
+        n = batch_size(c, episodes + first, n_values + first, n_episodes - first);
+        rc = evaluate_batch(c, episodes + first, n, first, keep_logs, timeout > 0 ? timeout : HUGE_VAL, &id, commands,
+                            &row, results + first);
+    }
+done:
+    free(commands);
+    free(n_values);
+    return rc;
+}
+
+int ep_get_batch_log(ep_client *c, int episode, int *truncated)
+{
+    fields f;
+    ep_reply reply;
+    int last, rc;
+
+    if ((rc = check_client(c, "ep_get_batch_log")) != EP_OK)
+        return rc;
+    if (truncated)
+        *truncated = 0;
+    last = c->batch_first + c->batch_count - 1;
+    if (c->batch_count == 0)
+        return fail(EP_ERR_ARGUMENT, "ep_get_batch_log: the last ep_evaluate on channel '%s' evaluated no batch; "
+                    "call ep_evaluate with keep_logs 1 first", c->channel);
+    if (episode < 0 || episode >= c->n_population)
+        return fail(EP_ERR_ARGUMENT, "ep_get_batch_log: the last ep_evaluate on channel '%s' had episodes 0 to %d, "
+                    "not %d", c->channel, c->n_population - 1, episode);
+    if (!c->keep_logs)
+        return fail(EP_ERR_ARGUMENT, "ep_get_batch_log: the last ep_evaluate on channel '%s' kept no logs; "
+                    "evaluate with keep_logs 1", c->channel);
+    if (episode < c->batch_first || episode > last)
+        return fail(EP_ERR_ARGUMENT, "ep_get_batch_log: episode %d went to the runner on channel '%s' in an "
+                    "earlier batch than the last (episodes %d to %d), whose logs it no longer keeps; evaluate "
+                    "populations of ep_batch_fit episodes and fetch their logs before the next", episode,
+                    c->channel, c->batch_first, last);
+    if (c->episode_steps[episode] == 0) {   /* refused at its start: an empty log */
+        c->log_rows = 0;
+        return EP_OK;
+    }
+    memset(&f, 0, sizeof f);
+    f.kind = EP_KIND_BATCH_LOG;
+    f.index = episode - c->batch_first;
+    if ((rc = exchange(c, &f, NULL, NULL, c->timeout, &reply)) != EP_OK)
+        return rc;
+    if (reply.flag != EP_FLAG_OK)
+        return fail(EP_ERR_BATCH, "the runner on channel '%s' has no log of episode %d of the batch: %s", c->channel,
+                    episode, reply.message);
+    if (truncated)
+        *truncated = reply.log_truncated != 0;
+    return EP_OK;
 }
 
 int ep_get_log_columns(ep_client *c, int n, const int *columns, double *const *out, int max_rows, int *rows)

@@ -2,14 +2,17 @@
  * example.c: one reach episode from C against `episodic serve --task reach`.
  *
  *     episodic serve --task reach --channel demo &
- *     make && ./build/example demo
+ *     make && ./build/example demo        one episode
+ *     ./build/example demo 8              then a population of 8 episodes in one call
  *
  * Works with any robot (`episodic serve --robot NAME`): the number of joints and the control rate
  * come from the runner's header (ep_get_info). Starts an episode with a target (the context) and
  * prints the start posture its reply gives; sends three 1 s segments, each beginning at the
  * posture the last reply gives (a segment must start within the robot's max_start_jump of the
  * posture held, e.g. 0.1 rad on the WAM, or it is refused DISCONTINUOUS); prints each reply,
- * fetches the episode log and prints its row count.
+ * fetches the episode log and prints its row count. Given a number N, it then evaluates N
+ * episodes with one ep_evaluate call (each a start and one 1 s segment from the start posture,
+ * the amplitude growing from episode to episode) and prints each one's return.
  * Exit status: 0 when every flag is OK, 1 on a client error, 2 when a flag is not OK.
  */
 #include "episodic_client.h"
@@ -46,17 +49,73 @@ static void print_reply(const char *what, const ep_reply *r)
     printf("]%s%s\n", r->message[0] ? " " : "", r->message);
 }
 
+/* Evaluate n episodes in one call: each starts at the task's start posture `start` (n_dofs rad)
+ * with `context` (3 values) and sends one segment of n_samples from there, joint amplitudes
+ * 0.05 rad, 0.1 rad, ... Returns the exit status (0, 1 or 2, as main's). */
+static int evaluate_population(ep_client *c, int n, int n_samples, const double *start, const double *context)
+{
+    const int n_dofs = ep_get_info(c)->n_dofs;
+    const size_t size = (size_t)n_samples * (size_t)n_dofs;
+    double *q = malloc(sizeof(double) * size * (size_t)n);
+    ep_command *commands = calloc(2 * (size_t)n, sizeof *commands);
+    ep_episode *episodes = malloc(sizeof *episodes * (size_t)n);
+    ep_result *results = malloc(sizeof *results * (size_t)n);
+    int k, status = 0;
+
+    if (!q || !commands || !episodes || !results) {
+        fprintf(stderr, "example: out of memory\n");
+        status = 1;
+    }
+    for (k = 0; k < n && status == 0; k++) {
+        ep_command *start_cmd = &commands[2 * k], *segment = start_cmd + 1;
+        wave(q + k * size, n_samples, n_dofs, start, 0.05 * (k + 1), 0.0);
+        start_cmd->kind = EP_KIND_START;    /* the task's start posture (posture NULL) */
+        start_cmd->context = context;
+        start_cmd->n_context = 3;
+        segment->kind = EP_KIND_TRAJECTORY; /* at the control rate (rate 0), not held (wait_time 0) */
+        segment->q = q + k * size;
+        segment->n_samples = n_samples;
+        start_cmd->episode_id = segment->episode_id = EP_NEXT;      /* the client's next id */
+        start_cmd->index = segment->index = EP_NEXT;                /* 0 and 1 */
+        start_cmd->max_commands = segment->max_commands = EP_DEFAULT; /* 1 segment */
+        episodes[k].commands = start_cmd;
+        episodes[k].n_commands = 2;
+    }
+    if (status == 0 && ep_evaluate(c, episodes, n, 0, 0.0, results) != EP_OK) {
+        fprintf(stderr, "example: %s\n", ep_last_error());
+        status = 1;
+    }
+    for (k = 0; k < n && status != 1; k++) {
+        printf("population episode %d (id %lld): return %.6f, flag %d (%s), %lld steps%s%s\n", k,
+               (long long)results[k].episode_id, results[k].episode_return, results[k].flag,
+               ep_flag_name(results[k].flag), (long long)results[k].n_steps, results[k].message[0] ? " " : "",
+               results[k].message);
+        if (results[k].flag != EP_FLAG_OK)
+            status = 2;
+    }
+    free(results);
+    free(episodes);
+    free(commands);
+    free(q);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     const char *channel = argc > 1 ? argv[1] : "default";
+    const int population = argc > 2 ? atoi(argv[2]) : 0;
     const double context[3] = {0.5, 0.2, 1.5}; /* reach target, m */
-    double *q = NULL, *log_q = NULL, total = 0;
+    double *q = NULL, *log_q = NULL, *start = NULL, total = 0;
     const ep_info *info;
     ep_client *c = NULL;
     ep_reply reply;
     int k, n, n_samples, rows = 0, bad = 0, rc;
     char what[32];
 
+    if (population < 0 || population > 10000) {
+        fprintf(stderr, "example: usage: example [CHANNEL [N]], N the episodes of the population, 0..10000\n");
+        return 1;
+    }
     if ((rc = ep_attach(channel, 30.0, &c)) != EP_OK) {
         fprintf(stderr, "example: %s (%s)\n", ep_last_error(), ep_strerror(rc));
         return 1;
@@ -71,8 +130,11 @@ int main(int argc, char **argv)
     if (n_samples > info->max_samples)
         n_samples = info->max_samples;
     q = malloc(sizeof(double) * (size_t)n_samples * (size_t)n);
-    if (!q) {
+    start = malloc(sizeof(double) * (size_t)n);
+    if (!q || !start) {
         fprintf(stderr, "example: out of memory\n");
+        free(q);
+        free(start);
         ep_detach(c);
         return 1;
     }
@@ -83,7 +145,7 @@ int main(int argc, char **argv)
     bad |= reply.flag != EP_FLAG_OK;
     printf("start posture:");
     for (k = 0; k < n; k++)
-        printf(" %.4f", reply.posture[k]);
+        printf(" %.4f", start[k] = reply.posture[k]);
     printf(" rad\n");
     for (k = 0; k < N_SEGMENTS && !bad; k++) {
         wave(q, n_samples, n, reply.posture, 0.2, 0.1 * k); /* begins where the last reply says */
@@ -107,14 +169,17 @@ int main(int argc, char **argv)
             printf(" %.4f", log_q[(size_t)(rows - 1) * (size_t)n + (size_t)k]);
     }
     printf("\n");
+    rc = population > 0 ? evaluate_population(c, population, n_samples, start, context) : 0;
     free(log_q);
+    free(start);
     free(q);
     ep_detach(c);
-    return bad ? 2 : 0;
+    return rc == 1 ? 1 : bad || rc == 2 ? 2 : 0;
 
 error:
     fprintf(stderr, "example: %s\n", ep_last_error());
     free(log_q);
+    free(start);
     free(q);
     ep_detach(c);
     return 1;

@@ -3,7 +3,9 @@ function info = SLConnect(channel)
 %   SLConnect(channel)          attach once; every SL* call then uses this channel
 %   info = SLConnect(channel)   also returns the channel's sizes: n_dofs, max_samples,
 %                               max_log_steps, max_context, control_rate (Hz), state_names,
-%                               log_columns, runner_pid, episode_id (of the last start)
+%                               log_columns, runner_pid, episode_id (of the last start),
+%                               max_batch, max_batch_commands, max_batch_values (the most
+%                               episodes, commands and values of one SLEvaluateBatch batch)
 %   SLConnect()                 the channel 'default'
 %
 %   The attachment is kept in the MEX file until SLDisconnect, `clear episodic_mex` or the end

@@ -62,9 +62,3 @@ else
                                              rate, waitTime, trajIdx, maxCommands, timeOut);
 end
 end
-
-function x = as_double(x)
-if isnumeric(x) || islogical(x)
-  x = double(x);
-end
-end

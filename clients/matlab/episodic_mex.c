@@ -20,12 +20,15 @@
  *                                               maxCommands, timeOut)
  *   [reward, state, flag, reply] = episodic_mex('reset', timeOut)
  *   episode = episodic_mex('episode')
+ *   [returns, states, flags, info, logs] = episodic_mex('evaluate', Q, contexts, postures, Qd, Qdd, rate,
+ *                                                       waitTime, timeOut)
  *   id = episodic_mex('episode_id' [, next])
  */
 #include "mex.h"
 #include "episodic_client.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -118,6 +121,7 @@ static void raise_error(const char *who, int code)
     case EP_ERR_IN_USE: id = "episodic:channelInUse"; break;
     case EP_ERR_ARGUMENT: id = "episodic:size"; break;
     case EP_ERR_PROTOCOL: id = "episodic:protocol"; break;
+    case EP_ERR_BATCH: id = "episodic:batch"; break;
     default: id = "episodic:channel"; break;
     }
     snprintf(message, sizeof message, "%s: %s", who, ep_last_error());
@@ -130,14 +134,16 @@ static void raise_error(const char *who, int code)
     mexErrMsgIdAndTxt(id, "%s", message);
 }
 
-/* Column-major rows x cols (Matlab) -> row-major (the protocol), into mxMalloc'd memory. */
-static double *to_row_major(const double *src, size_t rows, size_t cols)
+/* `pages` column-major rows x cols matrices, one after another (Matlab) -> row-major (the protocol),
+ * one after another, into mxMalloc'd memory. */
+static double *to_row_major(const double *src, size_t rows, size_t cols, size_t pages)
 {
-    double *dst = mxMalloc(sizeof(double) * (rows * cols + 1));
-    size_t r, j;
-    for (r = 0; r < rows; r++)
-        for (j = 0; j < cols; j++)
-            dst[r * cols + j] = src[r + j * rows];
+    double *dst = mxMalloc(sizeof(double) * (rows * cols * pages + 1));
+    size_t p, r, j, size = rows * cols;
+    for (p = 0; p < pages; p++)
+        for (r = 0; r < rows; r++)
+            for (j = 0; j < cols; j++)
+                dst[p * size + r * cols + j] = src[p * size + r + j * rows];
     return dst;
 }
 
@@ -157,9 +163,9 @@ static mxArray *info_struct(void)
 {
     static const char *fields[] = {"channel", "runner_pid", "n_dofs", "max_samples", "max_log_steps",
                                    "max_context", "control_rate", "state_names", "log_columns",
-                                   "episode_id"};
+                                   "episode_id", "max_batch", "max_batch_commands", "max_batch_values"};
     const ep_info *info = ep_get_info(client);
-    mxArray *s = mxCreateStructMatrix(1, 1, 10, fields), *names, *columns;
+    mxArray *s = mxCreateStructMatrix(1, 1, 13, fields), *names, *columns;
     int i;
     mxSetField(s, 0, "channel", mxCreateString(info->channel));
     mxSetField(s, 0, "runner_pid", mxCreateDoubleScalar((double)info->runner_pid));
@@ -177,6 +183,9 @@ static mxArray *info_struct(void)
         mxSetCell(columns, i, mxCreateString(ep_log_column_name(client, i, NULL)));
     mxSetField(s, 0, "log_columns", columns);
     mxSetField(s, 0, "episode_id", mxCreateDoubleScalar(last_episode_id));
+    mxSetField(s, 0, "max_batch", mxCreateDoubleScalar(info->max_batch));
+    mxSetField(s, 0, "max_batch_commands", mxCreateDoubleScalar(info->max_batch_commands));
+    mxSetField(s, 0, "max_batch_values", mxCreateDoubleScalar((double)info->max_batch_values));
     return s;
 }
 
@@ -218,6 +227,16 @@ static void reply_outputs(int nlhs, mxArray *plhs[], const ep_reply *r)
 }
 
 /* -- commands --------------------------------------------------------------------------- */
+/* The next id of the MEX's counter: each start, each episode of a batch (within the 2^53 ids
+ * that a double holds exactly). */
+static int64_t next_episode_id(void)
+{
+    if (last_episode_id + 1 >= MAX_EXACT)
+        last_episode_id = 0;
+    last_episode_id += 1;
+    return (int64_t)last_episode_id;
+}
+
 static void cmd_connect(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[])
 {
     const char *who = "SLConnect";
@@ -272,10 +291,7 @@ static void cmd_start(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]
     }
     max_commands = integer(prhs[2], who, "maxCommands", 0, 2147483647.0);
     ep_set_timeout(c, timeout_arg(prhs[3], who));
-    if (last_episode_id + 1 >= MAX_EXACT)
-        last_episode_id = 0;
-    last_episode_id += 1;
-    rc = ep_start(c, (int64_t)last_episode_id, max_commands, posture, context, n_context, &reply);
+    rc = ep_start(c, next_episode_id(), max_commands, posture, context, n_context, &reply);
     if (rc != EP_OK)
         raise_error(who, rc);
     reply_outputs(nlhs, plhs, &reply);
@@ -313,7 +329,7 @@ static void cmd_trajectory(int nlhs, mxArray *plhs[], int nrhs, const mxArray *p
         if (i > 0 && (mxGetM(a) != rows || mxGetN(a) != cols || mxGetNumberOfDimensions(a) != 2))
             mexErrMsgIdAndTxt("episodic:size", "%s: %s must have the trajectory's size %d x %d, got %d x %d",
                               who, names[i], (int)rows, (int)cols, (int)mxGetM(a), (int)mxGetN(a));
-        wire[i] = to_row_major(doubles(a, who, names[i]), rows, cols);  /* explicit: column- to row-major */
+        wire[i] = to_row_major(doubles(a, who, names[i]), rows, cols, 1);  /* explicit: column- to row-major */
     }
     if (!is_empty(prhs[3]))
         rate = scalar(prhs[3], who, "rate (Hz)");
@@ -446,31 +462,22 @@ static int valid_field_name(const char *name)
     return 1;
 }
 
-static void cmd_episode(int nlhs, mxArray *plhs[])
+/* The fields of an episode struct, into `fields` (room for n_log_columns + n_state): the log
+ * columns, then the task state columns that are valid field names and clash with none (a warning
+ * names each one left out). Returns their count. */
+static int episode_fields(ep_client *c, const char *who, const char **fields)
 {
-    const char *who = "SLGetEpisode";
-    ep_client *c = connected(who);
     const ep_info *info = ep_get_info(c);
-    int n_cols = info->n_log_columns, n_state = info->n_state, rows = ep_log_rows(c), total_width = 0;
-    int i, k, rc, n_fields = 0, task_state = -1, width;
-    const char **fields = mxMalloc(sizeof(char *) * (size_t)(n_cols + n_state + 1));
-    int *columns = mxMalloc(sizeof(int) * (size_t)(n_cols + 1));
-    double **out = mxMalloc(sizeof(double *) * (size_t)(n_cols + 1)), *buffer;
-    mxArray *s;
-    (void)nlhs;
+    int i, k, n_fields = 0, task_state = ep_find_log_column(c, "task_state", NULL) >= 0;
 
-    for (i = 0; i < n_cols; i++) {
-        const char *name = ep_log_column_name(c, i, &width);
-        columns[i] = i;
-        total_width += width;
-        if (strcmp(name, "task_state") == 0)
-            task_state = i;
+    for (i = 0; i < info->n_log_columns; i++) {
+        const char *name = ep_log_column_name(c, i, NULL);
         if (valid_field_name(name))
             fields[n_fields++] = name;
         else
             mexWarnMsgIdAndTxt("episodic:field", "%s: log column '%s' is not a valid field name; skipped", who, name);
     }
-    for (i = 0; i < n_state && task_state >= 0; i++) {
+    for (i = 0; i < info->n_state && task_state; i++) {
         const char *name = ep_state_name(c, i);
         int clash = !valid_field_name(name);
         for (k = 0; k < n_fields && !clash; k++)
@@ -480,6 +487,24 @@ static void cmd_episode(int nlhs, mxArray *plhs[])
                                "not a valid field name; it is only in task_state", who, name);
         else
             fields[n_fields++] = name;
+    }
+    return n_fields;
+}
+
+/* Element `element` of struct array `s` (with the fields of episode_fields): the episode in the
+ * log block, one steps x width matrix per field. */
+static void set_episode(ep_client *c, const char *who, mxArray *s, size_t element)
+{
+    const ep_info *info = ep_get_info(c);
+    int n_cols = info->n_log_columns, rows = ep_log_rows(c), total_width = 0, task_state = -1;
+    int i, k, rc, width;
+    int *columns = mxMalloc(sizeof(int) * (size_t)n_cols);
+    double **out = mxMalloc(sizeof(double *) * (size_t)n_cols), *buffer;
+
+    for (i = 0; i < n_cols; i++) {
+        ep_log_column_name(c, i, &width);
+        columns[i] = i;
+        total_width += width;
     }
     buffer = mxMalloc(sizeof(double) * ((size_t)rows * (size_t)total_width + 1));
     for (i = 0, k = 0; i < n_cols; i++) {
@@ -491,30 +516,245 @@ static void cmd_episode(int nlhs, mxArray *plhs[])
     if (rc != EP_OK)
         raise_error(who, rc);
 
-    s = mxCreateStructMatrix(1, 1, n_fields, fields);
     for (i = 0; i < n_cols; i++) {
         const char *name = ep_log_column_name(c, i, &width);
+        if (strcmp(name, "task_state") == 0)
+            task_state = i;
         if (valid_field_name(name))
-            mxSetField(s, 0, name, from_row_major(out[i], (size_t)rows, (size_t)width));
+            mxSetField(s, element, name, from_row_major(out[i], (size_t)rows, (size_t)width));
     }
     if (task_state >= 0) {
         ep_log_column_name(c, task_state, &width);
-        for (i = 0; i < n_state && i < width; i++) {
+        for (i = 0; i < info->n_state && i < width; i++) {
             const char *name = ep_state_name(c, i);
-            if (mxGetFieldNumber(s, name) >= 0 && mxGetField(s, 0, name) == NULL) {
+            if (mxGetFieldNumber(s, name) >= 0 && mxGetField(s, element, name) == NULL) {
                 mxArray *col = mxCreateDoubleMatrix((size_t)rows, 1, mxREAL);
                 double *dst = mxGetPr(col);
                 for (k = 0; k < rows; k++)
                     dst[k] = out[task_state][(size_t)k * width + i];
-                mxSetField(s, 0, name, col);
+                mxSetField(s, element, name, col);
             }
         }
     }
     mxFree(buffer);
     mxFree(out);
     mxFree(columns);
+}
+
+/* A 1 x n struct array for n episode logs (set_episode fills its elements). */
+static mxArray *episode_structs(ep_client *c, const char *who, size_t n)
+{
+    const ep_info *info = ep_get_info(c);
+    const char **fields = mxMalloc(sizeof(char *) * (size_t)(info->n_log_columns + info->n_state + 1));
+    mxArray *s = mxCreateStructMatrix(1, n, episode_fields(c, who, fields), fields);
     mxFree(fields);
-    plhs[0] = s;
+    return s;
+}
+
+static void cmd_episode(int nlhs, mxArray *plhs[])
+{
+    const char *who = "SLGetEpisode";
+    ep_client *c = connected(who);
+    (void)nlhs;
+    plhs[0] = episode_structs(c, who, 1);
+    set_episode(c, who, plhs[0], 0);
+}
+
+/* "rows x cols x ..." of `a`, into buf. */
+static const char *size_text(const mxArray *a, char *buf, size_t size)
+{
+    const mwSize *dims = mxGetDimensions(a);
+    size_t i, n = (size_t)mxGetNumberOfDimensions(a), at;
+    at = (size_t)snprintf(buf, size, "%d", (int)dims[0]);
+    for (i = 1; i < n && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, " x %d", (int)dims[i]);
+    return buf;
+}
+
+/* An optional matrix of SLEvaluateBatch with one column per episode: [] (NULL), *rows x n, or
+ * *rows x 1 for every episode; *stride: values from one episode's column to the next (0: shared). */
+static const double *episode_columns(const mxArray *a, const char *who, const char *what, size_t n, size_t *rows,
+                                     size_t *stride)
+{
+    char got[80];
+    *rows = 0;
+    *stride = 0;
+    if (is_empty(a))
+        return NULL;
+    if (mxGetNumberOfDimensions(a) != 2 || (mxGetN(a) != n && mxGetN(a) != 1))
+        mexErrMsgIdAndTxt("episodic:size", "%s: %s must have one column per episode (%d) or one column for all, "
+                          "got %s", who, what, (int)n, size_text(a, got, sizeof got));
+    *rows = mxGetM(a);
+    *stride = mxGetN(a) == n ? *rows : 0;
+    return doubles(a, who, what);
+}
+
+/* SLEvaluateBatch: N episodes, each a start (context and posture column k, max_commands 1) and
+ * the trajectory Q(:, :, k) as its segment, evaluated in as many batches as the runner needs. */
+static void cmd_evaluate(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[])
+{
+    const char *who = "SLEvaluateBatch";
+    static const char *names[] = {"Qd", "Qdd"};
+    char got[80], got2[80];
+    static const char *info_fields[] = {"success", "n_steps", "episode_id", "n_replies", "message", "flag_name",
+                                        "rewards", "command_flags", "command_steps", "command_states"};
+    enum { SUCCESS, N_STEPS, EPISODE_ID, N_REPLIES, MESSAGE, FLAG_NAME, REWARDS, COMMAND_FLAGS, COMMAND_STEPS,
+           COMMAND_STATES, N_INFO };
+    ep_client *c = connected(who);
+    const ep_info *info = ep_get_info(c);
+    const mxArray *Q;
+    const mwSize *dims;
+    const double *contexts, *postures;
+    double *q, *derivatives[2] = {NULL, NULL}, rate = 0, wait_time = 0, timeout = 0;
+    double *returns, *states, *flags, *field[N_INFO];
+    size_t samples, n, ndims, size, n_dofs = (size_t)info->n_dofs, n_state = (size_t)info->n_state;
+    size_t n_context, context_stride, posture_rows, posture_stride, i;
+    mwSize state_dims[3];
+    ep_command *commands;
+    ep_episode *episodes;
+    ep_result *results;
+    mxArray *out[5], *details[N_INFO];
+    int keep_logs = nlhs > 4, first, k, j, m, rc;
+
+    if (nrhs < 8)
+        mexErrMsgIdAndTxt("episodic:argument", "%s: evaluate needs Q, contexts, postures, Qd, Qdd, rate, waitTime, "
+                          "timeOut", who);
+    Q = prhs[0];
+    dims = mxGetDimensions(Q);
+    ndims = mxGetNumberOfDimensions(Q);
+    if (is_empty(Q) || ndims > 3 || (size_t)dims[1] != n_dofs)
+        mexErrMsgIdAndTxt("episodic:size", "%s: Q must be samples x %d x N (one row per time step, one column per "
+                          "joint, one page per episode), got %s", who, (int)n_dofs, size_text(Q, got, sizeof got));
+    samples = dims[0];
+    n = ndims == 3 ? dims[2] : 1;
+    if (samples > (size_t)info->max_samples)
+        mexErrMsgIdAndTxt("episodic:size", "%s: Q has %d samples per episode; the runner on channel '%s' takes at "
+                          "most %d", who, (int)samples, info->channel, info->max_samples);
+    if (n > INT_MAX / 2)
+        mexErrMsgIdAndTxt("episodic:size", "%s: Q has %.0f pages (episodes); evaluate at most %d at a time", who,
+                          (double)n, INT_MAX / 2);
+    q = to_row_major(doubles(Q, who, "Q"), samples, n_dofs, n);  /* explicit: column- to row-major */
+    for (k = 0; k < 2; k++) {
+        const mxArray *a = prhs[3 + k];
+        if (is_empty(a))
+            continue;
+        if ((size_t)mxGetNumberOfDimensions(a) != ndims || memcmp(mxGetDimensions(a), dims, sizeof(mwSize) * ndims) != 0)
+            mexErrMsgIdAndTxt("episodic:size", "%s: %s must have Q's size %s, got %s", who, names[k],
+                              size_text(Q, got, sizeof got), size_text(a, got2, sizeof got2));
+        derivatives[k] = to_row_major(doubles(a, who, names[k]), samples, n_dofs, n);
+    }
+    contexts = episode_columns(prhs[1], who, "contexts", n, &n_context, &context_stride);
+    if (n_context > (size_t)info->max_context)
+        mexErrMsgIdAndTxt("episodic:size", "%s: the contexts have %d values each; the runner on channel '%s' takes "
+                          "at most %d", who, (int)n_context, info->channel, info->max_context);
+    postures = episode_columns(prhs[2], who, "postures", n, &posture_rows, &posture_stride);
+    if (postures && posture_rows != n_dofs)
+        mexErrMsgIdAndTxt("episodic:size", "%s: postures must be %d x N (one start posture per column), got %s",
+                          who, (int)n_dofs, size_text(prhs[2], got, sizeof got));
+    if (!is_empty(prhs[5]))
+        rate = scalar(prhs[5], who, "rate (Hz)");
+    if (!is_empty(prhs[6]))
+        wait_time = scalar(prhs[6], who, "waitTime (s)");
+    ep_set_timeout(c, timeout_arg(prhs[7], who));   /* the log fetches: timeOut, or 30 s */
+    if (!is_empty(prhs[7]))
+        timeout = timeout_arg(prhs[7], who);       /* each batch: timeOut, or as long as the runner lives */
+
+    size = samples * n_dofs;
+    commands = mxCalloc(2 * n, sizeof *commands);
+    episodes = mxMalloc(n * sizeof *episodes);
+    results = mxMalloc(n * sizeof *results);
+    for (i = 0; i < n; i++) {
+        ep_command *start = &commands[2 * i], *segment = start + 1;
+        start->kind = EP_KIND_START;
+        start->episode_id = segment->episode_id = next_episode_id();
+        start->max_commands = segment->max_commands = 1;
+        start->posture = postures ? postures + i * posture_stride : NULL;
+        start->context = contexts ? contexts + i * context_stride : NULL;
+        start->n_context = (int)n_context;
+        segment->kind = EP_KIND_TRAJECTORY;
+        segment->index = 1;
+        segment->q = q + i * size;
+        segment->qd = derivatives[0] ? derivatives[0] + i * size : NULL;
+        segment->qdd = derivatives[1] ? derivatives[1] + i * size : NULL;
+        segment->n_samples = (int)samples;
+        segment->rate = rate;
+        segment->wait_time = wait_time;
+        episodes[i].commands = start;
+        episodes[i].n_commands = 2;
+    }
+
+    out[0] = mxCreateDoubleMatrix(1, n, mxREAL);
+    out[1] = mxCreateDoubleMatrix(n_state, n, mxREAL);
+    out[2] = mxCreateDoubleMatrix(1, n, mxREAL);
+    out[4] = keep_logs ? episode_structs(c, who, n) : NULL;
+    details[SUCCESS] = mxCreateLogicalMatrix(1, n);
+    details[MESSAGE] = mxCreateCellMatrix(1, n);
+    details[FLAG_NAME] = mxCreateCellMatrix(1, n);
+    for (k = N_STEPS; k < COMMAND_STATES; k++)
+        if (k != MESSAGE && k != FLAG_NAME)
+            details[k] = mxCreateDoubleMatrix(k >= REWARDS ? 2 : 1, n, mxREAL);
+    state_dims[0] = n_state;
+    state_dims[1] = 2;
+    state_dims[2] = n;
+    details[COMMAND_STATES] = mxCreateNumericArray(3, state_dims, mxDOUBLE_CLASS, mxREAL);
+    for (k = N_STEPS; k < N_INFO; k++)
+        field[k] = k == MESSAGE || k == FLAG_NAME ? NULL : mxGetPr(details[k]);
+    for (i = 0; i < 2 * n; i++)   /* commands not sent: NaN */
+        field[REWARDS][i] = field[COMMAND_FLAGS][i] = field[COMMAND_STEPS][i] = mxGetNaN();
+    for (i = 0; i < 2 * n * n_state; i++)
+        field[COMMAND_STATES][i] = mxGetNaN();
+    returns = mxGetPr(out[0]);
+    states = mxGetPr(out[1]);
+    flags = mxGetPr(out[2]);
+
+    for (first = 0; first < (int)n; first += k) {
+        k = ep_batch_fit(c, episodes + first, (int)n - first);  /* one batch: the logs are kept until the next */
+        if (k < 0)
+            raise_error(who, k);
+        if ((rc = ep_evaluate(c, episodes + first, k, keep_logs, timeout, results + first)) != EP_OK)
+            raise_error(who, rc);
+        for (j = 0; j < k; j++) {
+            const ep_result *r = &results[first + j];
+            size_t e = (size_t)(first + j);
+            returns[e] = r->episode_return;
+            flags[e] = r->flag;
+            mxGetLogicals(details[SUCCESS])[e] = r->success != 0;
+            field[N_STEPS][e] = (double)r->n_steps;
+            field[EPISODE_ID][e] = (double)r->episode_id;
+            field[N_REPLIES][e] = r->n_replies;
+            mxSetCell(details[MESSAGE], e, mxCreateString(r->message));
+            mxSetCell(details[FLAG_NAME], e, mxCreateString(ep_flag_name(r->flag)));
+            for (m = 0; m < r->n_replies; m++) {
+                field[REWARDS][2 * e + m] = r->rewards[m];
+                field[COMMAND_FLAGS][2 * e + m] = r->flags[m];
+                field[COMMAND_STEPS][2 * e + m] = r->steps[m];
+                memcpy(field[COMMAND_STATES] + (2 * e + m) * n_state, r->states + m * n_state,
+                       sizeof(double) * n_state);
+            }
+            if (r->n_replies > 0)
+                memcpy(states + e * n_state, r->states + (r->n_replies - 1) * n_state, sizeof(double) * n_state);
+            if (keep_logs) {
+                if ((rc = ep_get_batch_log(c, j, NULL)) != EP_OK)
+                    raise_error(who, rc);
+                set_episode(c, who, out[4], e);
+            }
+        }
+    }
+    out[3] = mxCreateStructMatrix(1, 1, N_INFO, info_fields);
+    for (k = 0; k < N_INFO; k++)
+        mxSetField(out[3], 0, info_fields[k], details[k]);
+    for (k = 0; k < 5; k++) {
+        if (k < (nlhs > 1 ? nlhs : 1))
+            plhs[k] = out[k];
+        else if (out[k])
+            mxDestroyArray(out[k]);
+    }
+    mxFree(results);
+    mxFree(episodes);
+    mxFree(commands);
+    mxFree(q);
+    mxFree(derivatives[0]);
+    mxFree(derivatives[1]);
 }
 
 static void cmd_episode_id(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[])
@@ -556,6 +796,8 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[])
         cmd_reset(nlhs, plhs, nrhs, prhs);
     else if (strcmp(command, "episode") == 0)
         cmd_episode(nlhs, plhs);
+    else if (strcmp(command, "evaluate") == 0)
+        cmd_evaluate(nlhs, plhs, nrhs, prhs);
     else if (strcmp(command, "episode_id") == 0)
         cmd_episode_id(nlhs, plhs, nrhs, prhs);
     else
