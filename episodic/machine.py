@@ -15,6 +15,16 @@ fails (``Task.joint_failures``) joins them at its time after the motion starts (
 of index 1; time is counted in control steps run, so a blocking run and its replay fail it at
 the same step) until the next start: a run that straddles that step is split there.
 
+Task events (``Task.motion_events``, asked right after the task's reset, so they may depend on
+the episode's context: e.g. beer_pong's release of the ball) are scheduled on the same clock and
+split runs the same way: when the motion time reaches an event's step, before that step runs,
+the machine calls ``Task.on_motion_event``, which may change the simulation's physics state
+(what mjSTATE_FULLPHYSICS holds, e.g. an actuator's activation), and runs the rest from there.
+Each event comes exactly once per episode: at step 0 before the first step, at a segment
+boundary before the next segment's first step (or a held step, ``idle``), never when the episode
+ends first. A segment cut short before an event's step (the task's ``segment_end``, a safety
+abort) puts the state back to before it, and the event comes again when its step is reached.
+
 Exact start (blocking simulation only, ``exact_start``). GOTO_START ends "close and slow": the
 arm within the goto tolerances of the start posture, still moving a little, the solver's
 warmstart and the objects wherever the previous episodes left them. So that an episode depends
@@ -86,6 +96,8 @@ class EpisodeMachine:
         self._next_index = 0
         self._passive = scene.passive.copy()  # the joints without actuation now
         self._schedule: list[tuple[int, int]] = []  # the episode's joint failures: (motion step, joint)
+        self._events: list[tuple[int, str]] = []  # the episode's task events: (motion step, name), in order
+        self._events_done = 0  # how many of them have come
         self._motion_steps: int | None = None  # control steps since the motion started; None before
         self._gains = self.default_gains()
         self._hold_q = self.robot.home.copy()
@@ -260,11 +272,13 @@ class EpisodeMachine:
             return self._reply(cmd, Flag.INTERRUPTED, done=True, message=INTERRUPTED_MESSAGE)
         if self.exact_start:
             self._restart_exactly(target)
+        self._events, self._events_done = [], 0
         try:
             self.task.reset(self.sim.model, self.sim.data, cmd.context, np.random.default_rng(rng_seed))
         except TaskError as exc:
             self.abort(Flag.INVALID_PAYLOAD, str(exc))
             return self._reply(cmd, Flag.INVALID_PAYLOAD, done=True, message=str(exc))
+        self._events = self._event_schedule()
         mujoco.mj_forward(self.sim.model, self.sim.data)
         self.sim.touch()
         self.state = MachineState.WAIT_FOR_START
@@ -330,6 +344,9 @@ class EpisodeMachine:
             flag, message = Flag.INTERRUPTED, INTERRUPTED_MESSAGE
         if n < len(record):
             self._set_motion_steps(self._motion_steps - len(record) + n)
+            # the run went past step n, so the events due up to it came, and its state shows them;
+            # later ones are undone with the state put back and come again when their step is reached
+            self._events_done = sum(step <= self._motion_steps for step, _ in self._events)
             record = record.truncate(n)
             self.sim.set_state(record.state[-1], ROLLOUT_SPEC)
             view, task_state, rewards = self._trim(view, n), task_state[:n], rewards[:n]
@@ -364,6 +381,26 @@ class EpisodeMachine:
             out.append((self._steps(seconds), names.index(name)))
         return sorted(out)
 
+    def _event_schedule(self) -> list[tuple[int, str]]:
+        """The task's events for this episode as (motion step at which it comes, name), in
+        order; an event at an infinite time never comes."""
+        out = []
+        for name, seconds in self.task.motion_events().items():
+            if not isinstance(name, str) or not seconds >= 0:
+                raise ValueError(f"task '{self.task.name}' schedules event {name!r} at {seconds} s; "
+                                 f"an event has a name and a time >= 0 s")
+            if np.isfinite(seconds):
+                out.append((self._steps(seconds), name))
+        return sorted(out)
+
+    def _fire_events(self) -> None:
+        """Let the task's events due at the present motion time come, in order (before the
+        step of that time runs)."""
+        while self._events_done < len(self._events) and self._events[self._events_done][0] <= self._motion_steps:
+            self.task.on_motion_event(self._events[self._events_done][1], self.sim.model, self.sim.data)
+            self._events_done += 1
+            self.sim.touch()
+
     def _set_motion_steps(self, steps: int) -> None:
         """Set the motion time to ``steps`` control steps, and with it which joints have failed."""
         self._motion_steps = steps
@@ -373,15 +410,18 @@ class EpisodeMachine:
 
     def _run_motion(self, desired: Desired, stop=None) -> StepRecord:
         """Run ``desired`` under the gains in force and the feedback law, advancing the motion
-        time (which starts with the first such run of an episode). A joint failure due within
-        the run splits it there: the steps before it drive the joint, the rest leave it passive,
-        each part run whole when it can be (the rollout path stays exact)."""
+        time (which starts with the first such run of an episode). A joint failure or a task
+        event due within the run splits it there: the steps before it drive the joint, the rest
+        leave it passive; the event comes between the two parts (``Task.on_motion_event``).
+        Each part is run whole when it can be (the rollout path stays exact)."""
         if self._motion_steps is None:
             self._set_motion_steps(0)
         records, done = [], 0
         while True:
+            self._fire_events()
             n = len(desired) - done
             due = [step - self._motion_steps for step, _ in self._schedule if step > self._motion_steps]
+            due += [step - self._motion_steps for step, _ in self._events[self._events_done :]]
             n = min([n] + due)
             part = Desired(desired.q[done : done + n], desired.qd[done : done + n], desired.qdd[done : done + n])
             record = self.sim.run(part, self._gains, self._feedback, stop)

@@ -354,6 +354,22 @@ class Task:
         the next start; a function of the parameters only, so replays repeat it. Default: none."""
         return {}
 
+    def motion_events(self) -> dict[str, float]:
+        """Named events of this episode, each at a time s (>= 0; inf: never) after its motion
+        starts (the first step of index 1, the clock of :meth:`joint_failures`, rounded to a
+        control step), e.g. the release of a held ball. Asked right after :meth:`reset`, so it
+        may depend on the episode's context (and is repeated by a replay). Default: none."""
+        return {}
+
+    def on_motion_event(self, name: str, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        """Called once per episode for each of :meth:`motion_events`, when the motion time
+        reaches the event's step, before that step runs (also between two segments, and before
+        the first step for an event at 0 s). It may change the simulation's physics state in
+        ``data``: what mjSTATE_FULLPHYSICS holds (qpos, qvel, act, ...), which the runs carry from
+        step to step, the log records and a shortened segment puts back. Not the model, and not
+        the inputs (ctrl, mocap poses, eq_active: mujoco.rollout resets eq_active to the model's
+        default at every run). Default: nothing."""
+
     # -- episode start -------------------------------------------------------
     def reset(self, model: mujoco.MjModel, data: mujoco.MjData, context: np.ndarray,
               rng: np.random.Generator) -> None:

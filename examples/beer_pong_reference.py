@@ -1,0 +1,220 @@
+"""A scripted beer-pong throw: a forward-down stroke of the shoulder, elbow and wrist pitch
+(j2, j4, j6) that lets the ball go at its peak speed, so that it bounces once on the table and
+drops into the cup.
+
+The throw is planned in the vertical plane through the robot's base axis and the cup's axis by
+the ball's release state: ``RELEASE_POINT`` (its centre's distance from the base axis and
+height), ``RELEASE_VELOCITY`` (its speed toward the cup and up) and the flange's pitch
+``RELEASE_PITCH``. The state was found by a small search on the task's model: free balls (the
+task's ball, air drag, table and cup contacts) launched from a few release points at a grid of
+velocities, scored by where they come down through the rim plane after one bounce; the point
+and the velocity's direction chosen for the lowest joint rates the stroke then needs (j2 at 55 %
+of its velocity limit), the speed in the middle of the range that ends in the cup at rest (for
+the default cup at 1.6 m from the base axis, released 0.55 m out and 1.8 m up at -1.0 m/s:
+1.53-1.62 m/s toward the cup). Drag matters: without air the same release comes down through
+the rim plane 26 cm beyond the cup, and the release a drag-free search picks (1.30 m/s) comes
+down 18 cm short of it in air.
+
+1. Segment 1, a gain set: the robot's gains with the inverse dynamics of the planned motion as
+   feedforward (held for no time), so that the arm tracks the fast stroke closely: the ball
+   leaves within 3 mm and 0.02 m/s of the planned state (under gravity compensation alone the arm
+   lags about 10 cm behind the plan and the ball leaves 0.4 m/s slower downward).
+2. Segment 2 moves, minimum jerk in joint space, from the start posture to the back of the
+   stroke.
+3. Segment 3 is the stroke: a straight line in joint space through the release posture (found
+   by inverse kinematics: the holder's site at the release point, the flange's axis at the
+   release pitch, j1 turned toward the cup), along the joint rates of j2, j4, j6 that move the
+   site at the release velocity (least squares in rate / velocity limit), on a minimum-jerk
+   profile of ``STROKE_TIME`` s whose peak rate, at its middle, is those rates. The ball is let
+   go at that middle step (the release time in the start command's context counts from the
+   first step of the motion), and the arm holds the stroke's end while the ball flies and settles
+   (the segment ends once the ball has lain in the cup at rest for the task's rest_time).
+
+Only what a remote learner could know is used: the robot and task models and the context. A cup
+elsewhere on the table at the default cup's distance from the base axis is aimed at by turning
+j1; other distances are not reached. The throw scores 1.0 cm from the cup's axis and the ball
+comes to rest in the cup. Perturbed (30 copies per level): with the release time off by a normal
+error of 1, 2, 5, 10 ms (whole control steps), 30, 30, 30, 29 of 30 still land in the cup; with
+the stroke's start and end postures off by 0.005, 0.01, 0.02 rad on each of j2, j4, j6, 30,
+27, 16 of 30.
+
+    python examples/beer_pong_reference.py [--out runs/beer_pong_reference.h5] [--noise 30]
+
+runs it in-process and prints the return, the scored distance and the simulation speed;
+``--noise N`` prints the success rate of N copies with a perturbed release time and N with a
+perturbed stroke per noise level (examples/noise_table.py).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.protocol import Feedforward
+from episodic.robot import Robot, load_robot
+from episodic.scene import build_scene
+from episodic.tasks import make_task
+from episodic.trajectory import min_jerk, min_jerk_duration
+
+RELEASE_POINT = (0.55, 1.80)       # m, the ball's centre at the release: from the base axis, height
+RELEASE_VELOCITY = (1.575, -1.00)  # m/s, the ball's at the release: toward the cup, up (ballistic search)
+RELEASE_PITCH = np.radians(-30.0)  # rad, the flange's axis at the release, above the horizontal toward the cup
+STROKE_JOINTS = (1, 3, 5)          # j2, j4, j6: the stroke's joints
+STROKE_TIME = 0.4                  # s, the stroke's minimum-jerk duration; the release at its middle
+MIN_WINDUP_TIME = 1.0              # s, shortest move to the back of the stroke
+FLIGHT_WAIT = 3.0                  # s, held after the stroke while the ball flies and settles
+
+
+class HoldIK:
+    """Damped-least-squares inverse kinematics of the holder's site "hold" (where the ball is
+    held) and the flange's axis, on a private MjData, moving the joints ``joints`` only."""
+
+    def __init__(self, robot: Robot, task):
+        scene = build_scene(robot, task)
+        self.model, self.data = scene.model, mujoco.MjData(scene.model)
+        self.qpos_adr, self.dof_adr = scene.qpos_adr, scene.dof_adr
+        self.lower, self.upper = robot.range_lower, robot.range_upper
+        self.site, self.flange = self.model.site("hold").id, self.model.site(robot.end_effector_site).id
+        self._jp, self._jr = np.zeros((3, self.model.nv)), np.zeros((3, self.model.nv))
+
+    def pose(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The site's position (3,) m and the flange's axis (3,) at posture q."""
+        self.data.qpos[self.qpos_adr] = q
+        mujoco.mj_kinematics(self.model, self.data)
+        return self.data.site_xpos[self.site].copy(), self.data.site_xmat[self.flange].reshape(3, 3)[:, 2].copy()
+
+    def jacobian(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(3, n_dofs) each: the site's velocity m/s and the hand's angular velocity rad/s per joint rate."""
+        self.pose(q)
+        mujoco.mj_comPos(self.model, self.data)
+        mujoco.mj_jacSite(self.model, self.data, self._jp, self._jr, self.site)
+        return self._jp[:, self.dof_adr].copy(), self._jr[:, self.dof_adr].copy()
+
+    def solve(self, q0: np.ndarray, position: np.ndarray, axis: np.ndarray, joints, iterations: int = 300,
+              weight: float = 0.3) -> np.ndarray:
+        """Posture near q0 (moving ``joints``) putting the site at ``position`` and the flange's
+        axis along ``axis``; ValueError when out of reach."""
+        q, joints = np.asarray(q0, float).copy(), list(joints)
+        for _ in range(iterations):
+            x, a = self.pose(q)
+            error = np.concatenate([position - x, weight * np.cross(a, axis)])
+            if np.linalg.norm(error) < 1e-9:
+                return q
+            jp, jr = self.jacobian(q)
+            J = np.vstack([jp, weight * jr])[:, joints]
+            step = J.T @ np.linalg.solve(J @ J.T + 1e-4 * np.eye(6), error)
+            q[joints] = np.clip(q[joints] + step * min(1.0, 0.2 / np.max(np.abs(step))),
+                                self.lower[joints], self.upper[joints])
+        raise ValueError(f"the release pose {np.round(position, 3).tolist()} is out of the holder's reach")
+
+
+def throw_plane(cup_xy) -> tuple[float, np.ndarray]:
+    """The azimuth rad of the cup seen from the base axis and the unit horizontal direction toward it."""
+    psi = float(np.arctan2(cup_xy[1], cup_xy[0]))
+    return psi, np.array([np.cos(psi), np.sin(psi), 0.0])
+
+
+def stroke(robot: Robot, task, cup_xy, velocity, point) -> tuple:
+    """The release posture (n_dofs,) rad, the joint rates (n_dofs,) rad/s at the release and the
+    stroke's minimum-jerk profile s(t) (its q: joint-space distance along those rates in units
+    of 1 s, from -STROKE_TIME/3.75 to +STROKE_TIME/3.75, peak rate 1 at the middle)."""
+    ik = HoldIK(robot, task)
+    psi, toward = throw_plane(cup_xy)
+    q0 = task.start_posture(robot)
+    q0[0] = psi
+    axis = np.cos(RELEASE_PITCH) * toward + [0.0, 0.0, np.sin(RELEASE_PITCH)]
+    release = ik.solve(q0, point[0] * toward + [0.0, 0.0, point[1]], axis, STROKE_JOINTS)
+    J = ik.jacobian(release)[0][:, list(STROKE_JOINTS)]
+    scale = np.diag(robot.velocity_limit[list(STROKE_JOINTS)])
+    rates = np.zeros(robot.n_dofs)
+    rates[list(STROKE_JOINTS)] = scale @ np.linalg.pinv(J @ scale) @ (velocity[0] * toward + [0, 0, velocity[1]])
+    half = STROKE_TIME / 3.75  # a minimum-jerk move of length L over T peaks at 1.875 L / T
+    return release, rates, min_jerk(np.array([-half]), np.array([half]), STROKE_TIME, robot.control_dt)
+
+
+def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, cup=None, params: dict | None = None,
+                       velocity=None, point=None, release_shift: int = 0, offsets=None) -> list:
+    """The reference episode as episodic.commands objects: StartCommand (context = [release
+    time, cup_x, cup_y]), the gain set, the wind-up and the stroke. ``cup``: (cup_x, cup_y) m,
+    or None for the task's default cup. ``velocity`` and ``point`` replace the release state's,
+    ``release_shift`` (control steps later) and ``offsets`` ((2, n_dofs) rad added to the
+    stroke's start and end postures, blended along its profile) perturb it (the noise table)."""
+    robot = load_robot(robot) if isinstance(robot, str) else robot
+    task = make_task("beer_pong", params)
+    cup = np.array([task.cup_x, task.cup_y] if cup is None else cup, float)
+    release, rates, s = stroke(robot, task, cup, RELEASE_VELOCITY if velocity is None else velocity,
+                               RELEASE_POINT if point is None else point)
+    if offsets is not None:  # a joint-space error growing from the start's to the end's along the stroke
+        span = s.q[-1] - s.q[0]
+        shift = offsets[1] - offsets[0]
+        release = release + offsets[0] - s.q[0] / span * shift
+        rates = rates + shift / span
+    q_stroke = release + s.q * rates
+    q_stroke_d, q_stroke_dd = s.qd * rates, s.qdd * rates
+    start = task.start_posture(robot)
+    goto = robot.goto
+    windup_time = max(MIN_WINDUP_TIME, min_jerk_duration(start, q_stroke[0], goto.max_velocity, goto.max_acceleration))
+    windup = min_jerk(start, q_stroke[0], windup_time, robot.control_dt)
+    release_step = len(windup.q) + len(s.q) // 2 + release_shift
+    context = [release_step * robot.control_dt, *cup]
+    return [
+        StartCommand(episode_id, 3, context=np.array(context)),
+        GainsCommand(episode_id, 1, 3, robot.kp, robot.kd, feedforward=Feedforward.FEEDFORWARD),
+        TrajectoryCommand(episode_id, 2, 3, windup.q, windup.qd, windup.qdd),
+        TrajectoryCommand(episode_id, 3, 3, q_stroke, q_stroke_d, q_stroke_dd, wait_time=FLIGHT_WAIT),
+    ]
+
+
+NOISE_TIME = (1, 2, 5, 10)            # ms, standard deviation of the release time
+NOISE_STROKE = (0.005, 0.01, 0.02)    # rad, on j2, j4, j6 at the stroke's start and end
+
+
+def main() -> None:
+    from episodic.runner import Runner
+
+    parser = argparse.ArgumentParser(description="Run the scripted beer-pong throw and log it.")
+    parser.add_argument("--out", default=None, help="HDF5 log to write, replaced if it exists (default: none)")
+    parser.add_argument("--noise", type=int, default=0, metavar="N",
+                        help="also print the success rate of N perturbed copies per noise level")
+    args = parser.parse_args()
+    with Runner(make_task("beer_pong"), log=args.out, keep_episodes=True, overwrite=True) as runner:
+        commands = reference_commands(runner.robot, 1)
+        wall = time.perf_counter()
+        replies = [runner.send(c) for c in commands]
+        wall = time.perf_counter() - wall
+        scored = runner.task.scored_distance()
+    ep = runner.episodes[-1]
+    steps, sim_time = ep.n_steps, ep.n_steps * runner.robot.control_dt
+    print(f"flags {[r.flag.name for r in replies]}; return {ep.episode_return:.4f}; scored {scored:.4f} m from "
+          f"the cup's axis; success {ep.success}")
+    print(f"{steps} steps ({sim_time:.2f} s simulated) in {wall:.3f} s: {steps / wall:,.0f} steps/s, "
+          f"{sim_time / wall:.0f}x real time")
+    if args.noise:
+        if not __package__:  # run as a script: the repository's root on the path, for the examples package
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+        from examples.noise_table import noise_table, print_noise_table
+
+        robot = load_robot("wam")
+        joints = list(STROKE_JOINTS)
+
+        def late(rng, level):
+            return reference_commands(robot, release_shift=int(round(rng.normal(0, level) * 1e-3 / robot.control_dt)))
+
+        def off(rng, level):
+            offsets = np.zeros((2, robot.n_dofs))
+            offsets[:, joints] = rng.normal(0, level, (2, len(joints)))
+            return reference_commands(robot, offsets=offsets)
+
+        print(f"release time perturbed ({args.noise} copies per level):")
+        print_noise_table(noise_table("beer_pong", late, NOISE_TIME, n=args.noise), "ms")
+        print(f"stroke perturbed on j2, j4, j6 at its start and end ({args.noise} copies per level):")
+        print_noise_table(noise_table("beer_pong", off, NOISE_STROKE, n=args.noise), "rad")
+
+
+if __name__ == "__main__":
+    main()

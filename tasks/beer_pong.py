@@ -1,0 +1,424 @@
+"""beer_pong: throw a ball so that it bounces once on a table and lands in a cup.
+
+Scene. A ball holder is bolted to the tool flange (site "ee"): a short stem along the flange
+axis and a small dish; it is part of the arm's dynamics and its gravity compensation, and it
+collides with nothing, so the ball leaves it freely. The ball (a free body) is held at the
+holder's site "hold", ``HOLD_OFFSET`` m out along the flange axis, by a stiff, critically damped
+spring between the two (three actuators on the ball's site with the holder's site as reference,
+one per axis of the holder's frame, natural frequency ``HOLD_OMEGA`` rad/s with the ball's mass:
+it lags the hand by a/omega^2, 0.4 mm at 60 m/s^2; measured: 0.12 mm at most through the
+reference's throw, 0.03 mm at its release). Each actuator's force is its activation
+times the spring's: activation 1 holds, 0 releases. The activation has no input of its own (an
+integrator whose control stays 0), so it is part of the physics state (mjSTATE_FULLPHYSICS) that
+every run carries, the log records and a replay repeats. (A weld equality switched off by
+``eq_active`` is not: mujoco.rollout resets eq_active to the model's default at every run.)
+The ball does not turn with the holder: it leaves without spin.
+
+A table (``table_length`` x ``table_width`` m, its playing surface ``table_height`` m above the
+floor, centred at (``table_x``, ``table_y``)) stands in front of the robot; a conical cup stands
+on it (a mocap body: placed by the context, it never moves), its axis vertical, ``cup_height`` m
+from the table to the rim, inner radius ``cup_bottom_radius`` m at the bottom and
+``cup_rim_radius`` m at the rim: a bottom disc (``CUP_BOTTOM`` m thick), ``CUP_WALLS`` thin
+boxes around the cone (MuJoCo has no hollow cone) and a rim of as many capsules on top.
+
+Physical values and sources.
+* Ball: a table-tennis ball, 40 mm, 2.7 g (ITTF Laws of Table Tennis 2.3.1-2.3.2), a thin
+  shell: inertia 2/3 m r^2.
+* Table: 2.74 x 1.525 m, its surface 0.76 m above the floor (ITTF Laws 2.1.1). Law 2.1.3: a
+  standard ball dropped on it from 30 cm bounces about 23 cm, sqrt(23/30) = 0.876 in air. The
+  ball's own drag takes part of both flights of that drop (it falls to 2.38 instead of 2.43 m/s
+  and rises 97 % of the height its speed would reach in vacuum), so the contact's restitution
+  (the speed ratio) that rebounds 23 cm in air is 0.90-0.91: ``table_restitution`` 0.90
+  rebounds 22.8 cm in the task (tested). Friction 0.25: an estimate of the order the
+  table-tennis rebound models use (e.g. Nakashima et al., "Modeling of rebound phenomenon of a
+  rigid ball with friction and elastic effects", ACC 2010). The floor and the arm's links: as
+  the table, stiff surfaces.
+* Cup: a 16 oz party cup (about 94 mm across the rim, 60-66 mm across the bottom, 117-121 mm
+  tall), a thin plastic shell that gives and absorbs most of an impact: restitution
+  ``cup_restitution`` 0.4 (an estimate; no standard measures it) and friction 0.3.
+* Contacts: explicit pairs (episodic.contact) with a stiffer spring than the library's default:
+  natural frequency ``CONTACT_OMEGA`` = 1000 rad/s (omega dt = 0.5 at the 0.5 ms step), so a
+  ball hitting at 3.5 m/s sinks in 3.5 mm and an impact lasts about 3 ms; the default 300 rad/s
+  would sink it 12 mm, deeper than the cup's wall is thick. Measured (tests): the ball leaves
+  the table at 0.883-0.913 of its impact speed (mean 0.900) and the cup's bottom at 0.35-0.48
+  (mean 0.400), by where the impact falls within a physics step; dropped from 30 cm into the
+  cup it rebounds 4.5 cm.
+* Air (episodic.contact.add_air): 1.204 kg/m^3; a smooth sphere's drag coefficient 0.47:
+  terminal velocity sqrt(2 m g / (rho Cd pi r^2)) = 8.63 m/s, so drag is (v / 8.63 m/s)^2 of
+  the ball's weight: 12 % at 3 m/s (tested: a dropped ball's speed follows v_t tanh(g t / v_t)
+  within 0.2 %). It matters: the reference's release state comes down through the rim plane
+  26 cm beyond the cup without air, and a release planned without air comes down 18 cm short.
+Physics step: ``substeps`` 4 (0.5 ms), as the other bouncing tasks. At 4 times as many, the
+reference's score moves by 5 mm (the bounce's restitution depends on where the impact falls in
+a step, by +-0.015), and it still lands in the cup.
+
+Release: part of the learner's start command. Context (command 0): nothing (``release_time`` and
+the cup at (``cup_x``, ``cup_y``)), [release_time] s, or [release_time, cup_x, cup_y] (s, m, m:
+the cup's axis on the table, world frame). release_time counts from the start of the motion
+(the first control step of index 1, the clock of joint failures), rounded to a control step
+(2 ms); the ball is let go before that step runs (episodic.task.Task.motion_events): at 0 before
+the first step, and at a segment's end before the next segment's first step. A release time
+after the episode's end never comes (the ball stays held). Start: the ball held, at rest at the
+holder's site; the cup on the table (TaskError unless its foot lies on the table).
+
+State columns: ball_x, ball_y, ball_z m and ball_vx, ball_vy, ball_vz m/s (the ball's centre,
+world frame); cup_x, cup_y m (the cup's axis); height m: the ball's centre above the rim plane
+(negative below it); radial m: the ball's centre's horizontal distance from the cup's axis;
+on_table: 1 while the ball touches the table (a contact sensor, read once per control step: an
+impact lasts longer than a step, so none is missed); in_cup: 1 while the ball's centre lies
+inside the cup's inner cone (below the rim plane, above the bottom, radial less than the cone's
+radius at that height); at_rest: 1 while the ball's speed is below ``rest_speed``.
+
+Reward. The throw is scored where the ball's centre crosses the rim plane going down after
+exactly ``bounces`` table bounces (1 by default; a bounce is a step at which the ball begins
+to touch the table): r = -min(radial, MISS_DISTANCE), radial interpolated linearly between the
+two control steps around the crossing. Crossings before that bounce do not count, nor any
+after the first that counts. A throw that is never scored (the ball never let go, or it goes
+into the cup directly, touches the table again before coming down through the rim plane, or
+never rises above it after the bounce) gets -MISS_DISTANCE = -1 m. Step rewards:
+-MISS_DISTANCE at the episode's first motion step and MISS_DISTANCE - min(radial,
+MISS_DISTANCE) at the step of the scored crossing, 0 at every other step (steps outside
+segments earn nothing), so that the return is exactly minus the scored distance.
+Success: the throw was scored with radial < ``cup_rim_radius`` and the ball lies in the cup at
+rest (in_cup and at_rest) at the episode's end, without a break for its last ``rest_time`` s.
+A segment ends once the ball has lain in the cup at rest for ``rest_time`` s in it. Safety
+aborts and the like end the episode unsolved (as in every task).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import mujoco
+import numpy as np
+
+from episodic.contact import (
+    SPHERE_DRAG_COEFFICIENT,
+    add_air,
+    add_bouncing_pair,
+    add_bouncing_pairs,
+    friction_solref,
+    solref_for_restitution,
+)
+from episodic.robot import Robot
+from episodic.task import (
+    Episode,
+    StepView,
+    Task,
+    TaskError,
+    add_frame_sensors,
+    add_free_ball,
+    coordinate,
+    param,
+    place_free_ball,
+    update_kinematics,
+)
+from episodic.tasks.tetherball import _rigid_inertia
+
+HOLD_OFFSET = 0.07     # m, the held ball's centre out from the flange along its axis
+HOLD_OMEGA = 400.0     # rad/s, the hold's natural frequency with the ball's mass
+HOLDER_MASS = 0.05     # kg, stem and dish
+CONTACT_OMEGA = 1000.0  # rad/s, the ball's contacts' natural frequency (module docstring)
+TABLE_FRICTION = 0.25  # a table-tennis ball on a table (module docstring)
+CUP_FRICTION = 0.3     # the ball on the plastic cup (estimate)
+TABLE_TOP = 0.025      # m, the table top's thickness
+CUP_WALLS = 16         # boxes that make the cup's wall
+CUP_WALL = 0.004       # m, the wall boxes' (collision) thickness, outward from the inner cone
+CUP_BOTTOM = 0.004     # m, the bottom's thickness
+MISS_DISTANCE = 1.0    # m, the score of a throw that is never scored, and the largest one counted
+HOLD_ACTUATORS = ("hold_x", "hold_y", "hold_z")
+# columns of the reward's memory (BeerPongEpisode.rows)
+_TIME, _TOUCH, _BOUNCES, _HEIGHT, _X, _Y, _SCORED, _RESTING = range(8)
+
+
+@dataclass
+class BeerPongEpisode(Episode):
+    """The episode's release time s (from the context), the hold's activation addresses, and
+    the reward's memory: one row per segment step so far (columns _TIME s, _TOUCH, _BOUNCES
+    (table bounces up to that step), _HEIGHT, _X, _Y m of the ball's centre, _SCORED, _RESTING;
+    steps a shortened segment drops are left out), the scored distance m (nan before the throw
+    is scored) and the control period dt s."""
+
+    release_time: float = np.inf
+    hold_act: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
+    rows: np.ndarray = field(default_factory=lambda: np.zeros((0, 8)))
+    scored: float = np.nan
+    dt: float = 0.0  # s, the control period of the rows
+
+
+@dataclass
+class BeerPong(Task):
+    name: ClassVar[str] = "beer_pong"
+    summary: ClassVar[str] = "throw a ball so that it bounces once on a table and lands in a cup."
+    robots: ClassVar[tuple[str, ...]] = ("wam",)
+    camera: ClassVar[dict[str, float]] = {"lookat": (1.1, 0.0, 1.05), "distance": 2.2, "azimuth": 115, "elevation": -12}
+    columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
+                                          "cup_x", "cup_y", "height", "radial", "on_table", "in_cup", "at_rest")
+    context_sizes: ClassVar[tuple[int, ...]] = (0, 1, 3)
+    context_help: ClassVar[str] = ("a release time [t] s after the motion starts, or [t, cup_x, cup_y] (s, m, m: the "
+                                   "cup's axis on the table), or no context for the defaults")
+    substeps: ClassVar[int] = 4  # 0.5 ms physics: the bounces' restitution, and CONTACT_OMEGA dt = 0.5
+    episode_type: ClassVar[type[Episode]] = BeerPongEpisode
+
+    # ball (ITTF)
+    ball_radius: float = param(0.02, "m", gt=0)
+    ball_mass: float = param(0.0027, "kg", gt=0)
+    # table (ITTF)
+    table_x: float = coordinate(1.82, "x", "the table's centre (its near end 0.45 m in front of the robot's base)")
+    table_y: float = coordinate(0.0, "y", "the table's centre")
+    table_height: float = param(0.76, "m", "the playing surface above the floor", gt=0, le=1.5)
+    table_length: float = param(2.74, "m", "along x", gt=0)
+    table_width: float = param(1.525, "m", "along y", gt=0)
+    table_restitution: float = param(0.90, "", "the ball's restitution on the table (0.90 rebounds 23 cm from "
+                                     "30 cm in air, ITTF)", ge=0, lt=1)
+    # cup (16 oz party cup)
+    cup_x: float = coordinate(1.6, "x", "the cup's axis without a context")
+    cup_y: float = coordinate(0.0, "y", "the cup's axis without a context")
+    cup_rim_radius: float = param(0.047, "m", "inner radius at the rim", gt=0)
+    cup_bottom_radius: float = param(0.031, "m", "inner radius at the bottom", gt=0)
+    cup_height: float = param(0.12, "m", "table to rim", gt=0)
+    cup_restitution: float = param(0.4, "", "the ball's restitution on the cup", ge=0, lt=1)
+    # throw and success
+    release_time: float = param(1.764, "s", "when the ball is let go after the motion starts, without a context "
+                                "(the reference throw's)", ge=0)
+    bounces: int = param(1, "", "table bounces before the ball comes down through the rim plane", ge=1)
+    rest_speed: float = param(0.05, "m/s", "'at rest' below this speed", gt=0)
+    rest_time: float = param(0.3, "s", "success: in the cup at rest this long; also ends a segment", ge=0)
+
+    def check_params(self) -> None:
+        if not self.cup_bottom_radius > self.ball_radius:
+            raise TaskError(f"parameter 'cup_bottom_radius' of task 'beer_pong' must be larger than ball_radius "
+                            f"({self.ball_radius} m), got {self.cup_bottom_radius}")
+        if not self.cup_rim_radius >= self.cup_bottom_radius:
+            raise TaskError(f"parameter 'cup_rim_radius' of task 'beer_pong' must be at least cup_bottom_radius "
+                            f"({self.cup_bottom_radius} m), got {self.cup_rim_radius}")
+        if not self.cup_height > CUP_BOTTOM + 2 * self.ball_radius:
+            raise TaskError(f"parameter 'cup_height' of task 'beer_pong' must be larger than the ball's diameter "
+                            f"and the bottom ({CUP_BOTTOM + 2 * self.ball_radius} m), got {self.cup_height}")
+
+    def _check_cup(self, cup: np.ndarray) -> None:
+        """TaskError unless the cup's foot at ``cup`` (x, y) m lies on the table."""
+        margin = np.array([self.table_length, self.table_width]) / 2 - (self.cup_bottom_radius + CUP_WALL)
+        if np.any(np.abs(cup - [self.table_x, self.table_y]) > margin):
+            raise TaskError(f"the cup at {np.round(cup, 4).tolist()} m stands off the table: its axis must lie "
+                            f"within x {self.table_x} +- {margin[0]:.4g} m and y {self.table_y} +- "
+                            f"{margin[1]:.4g} m (the context's cup_x, cup_y, or the parameters without one)")
+
+    # -- scene ---------------------------------------------------------------
+    def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
+        flange = spec.site(robot.end_effector_site)
+        dish_z = HOLD_OFFSET - self.ball_radius - 0.004
+        geoms = [
+            dict(name="holder_stem", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[0.008, dish_z / 2, 0],
+                 pos=[0, 0, dish_z / 2], mass=0.6 * HOLDER_MASS, rgba=[0.6, 0.6, 0.65, 1]),
+            dict(name="holder_dish", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[0.7 * self.ball_radius, 0.002, 0],
+                 pos=[0, 0, dish_z], mass=0.4 * HOLDER_MASS, rgba=[0.6, 0.6, 0.65, 1]),
+        ]
+        mass, ipos, iquat, inertia = _rigid_inertia(geoms)
+        body = flange.parent.add_body(name="holder", pos=flange.pos, quat=flange.quat)
+        body.explicitinertial = True
+        body.mass, body.ipos, body.iquat, body.inertia = mass, ipos, iquat, inertia
+        body.gravcomp = 1.0  # the controller's gravity compensation includes the holder
+        for g in geoms:
+            geom = body.add_geom(**g)
+            geom.contype, geom.conaffinity = 0, 0  # touches nothing: the ball leaves it freely
+            geom.mass = 0.0
+        body.add_site(name="hold", pos=[0, 0, HOLD_OFFSET], group=3)
+
+    def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
+        timestep = spec.option.timestep
+        self._add_table(spec)
+        cup = self._add_cup(spec)
+        ball = add_free_ball(spec, "ball", [self.table_x, self.table_y, 0.5], self.ball_radius, self.ball_mass,
+                             rgba=[1.0, 0.55, 0.1, 1], contype=1, conaffinity=1)
+        ball.inertia = [2.0 / 3.0 * self.ball_mass * self.ball_radius**2] * 3  # a thin shell
+        ball.add_site(name="ball", pos=[0, 0, 0])
+        self._add_hold(spec)
+        # the ball bounces off the table, the floor and the arm's links (all it touches by its
+        # bits), then off the cup's geoms (which touch nothing else)
+        pairs = add_bouncing_pairs(spec, "ball", self.table_restitution, TABLE_FRICTION, timestep)
+        pairs.update({g: add_bouncing_pair(spec, "ball", g, self.cup_restitution, CUP_FRICTION, timestep,
+                                           name=f"ball-{g}") for g in cup})
+        for other, pair in pairs.items():
+            restitution = self.cup_restitution if other in cup else self.table_restitution
+            pair.solref = list(solref_for_restitution(restitution, timestep, CONTACT_OMEGA))
+            pair.solreffriction = list(friction_solref(CONTACT_OMEGA))
+        add_air(spec, ["ball"], SPHERE_DRAG_COEFFICIENT)
+        add_frame_sensors(spec, "bp_ball", mujoco.mjtObj.mjOBJ_SITE, "ball")
+        spec.add_sensor(name="bp_cup_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
+                        objtype=mujoco.mjtObj.mjOBJ_XBODY, objname="cup")
+        touch = spec.add_sensor(name="bp_on_table", type=mujoco.mjtSensor.mjSENS_CONTACT,
+                                objtype=mujoco.mjtObj.mjOBJ_GEOM, objname="ball",
+                                reftype=mujoco.mjtObj.mjOBJ_GEOM, refname="table_top")
+        touch.intprm = [1, 0, 1]  # data "found" (the number of contacts), no reduction, 1 slot
+        spec.add_sensor(name="bp_clock", type=mujoco.mjtSensor.mjSENS_CLOCK)
+
+    def _add_table(self, spec: mujoco.MjSpec) -> None:
+        L, W, h, t = self.table_length, self.table_width, self.table_height, TABLE_TOP
+        table = spec.worldbody.add_body(name="table", pos=[self.table_x, self.table_y, 0.0])
+        table.add_geom(name="table_top", type=mujoco.mjtGeom.mjGEOM_BOX, size=[L / 2, W / 2, t / 2],
+                       pos=[0, 0, h - t / 2], rgba=[0.1, 0.25, 0.45, 1], contype=1, conaffinity=1)
+        leg = (h - t) / 2
+        for sx in (-1, 1):
+            for sy in (-1, 1):
+                table.add_geom(type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.03, 0.03, leg],
+                               pos=[sx * (L / 2 - 0.1), sy * (W / 2 - 0.1), leg], rgba=[0.2, 0.2, 0.2, 1],
+                               contype=0, conaffinity=0)
+
+    def _add_cup(self, spec: mujoco.MjSpec) -> list[str]:
+        """The cup: a mocap body whose frame lies on the table at the cup's axis; returns its
+        geoms' names (they touch only the ball, through its pairs)."""
+        rb, rr, H, w, tb = self.cup_bottom_radius, self.cup_rim_radius, self.cup_height, CUP_WALL, CUP_BOTTOM
+        cup = spec.worldbody.add_body(name="cup", mocap=True, pos=[self.cup_x, self.cup_y, self.table_height])
+        look = dict(rgba=[0.8, 0.1, 0.1, 1], contype=0, conaffinity=0)
+        names = ["cup_bottom"]
+        cup.add_geom(name="cup_bottom", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[rb + w, tb / 2, 0],
+                     pos=[0, 0, tb / 2], **look)
+        alpha = np.arctan2(rr - rb, H - tb)  # the wall's lean outward from the vertical
+        half_length = np.hypot(rr - rb, H - tb) / 2
+        half_width = (rr + w) * np.tan(np.pi / CUP_WALLS) + 1e-4
+        inner_mid = np.array([(rb + rr) / 2, (tb + H) / 2])  # (radius, height)
+        centre = inner_mid + w / 2 * np.array([np.cos(alpha), -np.sin(alpha)])
+        tilt = np.array([np.cos(alpha / 2), 0, np.sin(alpha / 2), 0])  # about the box's y: its top leans out
+        rim = rr + w / 2
+        along = rim * np.tan(np.pi / CUP_WALLS)
+        for k in range(CUP_WALLS):
+            phi = 2 * np.pi * k / CUP_WALLS
+            turn = np.array([np.cos(phi / 2), 0, 0, np.sin(phi / 2)])
+            quat = np.zeros(4)
+            mujoco.mju_mulQuat(quat, turn, tilt)
+            radial, tangent = np.array([np.cos(phi), np.sin(phi)]), np.array([-np.sin(phi), np.cos(phi)])
+            cup.add_geom(name=f"cup_wall{k}", type=mujoco.mjtGeom.mjGEOM_BOX, size=[w / 2, half_width, half_length],
+                         pos=[*(centre[0] * radial), centre[1]], quat=quat, **look)
+            cup.add_geom(name=f"cup_rim{k}", type=mujoco.mjtGeom.mjGEOM_CAPSULE, size=[w / 2, 0, 0],
+                         fromto=[*(rim * radial - along * tangent), H, *(rim * radial + along * tangent), H], **look)
+            names += [f"cup_wall{k}", f"cup_rim{k}"]
+        return names
+
+    def _add_hold(self, spec: mujoco.MjSpec) -> None:
+        """The hold: three actuators pulling the ball's site to the holder's site along the
+        holder's axes, force = activation * (-kp length - kd velocity), activation held (no input)."""
+        kp, kd = self.ball_mass * HOLD_OMEGA**2, 2 * self.ball_mass * HOLD_OMEGA
+        for axis, name in enumerate(HOLD_ACTUATORS):
+            gear = [0.0] * 6
+            gear[axis] = 1.0
+            act = spec.add_actuator(name=name, target="ball", refsite="hold", trntype=mujoco.mjtTrn.mjTRN_SITE,
+                                    gear=gear)
+            act.dyntype = mujoco.mjtDyn.mjDYN_INTEGRATOR
+            act.gaintype = mujoco.mjtGain.mjGAIN_AFFINE
+            act.gainprm[:3] = [0.0, -kp, -kd]
+            act.biastype = mujoco.mjtBias.mjBIAS_NONE
+            act.actlimited = mujoco.mjtLimited.mjLIMITED_TRUE
+            act.actrange = [0.0, 1.0]
+            act.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE  # its control stays 0: no one sets it
+
+    # -- episode start ---------------------------------------------------------
+    def default_context(self) -> np.ndarray:
+        """[release_time, cup_x, cup_y] (s, m, m)."""
+        return np.array([self.release_time, self.cup_x, self.cup_y])
+
+    def initialize_episode(self, model, data, context, rng) -> None:
+        release, cup = float(context[0]), np.asarray(context[1:3], float)
+        if release < 0:
+            raise TaskError(f"the release time must be >= 0 s after the motion starts, got {release}")
+        self._check_cup(cup)
+        memory, ids = self.episode, self.episode.ids
+        memory.release_time = release
+        memory.hold_act = np.array([model.actuator_actadr[model.actuator(n).id] for n in HOLD_ACTUATORS])
+        data.mocap_pos[ids.mocap["cup"]] = [cup[0], cup[1], self.table_height]
+        # the ball held, at the holder's site, moving with it
+        update_kinematics(model, data)
+        site = ids.site["hold"]
+        velocity = np.zeros(6)
+        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_SITE, site, velocity, 0)
+        place_free_ball(data, ids, "ball", data.site_xpos[site].copy(), velocity[3:])
+        data.act[memory.hold_act] = 1.0
+        mujoco.mj_forward(model, data)
+        ball = ids.geom["ball"]
+        touched = [model.geom(c.geom1 + c.geom2 - ball).name for c in data.contact[: data.ncon] if ball in c.geom]
+        if touched:
+            raise TaskError(f"the held ball touches {', '.join(touched)} at the start posture; "
+                            f"start the robot elsewhere")
+
+    def motion_events(self) -> dict[str, float]:
+        return {"release": self.episode.release_time}
+
+    def on_motion_event(self, name, model, data) -> None:
+        if name == "release":
+            data.act[self.episode.hold_act] = 0.0
+
+    # -- per step ------------------------------------------------------------
+    def state(self, steps: StepView) -> np.ndarray:
+        ball, vel, cup = steps.sensor("bp_ball_pos"), steps.sensor("bp_ball_vel"), steps.sensor("bp_cup_pos")
+        up = ball[:, 2] - cup[:, 2]  # the ball's centre above the table at the cup
+        height = up - self.cup_height
+        radial = np.hypot(ball[:, 0] - cup[:, 0], ball[:, 1] - cup[:, 1])
+        rb, rr, tb = self.cup_bottom_radius, self.cup_rim_radius, CUP_BOTTOM
+        cone = rb + (rr - rb) * (up - tb) / (self.cup_height - tb)
+        in_cup = (height < 0) & (up > tb) & (radial < cone)
+        at_rest = np.linalg.norm(vel, axis=1) < self.rest_speed
+        on_table = steps.sensor("bp_on_table")[:, 0] > 0
+        return np.column_stack([ball, vel, cup[:, :2], height, radial, on_table, in_cup, at_rest]).astype(float)
+
+    def _rest_step(self, steps: StepView, state: np.ndarray) -> int | None:
+        """Index of the first step at which the ball has lain in the cup at rest for rest_time s
+        (within these steps), or None."""
+        need = max(int(round(self.rest_time / steps.dt)), 1)
+        resting = np.concatenate([[0], np.cumsum((state[:, 11] > 0.5) & (state[:, 12] > 0.5))])
+        ends = np.flatnonzero(resting[need:] - resting[:-need] == need)  # windows of need steps all resting
+        return int(ends[0]) + need - 1 if ends.size else None
+
+    def segment_end(self, steps: StepView, state: np.ndarray) -> int | None:
+        rest = self._rest_step(steps, state)
+        return None if rest is None else rest + 1
+
+    def step_reward(self, steps: StepView, state: np.ndarray) -> np.ndarray:
+        n = len(state)
+        if n == 0:
+            return np.zeros(0)
+        memory = self.episode
+        memory.dt = steps.dt
+        times = steps.sensor("bp_clock")[:, 0]
+        memory.rows = memory.rows[memory.rows[:, _TIME] < times[0]]  # drop steps a shortened segment did not keep
+        first = memory.rows.shape[0] == 0
+        last = memory.rows[-1] if not first else np.array([-np.inf, 0, 0, np.nan, np.nan, np.nan, 0, 0])
+        if first or not last[_SCORED]:
+            memory.scored = np.nan
+        touch = state[:, 10] > 0.5
+        onset = touch & ~np.concatenate([[last[_TOUCH] > 0.5], touch[:-1]])
+        bounces = last[_BOUNCES] + np.cumsum(onset)
+        height, xy = state[:, 8], state[:, 0:2]
+        before = np.concatenate([[last[_HEIGHT]], height[:-1]])
+        xy_before = np.vstack([last[[_X, _Y]], xy[:-1]])
+        with np.errstate(invalid="ignore"):
+            counts = (height <= 0) & (before > 0) & (bounces == self.bounces)
+        reward = np.zeros(n)
+        if first:
+            reward[0] = -MISS_DISTANCE
+        scored = np.full(n, last[_SCORED] > 0.5)
+        if not scored[0] and counts.any():
+            k = int(np.argmax(counts))
+            frac = before[k] / (before[k] - height[k])
+            at = xy_before[k] + frac * (xy[k] - xy_before[k])
+            radial = min(float(np.hypot(*(at - state[k, 6:8]))), MISS_DISTANCE)
+            reward[k] += MISS_DISTANCE - radial
+            scored[k:] = True
+            memory.scored = radial
+        resting = (state[:, 11] > 0.5) & (state[:, 12] > 0.5)
+        keep = self.segment_end(steps, state) or n  # the steps the segment keeps
+        rows = np.column_stack([times, touch, bounces, height, xy, scored, resting])[:keep]
+        memory.rows = np.vstack([memory.rows, rows])
+        return reward
+
+    def scored_distance(self) -> float:
+        """m, the ball's distance from the cup's axis where the throw was scored, nan before."""
+        return float(self.episode.scored)
+
+    def success(self, state: np.ndarray) -> bool:
+        memory = self.episode
+        if not memory.scored < self.cup_rim_radius:
+            return False
+        need = max(int(round(self.rest_time / memory.dt)), 1)
+        if memory.rows.shape[0] < need:
+            return False
+        return bool(np.all(memory.rows[-need:, _RESTING] > 0.5) and state[11] > 0.5 and state[12] > 0.5)
