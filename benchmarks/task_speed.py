@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import sys
 import time
 from pathlib import Path
 
@@ -28,6 +29,7 @@ def reference(task: str):
         return None
     spec = importlib.util.spec_from_file_location(f"{task}_reference", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a module's dataclasses look themselves up there
     spec.loader.exec_module(module)
     return module.reference_commands
 
