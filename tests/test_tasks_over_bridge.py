@@ -19,8 +19,8 @@ from episodic.replay import replay
 from episodic.robot import load_robot
 from episodic.runner import Runner
 from episodic.tasks import TASKS, make_task
-from examples import (ball_in_cup_reference, ball_on_beam_reference, beer_pong_reference, pole_balancing_reference,
-                      tetherball_reference)
+from examples import (ball_in_cup_reference, ball_on_beam_reference, ball_paddling_reference, beer_pong_reference,
+                      pole_balancing_reference, tetherball_reference)
 from tests.helpers import Served, assert_same_steps, channel_name, shm_leftovers, wave
 
 pytestmark = pytest.mark.slow  # real `episodic serve` processes
@@ -49,6 +49,8 @@ CASES = {
                                  ball_on_beam_reference.reference_commands(WAM, episode_id=7)),
     "pole_balancing": lambda: Case({"pole_length": 0.4}, 2, pole_balancing_reference.reference_commands(
         WAM, episode_id=5, context=[np.pi - 0.2], pole_length=0.4)),
+    "ball_paddling": lambda: Case({"min_hits": 8}, 4, ball_paddling_reference.reference_commands(WAM, 5)
+                                  + ball_paddling_reference.reference_commands(WAM, 6, apex=0.47)),
     "beer_pong": lambda: Case({}, 0, beer_pong_reference.reference_commands(WAM, 5) + beer_pong_reference.reference_commands(
         WAM, 6, [1.6 * np.cos(0.3), 1.6 * np.sin(0.3)])),
     "tetherball": lambda: Case({}, 0, tetherball_reference.reference_commands(WAM, 5) + tetherball_reference.reference_commands(
