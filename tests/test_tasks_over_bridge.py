@@ -20,7 +20,7 @@ from episodic.robot import load_robot
 from episodic.runner import Runner
 from episodic.tasks import TASKS, make_task
 from examples import (ball_in_cup_reference, ball_on_beam_reference, ball_paddling_reference, beer_pong_reference,
-                      pole_balancing_reference, tetherball_reference)
+                      casting_reference, pole_balancing_reference, tetherball_reference)
 from tests.helpers import Served, assert_same_steps, channel_name, shm_leftovers, wave
 
 pytestmark = pytest.mark.slow  # real `episodic serve` processes
@@ -47,6 +47,8 @@ CASES = {
         WAM, demo.perturbed_swing(demo.REFERENCE_SWING, np.random.default_rng(4)), 2)),
     "ball_on_beam": lambda: Case({"beam_length": 0.9, "x0": -0.15}, 3,
                                  ball_on_beam_reference.reference_commands(WAM, episode_id=7)),
+    "casting": lambda: Case({"strike_penalty": 0.5}, 0, casting_reference.reference_commands(WAM, 5)
+                            + casting_reference.reference_commands(WAM, 6, cup=[0.4, 0.5])),
     "pole_balancing": lambda: Case({"pole_length": 0.4}, 2, pole_balancing_reference.reference_commands(
         WAM, episode_id=5, context=[np.pi - 0.2], pole_length=0.4)),
     "ball_paddling": lambda: Case({"min_hits": 8}, 4, ball_paddling_reference.reference_commands(WAM, 5)
