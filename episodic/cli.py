@@ -1,6 +1,7 @@
 """The ``episodic`` command line: run a demo, serve a learner, replay and inspect run logs, list robots and tasks."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -196,8 +197,10 @@ def info(log: str) -> None:
     The metadata: task and parameters, robot, mode, seed, control rate and the software versions
     the run used. Then one row per episode: its number in the log (the numbers `replay
     --episode` takes), the learner's episode id, the return, the flag, success, the control steps
-    logged (the move to the start included) and the wall time; realtime runs add the tick
-    period error and missed deadlines. An episode not written whole (e.g. the disk filled up
+    logged (the move to the start included) and the wall time; a run with batches (episodic
+    evaluate, episodic.batch.evaluate_into) adds each episode's batch number and position in it
+    (batch:pos, '-' for an episode sent one by one); realtime runs add the tick period error and
+    missed deadlines. An episode not written whole (e.g. the disk filled up
     during its write) is marked '*' with what it lacks. The rows come from the log's /summary
     in one read (a log written before /summary is read episode by episode). A damaged or
     foreign file is refused with the reason."""
@@ -234,8 +237,10 @@ def info(log: str) -> None:
     if len(rows):
         click.echo()
         timings = [_timing(dict(zip(rows.dtype.names, row.item()))) for row in rows]
-        timed = any(timings)
+        timed, batched = any(timings), bool((rows["batch"] >= 0).any())
         head = f"{'episode':>7} {'id':>8} {'return':>12} {'flag':<18} {'success':>7} {'steps':>7} {'wall ms':>9}"
+        if batched:
+            head += f" {'batch:pos':>9}"
         if timed:
             head += f" {TIMING_HEAD}"
         click.echo(head)
@@ -246,7 +251,8 @@ def info(log: str) -> None:
             mark = "*" if f"{int(row['number']):06d}" in partial else ""
             click.echo(f"{int(row['number']):>7} {int(row['episode_id']):>8} {float(row['return']):>12.5g} "
                        f"{name + mark:<18} {'yes' if row['success'] else 'no':>7} {int(row['n_steps']):>7} "
-                       f"{float(row['wall_time']) * 1e3:>9.1f}" + (f" {timing}" if timed else ""))
+                       f"{float(row['wall_time']) * 1e3:>9.1f}" + (f" {_batch_place(row):>9}" if batched else "")
+                       + (f" {timing}" if timed else ""))
         click.echo(f"{int(rows['success'].astype(bool).sum())} of {len(rows)} episodes successful")
     if partial:
         listed = ", ".join(f"{int(name)} ({why})" for name, why in sorted(partial.items()))
@@ -258,6 +264,11 @@ def info(log: str) -> None:
 
 
 TIMING_HEAD = f"{'period err p50/p99/max ms':>27} {'missed':>6}"
+
+
+def _batch_place(row) -> str:
+    """An episode's batch number and position in it ("2:5"), "-" for one sent one by one."""
+    return f"{int(row['batch'])}:{int(row['batch_position'])}" if row["batch"] >= 0 else "-"
 
 
 def _timing(attrs: dict) -> str:
@@ -431,7 +442,7 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
     A batch command (a learner's population, docs/protocol.md section 8) is evaluated on
     --threads threads, each episode as the first of a fresh runner (bit-identical to it sent
     alone to a new runner), and logged with its batch number; a realtime runner refuses batches."""
-    from episodic.batch import evaluate
+    from episodic.batch import evaluate_into
     from episodic.bridge.serve import serve as run_serve
     from episodic.log import LogError
     from episodic.progress import Lines
@@ -448,10 +459,8 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
         runner = Runner(make_task(task, _parse_params(params)), robot, log=log_path, seed=seed,
                         keep_episodes=False, mode=mode, overwrite=overwrite)
         lines = Lines()
-        task_params = (task, _parse_params(params))
-
         def batch(episodes, keep_steps: bool):
-            return evaluate(episodes, task_params, robot, threads=threads, seed=seed, keep_steps=keep_steps)
+            return evaluate_into(runner, episodes, threads=threads, keep_steps=keep_steps)
 
         run_serve(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps, ready=ready,
                   on_episode=None if quiet else lambda ep: lines(_episode_line(ep)),
@@ -459,6 +468,137 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
                   batch_sizes=(max_batch, max_batch_commands, max_batch_values))
     except (TaskError, RobotError, LogError, ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _batch_setup(batch, task: str | None, robot: str | None, params: tuple[str, ...],
+                 seed: int | None) -> tuple[str, dict, str, int]:
+    """Task, parameters, robot and seed of `episodic evaluate`: the options, else the file's
+    root attributes (a log's metadata), else robot wam and seed 0."""
+    meta = batch.metadata
+    file_task = meta.get("task")
+    if task is None and file_task is None:
+        raise click.UsageError("the file names no task (root attribute 'task'): give --task NAME")
+    task = task or str(file_task)
+    stored = meta.get("task_params") if task == file_task else None
+    if stored is not None and not isinstance(stored, dict):
+        raise click.ClickException(f"the file's task_params attribute must be a JSON object, got {stored!r}")
+    return (task, {**(stored or {}), **_parse_params(params)}, robot or str(meta.get("robot", "wam")),
+            int(meta.get("seed", 0)) if seed is None else seed)
+
+
+@main.command(short_help="Evaluate the episodes of BATCH.h5 (their commands) on threads or a Dask cluster.")
+@click.argument("batch", type=click.Path(dir_okay=False))
+@click.option("--task", default=None, help="Task name.  [default: the file's 'task' attribute, as in a log]")
+@click.option("--robot", default=None, help="Robot name.  [default: the file's 'robot' attribute, else wam]")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
+              help="Task parameter; repeatable; over the file's 'task_params' (those apply to the file's task).")
+@click.option("--seed", default=None, type=int, help="Seed of the run.  [default: the file's 'seed', else 0]")
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Threads evaluating episodes (in this process, or per chunk on each Dask worker).")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Evaluate on the Dask cluster of this scheduler (e.g. tcp://10.0.0.5:8786); needs "
+                   "`pip install 'episodic[dask]'` here and on the workers.")
+@click.option("--chunk-size", default=8, show_default=True, type=click.IntRange(min=1),
+              help="Episodes per chunk sent to a Dask worker.")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Also write the evaluated episodes to this new run log (replayable with `episodic replay`).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --out file (never one another process has open).")
+def evaluate(batch: str, task: str | None, robot: str | None, params: tuple[str, ...], seed: int | None,
+             threads: int, scheduler: str | None, chunk_size: int, out: str | None, overwrite: bool) -> None:
+    """Evaluate the episodes of BATCH (an HDF5 file of their commands) and print each one's return.
+
+    Each episode runs as the first episode of a fresh runner (blocking simulation), so the
+    results do not depend on the order, the threads or the machines. Prints a row per episode
+    (its position in the batch, return, flag, success) and a summary (episodes, episodes/s,
+    mean return, successes); on a terminal a progress bar on stderr counts the episodes. --out
+    writes them as batch 0 of a new run log. A run log is itself a batch file (its episodes
+    written whole, with its task, parameters, robot and seed as defaults).
+
+    \b
+    BATCH.h5, a run log's commands layout (groups taken in the order of their numbers):
+      /                            attrs, optional: task, task_params (JSON text), robot, seed
+      /episodes/<n>/commands/<k>/  a group per episode (n = 0, 1, ...), in it one per command
+                                   (k = 0, 1, ...: the start, then its segments and gain sets)
+    Scalars of a command, as attributes or 1-element datasets (as h5create/h5write make them):
+      kind          0 start, 1 trajectory, 2 gains, 3 reset  [absent: 0 for k = 0, 2 with
+                    a kp or task_gains dataset, else 1]
+      index         0 for the start, then 1 .. max_commands  [absent: k]
+      max_commands  the episode's segments and gain sets     [absent: its commands - 1]
+      episode_id    an integer                               [absent: the episode's place + 1]
+      rate          Hz of a trajectory's samples             [absent: the control rate]
+      wait_time     s held after a trajectory or gain set    [absent: 0]
+      feedforward   of a gain set: 0 none, 1 gravity compensation, 2 inverse dynamics of the
+                    desired state, 3 of the measured state   [absent: 1]
+    Arrays of a command, float64 datasets:
+      start         context (n_context,) and posture (n_dofs,) rad, both optional
+      trajectory    q (n_samples, n_dofs) rad; qd, qdd (n_samples, n_dofs) rad/s, rad/s^2 optional
+      gains         kp, kd, ki (n_dofs,); task_gains (n_gains,) optional
+    Shapes as h5py (row-major) shows them. Octave and Matlab write column-major, so a matrix
+    is written transposed: q of 500 samples of 7 joints is 7 x 500 in Octave
+    (h5create(f, d, [7 500]); h5write(f, d, q')). A vector may be a row or a column.
+    """
+    import time
+
+    from episodic.batch import BatchFileError, VersionMismatch, evaluate as run_evaluate, read_batch
+    from episodic.log import LogError
+    from episodic.progress import Progress
+    from episodic.robot import RobotError
+    from episodic.task import TaskError
+
+    try:
+        read = read_batch(batch)
+    except BatchFileError as exc:
+        raise click.ClickException(str(exc)) from None
+    for name, why in sorted(read.skipped.items()):
+        click.echo(f"warning: episode {name} not evaluated: {why}", err=True)
+    task_name, task_params, robot_name, run_seed = _batch_setup(read, task, robot, params, seed)
+    n = len(read.episodes)
+    where = f"{threads} thread{'s' if threads != 1 else ''}"
+    try:
+        with _dask_executor(scheduler) as executor:
+            if scheduler is not None:
+                where = f"the Dask cluster at {scheduler} ({where} per chunk of {chunk_size})"
+            click.echo(f"evaluating {n} episode{'s' if n != 1 else ''} of {batch}: task {task_name}"
+                       f"{f' ({_format_value(task_params)})' if task_params else ''}, robot {robot_name}, "
+                       f"seed {run_seed}, on {where}")
+            began = time.perf_counter()
+            with Progress("evaluating") as bar:
+                results = run_evaluate(read.episodes, (task_name, task_params), robot_name, threads=threads,
+                                       seed=run_seed, executor=executor, chunk_size=chunk_size, log=out,
+                                       overwrite=overwrite, progress=bar)
+            seconds = time.perf_counter() - began
+    except (TaskError, RobotError, LogError, VersionMismatch, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    head = f"{'episode':>7} {'return':>14} {'flag':<18} {'success':>7}"
+    click.echo(head)
+    click.echo("-" * len(head))
+    for position, r in enumerate(results):
+        click.echo(f"{position:>7} {r.episode_return:>14.8g} {r.flag.name:<18} {'yes' if r.success else 'no':>7}")
+    returns = [r.episode_return for r in results]
+    click.echo(f"{n} episodes in {seconds:.2f} s ({n / seconds:.1f} episodes/s): mean return "
+               f"{sum(returns) / n:.6g}, {sum(r.success for r in results)} of {n} successful")
+    if out is not None:
+        click.echo(f"log written to {out} (batch 0; `episodic replay {out}` re-runs it)")
+
+
+@contextlib.contextmanager
+def _dask_executor(scheduler: str | None):
+    """A Dask client's executor for the scheduler at ``scheduler`` (None: no executor), closed after."""
+    if scheduler is None:
+        yield None
+        return
+    try:
+        from distributed import Client
+    except ImportError:
+        raise click.ClickException("--scheduler needs Dask: pip install 'episodic[dask]' (here and on the "
+                                   "workers)") from None
+    try:
+        client = Client(scheduler, timeout=10)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise click.ClickException(f"cannot reach the Dask scheduler at {scheduler} ({exc}); start one with "
+                                   f"`dask scheduler` and workers with `dask worker {scheduler}`") from None
+    with client:
+        yield client.get_executor()
 
 
 def _episode_line(ep) -> str:

@@ -5,7 +5,8 @@ File layout (one file per run; see the README):
                         control_rate, timestep, versions (JSON where structured), created
   /model_xml            the compiled scene, as MJCF text
   /episodes/NNNNNN/     attrs: episode_id, flag, flag_name, message, return, success, n_steps,
-                        wall_time, rng_seed, complete (0 until the episode is written whole)
+                        wall_time, rng_seed, batch, batch_position (-1 unless evaluated in a batch,
+                        episodic.batch), complete (0 until the episode is written whole)
       initial_state     mjSTATE_INTEGRATION vector the episode started from
       steps/<column>    per control step (episodic.columns.STEP_COLUMNS, plus task_state with attr 'columns')
       segments/<field>  per segment (index >= 1): index, kind, flag, reward, n_steps, state (n_seg, n_state)
@@ -37,11 +38,15 @@ FORMAT = "episodic-log/1"
 _log = logging.getLogger("episodic.log")
 SPACE_MARGIN = 1 << 20  # bytes kept free on the log's disk beyond twice an episode's data
 # One row of /summary per episode: what `episodic info` shows, so it reads one dataset instead
-# of every episode's group. wall_time and timing_period_error_* in s; timing_* 0 / NaN in blocking mode.
+# of every episode's group. wall_time and timing_period_error_* in s; timing_* 0 / NaN in blocking mode;
+# batch and batch_position -1 for an episode not evaluated in a batch.
 SUMMARY_DTYPE = np.dtype([("number", "<i8"), ("episode_id", "<i8"), ("return", "<f8"), ("flag", "<i4"),
                           ("success", "i1"), ("n_steps", "<i8"), ("wall_time", "<f8"), ("timing_ticks", "<i8"),
                           ("timing_period_error_p50", "<f8"), ("timing_period_error_p99", "<f8"),
-                          ("timing_period_error_max", "<f8"), ("timing_missed", "<i8")])
+                          ("timing_period_error_max", "<f8"), ("timing_missed", "<i8"), ("batch", "<i8"),
+                          ("batch_position", "<i8")])
+# what a summary field is when an episode's attributes (or an older log's /summary) lack it
+SUMMARY_DEFAULTS = {"timing_ticks": 0, "timing_missed": 0, "batch": -1, "batch_position": -1}
 # bytes of HDF5's metadata cache for a log being written (fixed; HDF5's default starts at 2 MB and
 # grows, each cached entry taking several times its size in memory: a runner's memory then grew by
 # about 100 kB per episode written for its first few hundred episodes)
@@ -82,6 +87,8 @@ class EpisodeBuffer:
     timing: dict = field(default_factory=dict)  # tick statistics (non-blocking mode), see episodic.pacing
     success: bool = False
     wall_time: float = 0.0
+    batch: int = -1           # the batch's number in the run (episodic.batch), -1 when sent one by one
+    batch_position: int = -1  # the episode's position in that batch
 
     @property
     def n_steps(self) -> int:
@@ -235,7 +242,8 @@ class RunLog:
         g = self._episodes.create_group(f"{ep.number:06d}")
         head = {"episode_id": ep.episode_id, "flag": ep.flag, "flag_name": ep.flag_name, "message": ep.message,
                 "return": ep.episode_return, "success": ep.success, "n_steps": ep.n_steps,
-                "wall_time": ep.wall_time, "rng_seed": list(ep.rng_seed), **ep.timing}
+                "wall_time": ep.wall_time, "rng_seed": list(ep.rng_seed), "batch": ep.batch,
+                "batch_position": ep.batch_position, **ep.timing}
         g.attrs.update(head, complete=False)
         g.create_dataset("initial_state", data=ep.initial_state)
         yield
@@ -352,12 +360,24 @@ def _append(dataset: h5py.Dataset, row: np.ndarray) -> None:
 
 def summary_row(number: int, attrs) -> np.ndarray:
     """The /summary row of episode ``number`` from its attributes (a mapping such as its group's
-    attrs; the timing fields are 0 ticks and NaN s when absent, as in blocking mode)."""
+    attrs; absent fields as SUMMARY_DEFAULTS says, else NaN: the timing fields 0 ticks and NaN s,
+    as in blocking mode)."""
     row = np.zeros((), dtype=SUMMARY_DTYPE)
     row["number"] = number
     for name in SUMMARY_DTYPE.names[1:]:
-        row[name] = attrs.get(name, 0 if name in ("timing_ticks", "timing_missed") else np.nan)
+        row[name] = attrs.get(name, SUMMARY_DEFAULTS.get(name, np.nan))
     return row
+
+
+def _summary_rows(stored: np.ndarray) -> np.ndarray:
+    """/summary rows as read from a log, in SUMMARY_DTYPE (an older log's lack the later fields:
+    those take their defaults)."""
+    if stored.dtype == SUMMARY_DTYPE:
+        return stored
+    rows = np.zeros(len(stored), dtype=SUMMARY_DTYPE)
+    for name in SUMMARY_DTYPE.names:
+        rows[name] = stored[name] if name in stored.dtype.names else SUMMARY_DEFAULTS.get(name, np.nan)
+    return rows
 
 
 def _int_or(value, default: int = -1) -> int:
@@ -383,12 +403,13 @@ class StoredEpisode:
 
 def read_metadata(path: str | Path) -> dict:
     with h5py.File(path, "r") as f:
-        meta = {k: _decode(v) for k, v in f.attrs.items()}
+        meta = {k: decode_attr(v) for k, v in f.attrs.items()}
         meta["n_episodes"] = len(f["episodes"]) if "episodes" in f else 0
         return meta
 
 
-def _decode(value):
+def decode_attr(value):
+    """An HDF5 attribute's value as Python: text for bytes, JSON parsed, numpy scalars as Python's."""
     if isinstance(value, bytes):
         value = value.decode()
     if isinstance(value, str) and value[:1] in "{[":
@@ -432,7 +453,7 @@ def read_summary(path: str | Path) -> tuple[np.ndarray, dict[str, str]]:
     (number as group name -> why). Read from /summary at once; only the episodes it lacks (those
     not written whole, or all of a log written before /summary) are read from their groups."""
     with h5py.File(path, "r") as f:
-        rows = f["summary"][()] if "summary" in f else np.zeros(0, SUMMARY_DTYPE)
+        rows = _summary_rows(f["summary"][()]) if "summary" in f else np.zeros(0, SUMMARY_DTYPE)
         episodes = f["episodes"]
         partial: dict[str, str] = {}
         if len(episodes) == len(rows):
@@ -473,15 +494,15 @@ def read_episodes(path: str | Path, numbers: list[int] | None = None) -> list[St
             if problem:
                 continue
             steps = {k: v[()] for k, v in g["steps"].items()}
-            columns = tuple(_decode(c) for c in g["steps"]["task_state"].attrs.get("columns", [])) \
+            columns = tuple(decode_attr(c) for c in g["steps"]["task_state"].attrs.get("columns", [])) \
                 if "task_state" in g["steps"] else ()
             commands = []
             for cname in sorted(g["commands"]):
                 c = g["commands"][cname]
-                commands.append(({k: _decode(v) for k, v in c.attrs.items()},
+                commands.append(({k: decode_attr(v) for k, v in c.attrs.items()},
                                  {k: v[()] for k, v in c.items()}))
             out.append(StoredEpisode(
-                name=name, attrs={k: _decode(v) for k, v in g.attrs.items()},
+                name=name, attrs={k: decode_attr(v) for k, v in g.attrs.items()},
                 initial_state=g["initial_state"][()], steps=steps,
                 segments={k: v[()] for k, v in g["segments"].items()}, commands=commands,
                 state_columns=columns))

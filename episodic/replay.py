@@ -1,5 +1,6 @@
 """Replay: re-run a log's recorded commands and compare the new episodes with the stored
-ones bit for bit (blocking mode depends only on the commands, task, seed and versions)."""
+ones bit for bit (blocking mode depends only on the commands, task, seed and versions; an
+episode evaluated in a batch is re-run as the first episode of a fresh runner, as it ran)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -102,10 +103,15 @@ def runner_for(path: str | Path, meta: dict) -> Runner:
 
 def replay_commands(runner: Runner, ep: StoredEpisode) -> list[EpisodeBuffer]:
     """Re-run the stored episode ``ep``'s commands on ``runner`` from its recorded initial state;
-    the episodes that produced (one, when the replay matches the recording)."""
-    return runner.replay_episode(int(ep.name), ep.initial_state,
-                                 (command_from_record(attrs, arrays) for attrs, arrays in ep.commands),
-                                 Flag(ep.attrs["flag"]))
+    the episodes that produced (one, when the replay matches the recording). An episode evaluated
+    in a batch (attribute batch >= 0) ran as the first episode of a fresh runner (episodic.batch),
+    so it is replayed as that: after ``runner.start_afresh()``, as episode 0."""
+    commands = (command_from_record(attrs, arrays) for attrs, arrays in ep.commands)
+    number = int(ep.name)
+    if ep.attrs.get("batch", -1) >= 0:
+        runner.start_afresh()
+        number = 0
+    return runner.replay_episode(number, ep.initial_state, commands, Flag(ep.attrs["flag"]))
 
 
 def replay(path: str | Path, episodes: list[int] | None = None,

@@ -1,17 +1,28 @@
-"""Batch evaluation in-process (episodic.batch): the results of a batch, on any number of
-threads and in any order, are bit-identical to running each episode alone in a fresh Runner."""
+"""Batch evaluation (episodic.batch): the results of a batch, on any number of threads, in any
+order and through an executor, are bit-identical to running each episode alone in a fresh Runner;
+a batch evaluated into a run's log is numbered there and replays bit-identically."""
 from __future__ import annotations
 
+import dataclasses
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import h5py
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
-from episodic.batch import EpisodeResult, evaluate
+from episodic.batch import (BATCH_ABORT_MESSAGE, RUNNERS, Chunk, EpisodeResult, VersionMismatch, evaluate,
+                            evaluate_chunk, evaluate_into, setup_for)
+from episodic.cli import main
 from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
 from episodic.demo import demo_swings, swing_commands
+from episodic.log import read_episodes, read_metadata, read_summary
 from episodic.protocol import Flag
+from episodic.replay import replay
 from episodic.robot import load_robot
 from episodic.runner import Runner
-from episodic.tasks import make_task
+from episodic.task import place_target
+from episodic.tasks import TASKS, make_task
 from examples.ball_on_beam_reference import reference_commands as beam_commands
 from tests.helpers import wave
 
@@ -48,6 +59,18 @@ def assert_same(result: EpisodeResult, ref: dict) -> None:
         assert result.steps.keys() == ref["steps"].keys()
         for name, column in ref["steps"].items():
             assert result.steps[name].tobytes() == column.tobytes(), name
+
+
+def assert_identical(a: EpisodeResult, b: EpisodeResult) -> None:
+    """Two results bit for bit, field by field."""
+    for field in dataclasses.fields(EpisodeResult):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), field.name
+        elif isinstance(x, dict):
+            assert x.keys() == y.keys() and all(x[k].tobytes() == y[k].tobytes() for k in x), field.name
+        else:
+            assert x == y, field.name
 
 
 def with_ids(episode: list, episode_id: int) -> list:
@@ -139,3 +162,118 @@ def test_unfinished_episode_and_bad_arguments():
     with pytest.raises(ValueError):
         evaluate([short], "reach", threads=0)
     assert evaluate([], "reach", threads=2) == []
+
+
+def test_an_executor_gets_chunks_and_its_results_match(swings, swings_alone):
+    with ThreadPoolExecutor(2) as pool:
+        results = evaluate(swings, "ball_in_cup", executor=pool, chunk_size=4, keep_steps=True)
+    for result, ref in zip(results, swings_alone):
+        assert_same(result, ref)
+    with pytest.raises(TypeError, match="with an executor"):
+        evaluate(swings[:1], lambda: make_task("ball_in_cup"), executor=ThreadPoolExecutor(1))
+
+
+class OtherVersions:
+    """An executor whose workers report other MuJoCo and episodic versions than this process."""
+
+    def submit(self, fn, *args) -> Future:
+        future: Future = Future()
+        done = fn(*args)
+        future.set_result(dataclasses.replace(done, versions={**done.versions, "mujoco": "3.1.6",
+                                                              "episodic": "0.0.1"}))
+        return future
+
+
+def test_results_from_other_versions_are_refused():
+    with pytest.raises(VersionMismatch) as refused:
+        evaluate([reach_episode(0)], "reach", executor=OtherVersions())
+    message = str(refused.value)
+    assert "mujoco 3.1.6 on the worker" in message and "episodic 0.0.1 on the worker" in message
+    assert "numpy" not in message and "pip install" in message
+
+
+@pytest.fixture
+def random_targets(monkeypatch):
+    """reach with its target moved by the episode's random generator (seeded with the run's seed
+    and the episode's number in the run), so an episode replays right only from the right seed."""
+    reach = TASKS["reach"]
+
+    def initialize_episode(self, model, data, context, rng) -> None:
+        place_target(data, self.episode.ids, context + rng.normal(0.0, 0.05, 3))
+
+    monkeypatch.setattr(reach, "initialize_episode", initialize_episode)
+
+
+def started_episode(runner: Runner, k: int) -> None:
+    """Send reach_episode(k) on ``runner`` (k <= 5: it runs to its end)."""
+    for command in reach_episode(k):
+        runner.send(command)
+
+
+def test_batches_in_a_run_log_are_numbered_and_replay_bit_identically(tmp_path, random_targets):
+    path = tmp_path / "run.h5"
+    batch0 = [reach_episode(k) for k in range(3)] + [refused_episode(3)]
+    never = [TrajectoryCommand(9, 1, 1, wave(ROBOT.home, n=50))]  # no start: refused, never runs
+    batch1 = [reach_episode(4), never, reach_episode(1)]
+    with Runner(make_task("reach"), log=path, keep_episodes=True, seed=3) as runner:
+        started_episode(runner, 0)
+        first = evaluate_into(runner, batch0, threads=2)
+        started_episode(runner, 1)
+        runner.send(reach_episode(2)[0])  # left running: the batch aborts it
+        second = evaluate_into(runner, batch1)
+        started_episode(runner, 3)
+        kept = list(runner.episodes)
+    for result, alone in zip(first, evaluate(batch0, "reach", seed=3)):  # as evaluated without a log
+        assert_identical(result, alone)
+    assert [r.flag for r in second] == [Flag.OK, Flag.OUT_OF_ORDER, Flag.OK]
+    rows, partial = read_summary(path)
+    assert not partial and rows["number"].tolist() == list(range(10)) == [ep.number for ep in kept]
+    assert rows["batch"].tolist() == [-1, 0, 0, 0, 0, -1, -1, 1, 1, -1]
+    assert rows["batch_position"].tolist() == [-1, 0, 1, 2, 3, -1, -1, 0, 2, -1]
+    assert rows["flag"][6] == Flag.ABORTED_BY_LEARNER and kept[6].message == BATCH_ABORT_MESSAGE
+    assert [float(x) for x in rows["return"][1:5]] == [r.episode_return for r in first]
+    assert rows["return"][7] == second[0].episode_return and rows["return"][8] == second[2].episode_return
+    with h5py.File(path) as f:
+        assert f["rejected"][()].tolist() == [[9, 1, int(Flag.OUT_OF_ORDER)]]
+    stored = read_episodes(path, [2, 8])
+    assert [tuple(ep.attrs["rng_seed"]) for ep in stored] == [(3, 0), (3, 0)]  # first of a fresh runner
+    assert [(ep.attrs["batch"], ep.attrs["batch_position"]) for ep in stored] == [(0, 1), (1, 2)]
+    whole = replay(path)
+    assert whole.identical and len(whole.episodes) == 10, whole.differences
+    alone = replay(path, [8, 2, 5])  # batch episodes without what ran before them, and the reverse
+    assert alone.identical and len(alone.episodes) == 3, alone.differences
+    table = CliRunner().invoke(main, ["info", str(path)], catch_exceptions=False).output.splitlines()
+    assert "batch:pos" in table[13]
+    assert [line.split()[7] for line in table[15:25]] == ["-", "0:0", "0:1", "0:2", "0:3", "-", "-", "1:0",
+                                                          "1:2", "-"]
+
+
+def test_evaluate_writes_a_log_of_an_equivalent_runner(tmp_path, swings):
+    path = tmp_path / "batch.h5"
+    results = evaluate(swings[:3], ("ball_in_cup", {}), threads=2, seed=5, log=path)
+    meta = read_metadata(path)
+    with Runner(make_task("ball_in_cup"), seed=5) as equivalent:
+        expected = equivalent.metadata()
+    for key in ("task", "task_params", "robot", "robot_settings", "mode", "seed", "limits", "state_columns"):
+        assert meta[key] == expected[key], key
+    rows, _ = read_summary(path)
+    assert rows["batch"].tolist() == [0, 0, 0] and rows["batch_position"].tolist() == [0, 1, 2]
+    assert rows["return"].tolist() == [r.episode_return for r in results]
+    assert replay(path).identical
+
+
+def test_evaluate_into_refuses_a_realtime_runner():
+    with Runner(make_task("reach"), mode="realtime") as runner:
+        with pytest.raises(ValueError, match="blocking"):
+            evaluate_into(runner, [reach_episode(0)])
+
+
+def test_a_worker_keeps_its_runners_for_the_next_chunk():
+    setup = setup_for("reach", "wam", seed=0)
+    chunk = Chunk(setup, ((0, tuple(reach_episode(0))), (1, tuple(reach_episode(1)))), threads=2)
+    first = evaluate_chunk(chunk)
+    idle = len(RUNNERS)
+    again = evaluate_chunk(chunk)
+    assert len(RUNNERS) == idle >= 2  # the same runners, borrowed and given back
+    for (_, a, _), (_, b, _) in zip(first.results, again.results):
+        assert_identical(a, b)

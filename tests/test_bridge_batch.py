@@ -17,7 +17,9 @@ from episodic.bridge import BatchError
 from episodic.bridge.client import _Request
 from episodic.bridge.codec import encode_request
 from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.log import read_episodes
 from episodic.protocol import Flag, Kind
+from episodic.replay import replay
 from tests.helpers import Served, channel_name, shm_leftovers, wave
 
 pytestmark = pytest.mark.slow  # real `episodic serve` processes
@@ -67,11 +69,11 @@ def assert_same_results(got, expected, steps: bool = False) -> None:
                 np.testing.assert_array_equal(a.steps[name], values, err_msg=name)
 
 
-def test_a_population_over_the_bridge_is_bit_identical_to_in_process():
+def test_a_population_over_the_bridge_is_bit_identical_to_in_process(tmp_path):
     episodes = population() + [[StartCommand(200, 1, posture=HOME + 9.0)]]  # refused: never starts
     expected = evaluate(episodes, "reach", seed=3, keep_steps=True)
     assert {r.flag for r in expected} == {Flag.OK, Flag.INVALID_PAYLOAD}
-    with Served(channel_name(), None, "--threads", "2", "--seed", "3") as served:
+    with Served(channel_name(), tmp_path / "served.h5", "--threads", "2", "--seed", "3") as served:
         with Client(served.channel, timeout=20) as client:
             # a one-by-one episode of the runner's own first: batches do not depend on it
             client.start_episode(1, context=CONTEXT)
@@ -82,6 +84,14 @@ def test_a_population_over_the_bridge_is_bit_identical_to_in_process():
     assert_same_results(got, expected, steps=True)
     assert_same_results(again, expected[::-1])
     assert [r.flag for r in after] == [Flag.OK, Flag.OK]
+    # the runner's log: its own episodes and both batches (the never-started episode is not one)
+    logged = read_episodes(tmp_path / "served.h5")
+    started = len(episodes) - 1
+    assert [(e.attrs["batch"], e.attrs["batch_position"]) for e in logged] == \
+        [(-1, -1)] + [(0, k) for k in range(started)] + [(1, k) for k in range(1, started + 1)] + [(-1, -1)]
+    for e, r in zip(logged[1 : 1 + started], expected):
+        assert e.attrs["return"] == r.episode_return
+    assert replay(tmp_path / "served.h5").identical
 
 
 def test_a_population_larger_than_a_batch_is_split_and_still_identical():
