@@ -6,7 +6,8 @@ throughput scales with the number of threads.
     python benchmarks/batch.py [--episodes 64] [--repeats 3] [--tasks reach,ball_in_cup,...]
 
 Rows, each a function of the population: one-by-one in one runner; batch on 1 .. nproc threads;
-batch on nproc worker processes (a ProcessPoolExecutor through the executor argument); a Dask
+the same over the bridge (``Client.evaluate`` against `episodic serve --threads nproc`, goal: within
+5 % of the in-process batch on nproc threads); batch on nproc worker processes (a ProcessPoolExecutor through the executor argument); a Dask
 LocalCluster of nproc worker processes (skipped without Dask: pip install 'episodic[dask]').
 Each figure is the median of ``--repeats`` runs after an unmeasured one of short episodes that
 builds the runners and starts the workers; control steps/s beside episodes/s, since one-by-one
@@ -106,6 +107,26 @@ def on_executor(pop: Population, executor: Executor, workers: int) -> int:
     return sum(r.n_steps for r in results)
 
 
+class OverBridge:
+    """Batches over the shared-memory bridge: ``Client.evaluate`` against one `episodic serve
+    --threads K` per task, started on first use (and stopped by ``stack``)."""
+
+    def __init__(self, stack: ExitStack, threads: int):
+        self.stack, self.threads, self.clients = stack, threads, {}
+
+    def __call__(self, pop: Population) -> int:
+        if pop.task not in self.clients:
+            from episodic.bridge import Client
+            from episodic.served import ServedRunner, fresh_channel
+
+            channel = fresh_channel("bench")
+            served = self.stack.enter_context(ServedRunner(
+                channel, task=pop.task, args=("--threads", str(self.threads), "--quiet")))
+            served.wait_ready()
+            self.clients[pop.task] = self.stack.enter_context(Client(channel, timeout=600))
+        return sum(r.n_steps for r in self.clients[pop.task].evaluate(pop.episodes))
+
+
 def median_rate(row: Callable[[Population], int], pop: Population, repeats: int) -> tuple[float, float]:
     """Episodes/s and control steps/s of ``row`` on ``pop``: the median of ``repeats`` runs after a
     short unmeasured one."""
@@ -136,7 +157,7 @@ def main() -> None:
     with ExitStack() as stack:
         rows: list[tuple[str, Callable[[Population], int]]] = [("one-by-one", one_by_one)]
         rows += [(f"batch {k} thr", partial(on_threads, threads=k)) for k in range(1, nproc + 1)]
-        # the row over the bridge goes here: a function of the population, like those above
+        rows.append((f"bridge {nproc} thr", OverBridge(stack, nproc)))
         pool = stack.enter_context(ProcessPoolExecutor(nproc, mp_context=multiprocessing.get_context("spawn")))
         rows.append((f"processes {nproc}", partial(on_executor, executor=pool, workers=nproc)))
         try:
@@ -161,8 +182,11 @@ def main() -> None:
                 base = base or (rate, steps)
                 goal = THREAD_GOALS.get(pop.task) if label == "batch 2 thr" else \
                     DASK_GOAL if label.startswith("dask") else None
+                note = f"  >= {goal:.1f}" if goal else ""
+                if label.startswith("bridge"):  # against the same threads in-process
+                    note = f"  {rate / threads[pop.task][-1]:.3f} of batch {nproc} thr (goal >= 0.95)"
                 print(f"{pop.task:15} {label:16} {rate:10.2f} {rate / base[0]:12.2f} {steps:9.0f} "
-                      f"{steps / base[1]:5.2f}" + (f"  >= {goal:.1f}" if goal else ""), flush=True)
+                      f"{steps / base[1]:5.2f}{note}", flush=True)
                 if label.startswith("batch"):
                     threads.setdefault(pop.task, []).append(rate)
     if nproc < 2:
