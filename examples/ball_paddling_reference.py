@@ -43,21 +43,17 @@ fraction of a period).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 from scipy.interpolate import CubicSpline
 
 from episodic.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
+from episodic.kinematics import SiteIK
 from episodic.robot import Robot, load_robot
 from episodic.scene import build_scene
 from episodic.tasks import make_task
 
-if not __package__:  # run as a script: the repository's root on the path, for the examples package
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from examples.tetherball_reference import RacketIK  # noqa: E402
 
 TASK = "ball_paddling"
 # found by the search described in the module docstring (task defaults, apex target 0.45 m)
@@ -78,7 +74,7 @@ def face_spline(robot: Robot, params: dict | None = None) -> CubicSpline:
     start, the face level and its centre on the vertical through its start position."""
     task = make_task(TASK, params)
     scene = build_scene(robot, task)
-    ik = RacketIK(scene.model, scene.qpos_adr, scene.dof_adr, robot.range_lower, robot.range_upper)
+    ik = SiteIK(scene.model, "racket_centre", scene.qpos_adr, scene.dof_adr, robot.range_lower, robot.range_upper)
     start = task.start_posture(robot)
     centre, _ = ik.pose(start)
     postures, q = [], start
@@ -183,7 +179,7 @@ def main() -> None:
     print(f"{steps} steps ({sim_time:.2f} s simulated) in {wall:.3f} s: {steps / wall:,.0f} steps/s, "
           f"{sim_time / wall:.1f}x real time")
     if args.noise:
-        from examples.noise_table import noise_table, print_noise_table
+        from episodic.noise import noise_table, print_noise_table
 
         rows = noise_table(TASK, perturbed(robot, face_spline(robot)), NOISE_LEVELS, n=args.noise)
         print_noise_table(rows, "relative")

@@ -42,14 +42,12 @@ the stroke's start and end postures off by 0.005, 0.01, 0.02 rad on each of j2, 
 
 runs it in-process and prints the return, the scored distance and the simulation speed;
 ``--noise N`` prints the success rate of N copies with a perturbed release time and N with a
-perturbed stroke per noise level (examples/noise_table.py).
+perturbed stroke per noise level (episodic.noise).
 """
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -195,9 +193,7 @@ def main() -> None:
     print(f"{steps} steps ({sim_time:.2f} s simulated) in {wall:.3f} s: {steps / wall:,.0f} steps/s, "
           f"{sim_time / wall:.0f}x real time")
     if args.noise:
-        if not __package__:  # run as a script: the repository's root on the path, for the examples package
-            sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-        from examples.noise_table import noise_table, print_noise_table
+        from episodic.noise import noise_table, print_noise_table
 
         robot = load_robot("wam")
         joints = list(STROKE_JOINTS)

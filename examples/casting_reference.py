@@ -15,7 +15,7 @@ the ball hanging still below it.
    ``CLEARANCE`` m above the cup: horizontally along the shaped profile and down along a
    minimum-jerk profile of the same duration (the vertical motion hardly excites the swing);
    the hook's axis stays vertical. Each control step's posture is found by inverse kinematics
-   (tetherball's RacketIK on the hook's anchor: its position and the hook's axis).
+   (episodic.kinematics.SiteIK on the hook's anchor: its position and the hook's axis).
 2. It lowers the ball into the cup (minimum jerk, ``LOWER_TIME`` s) until the ball would hang
    ``SLACK`` m below the cup's bottom: the ball settles on the bottom, the string slack.
 3. It holds until the ball rests in the cup (the task ends the segment then; ``HOLD`` s at most).
@@ -37,22 +37,17 @@ standard deviations).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-import mujoco
 import numpy as np
 
 from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.kinematics import SiteIK
 from episodic.protocol import Feedforward
 from episodic.robot import Robot, load_robot
 from episodic.scene import build_scene
 from episodic.tasks import make_task
 
-if not __package__:  # run as a script: the repository's root on the path, for the examples package
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from examples.tetherball_reference import RacketIK
 
 MOVE_TIME = 1.0     # s, the minimum-jerk move before shaping (the shaped move lasts MOVE_TIME + T_n / 2)
 CLEARANCE = 0.04    # m, the ball's lowest point above the cup's rim at the end of the move
@@ -60,16 +55,6 @@ LOWER_TIME = 0.5    # s, lowering the ball into the cup
 SLACK = 0.015       # m, the ball would hang this far below the cup's bottom at the end
 HOLD = 2.0          # s, the most held at the end while the ball settles
 UP = np.array([0.0, 0.0, 1.0])
-
-
-def anchor_ik(model: mujoco.MjModel, qpos_adr, dof_adr, lower, upper) -> RacketIK:
-    """tetherball's RacketIK on the hook's anchor (site hook_anchor, whose x axis is the hook's
-    axis) instead of the racket's centre."""
-    ik = RacketIK.__new__(RacketIK)
-    ik.__dict__.update(model=model, data=mujoco.MjData(model), qpos_adr=np.asarray(qpos_adr),
-                       dof_adr=np.asarray(dof_adr), lower=np.asarray(lower, float), upper=np.asarray(upper, float),
-                       site=model.site("hook_anchor").id, _jp=np.zeros((3, model.nv)), _jr=np.zeros((3, model.nv)))
-    return ik
 
 
 def min_jerk_profile(t: np.ndarray, duration: float) -> np.ndarray:
@@ -101,7 +86,7 @@ def anchor_path(task, start: np.ndarray, cup: np.ndarray, move_time: float = MOV
     return path
 
 
-def joint_path(ik: RacketIK, q0: np.ndarray, path: np.ndarray) -> np.ndarray:
+def joint_path(ik: SiteIK, q0: np.ndarray, path: np.ndarray) -> np.ndarray:
     """Postures (n, n_dofs) putting the anchor on ``path`` with the hook's axis vertical, each
     solved from the one before (ValueError when a point is out of reach)."""
     out, q = np.empty((len(path), len(q0))), q0
@@ -127,7 +112,7 @@ def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, cup=None
     scene = build_scene(robot, task)
     cup = task.default_cup if cup is None else np.asarray(cup, float)
     aim = cup if aim is None else np.asarray(aim, float)
-    ik = anchor_ik(scene.model, scene.qpos_adr, scene.dof_adr, robot.range_lower, robot.range_upper)
+    ik = SiteIK(scene.model, "hook_anchor", scene.qpos_adr, scene.dof_adr, robot.range_lower, robot.range_upper)
     q0 = task.start_posture(robot)
     start, _ = ik.pose(q0)
     dt = robot.control_dt
@@ -179,7 +164,7 @@ def main() -> None:
     print(f"{episode.n_steps} steps ({simulated:.2f} s simulated) in {elapsed:.3f} s: "
           f"{episode.n_steps / elapsed:,.0f} steps/s, {simulated / elapsed:.1f}x real time")
     if args.noise:
-        from examples.noise_table import noise_table, print_noise_table
+        from episodic.noise import noise_table, print_noise_table
 
         rows = noise_table("casting", perturbed, NOISE_LEVELS, n=args.noise)
         print_noise_table(rows, "fraction")

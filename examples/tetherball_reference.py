@@ -35,10 +35,10 @@ from __future__ import annotations
 import argparse
 import time
 
-import mujoco
 import numpy as np
 
 from episodic.commands import StartCommand, TrajectoryCommand
+from episodic.kinematics import SiteIK
 from episodic.robot import Robot, load_robot
 from episodic.scene import build_scene
 from episodic.trajectory import Desired, min_jerk, min_jerk_duration
@@ -54,56 +54,6 @@ APPROACH_DROP = 0.35   # m, the approach passes this far below the start and bac
 MIN_MOVE_TIME = 0.5    # s, shortest of the approach's three moves
 FLIGHT_WAIT = 0.5      # s, held at the end while the ball flies
 GRAVITY = 9.81
-
-
-class RacketIK:
-    """Damped-least-squares inverse kinematics of the blade's centre (site racket_centre) and
-    its face normal (the site's x axis, either sign) on a private MjData."""
-
-    def __init__(self, model: mujoco.MjModel, qpos_adr, dof_adr, lower, upper):
-        self.model, self.data = model, mujoco.MjData(model)
-        self.qpos_adr, self.dof_adr = np.asarray(qpos_adr), np.asarray(dof_adr)
-        self.lower, self.upper = np.asarray(lower, float), np.asarray(upper, float)
-        self.site = model.site("racket_centre").id
-        self._jp, self._jr = np.zeros((3, model.nv)), np.zeros((3, model.nv))
-
-    def pose(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Blade centre (3,) m and face normal (3,) at posture q."""
-        self.data.qpos[self.qpos_adr] = q
-        mujoco.mj_kinematics(self.model, self.data)
-        return self.data.site_xpos[self.site].copy(), self.data.site_xmat[self.site].reshape(3, 3)[:, 0].copy()
-
-    def jacobian(self, q: np.ndarray) -> np.ndarray:
-        """(6, n_dofs): blade centre velocity m/s and racket angular velocity rad/s per joint rate."""
-        self.pose(q)
-        mujoco.mj_comPos(self.model, self.data)
-        mujoco.mj_jacSite(self.model, self.data, self._jp, self._jr, self.site)
-        return np.vstack([self._jp[:, self.dof_adr], self._jr[:, self.dof_adr]])
-
-    def solve(self, q0: np.ndarray, position: np.ndarray, normal: np.ndarray | None = None,
-              iterations: int = 200, tolerance: float = 1e-7, damping: float = 0.02,
-              normal_weight: float = 0.3) -> tuple[np.ndarray, float]:
-        """Posture near q0 putting the blade centre at ``position`` (and the face normal along
-        ``normal``, either way round); returns it and the remaining error (m + rad)."""
-        q = np.clip(np.asarray(q0, float).copy(), self.lower, self.upper)
-        for _ in range(iterations):
-            p, x = self.pose(q)
-            e = [position - p]
-            if normal is not None:
-                e.append(normal_weight * np.cross(x, normal if x @ normal >= 0 else -normal))
-            e = np.concatenate(e)
-            if np.linalg.norm(e) < tolerance:
-                break
-            J = self.jacobian(q)
-            J = J[:3] if normal is None else np.vstack([J[:3], normal_weight * J[3:]])
-            dq = J.T @ np.linalg.solve(J @ J.T + damping**2 * np.eye(len(e)), e)
-            dq *= min(1.0, 0.2 / max(np.max(np.abs(dq)), 1e-12))
-            q = np.clip(q + dq, self.lower, self.upper)
-        p, x = self.pose(q)
-        error = float(np.linalg.norm(position - p))
-        if normal is not None:
-            error += float(np.linalg.norm(np.cross(x, normal)))
-        return q, error
 
 
 def stroke_plan(task, target: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -126,7 +76,7 @@ def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, target=N
     task = make_task("tetherball", params)
     scene = build_scene(robot, task)
     target = task.default_target if target is None else np.asarray(target, float)
-    ik = RacketIK(scene.model, scene.qpos_adr, scene.dof_adr, robot.range_lower, robot.range_upper)
+    ik = SiteIK(scene.model, "racket_centre", scene.qpos_adr, scene.dof_adr, robot.range_lower, robot.range_upper)
     rest, u, speed = stroke_plan(task, target)
     dt = robot.control_dt
 

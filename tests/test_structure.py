@@ -18,7 +18,7 @@ PACKAGE = ROOT / "episodic"
 # the edge: names are looked up here (CLI, replay of a log, rendering and plotting a log, batch
 # evaluation, the demo and its process manager)
 EDGE = {"episodic.cli", "episodic.__main__", "episodic.demo", "episodic.replay", "episodic.served",
-        "episodic.render", "episodic.plot", "episodic.batch"}
+        "episodic.render", "episodic.plot", "episodic.batch", "episodic.noise"}
 PLUGINS = ("episodic.bridge", "episodic.tasks", "episodic.robots")
 
 

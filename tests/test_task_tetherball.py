@@ -11,6 +11,7 @@ import pytest
 
 from episodic import contact
 from episodic.commands import StartCommand, TrajectoryCommand
+from episodic.kinematics import SiteIK
 from episodic.machine import Flag, MachineState
 from episodic.runner import Runner
 from episodic.tasks import TaskError, make_task
@@ -19,7 +20,7 @@ from tests.helpers import ROOT
 _spec = importlib.util.spec_from_file_location("tetherball_reference", ROOT / "examples" / "tetherball_reference.py")
 reference = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(reference)
-RacketIK, reference_commands = reference.RacketIK, reference.reference_commands
+reference_commands = reference.reference_commands
 
 G = 9.81
 COLUMNS = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
@@ -99,7 +100,7 @@ def test_bad_context_or_a_start_posture_inside_the_ball_is_refused():
     with Runner(make_task("tetherball")) as r:
         reply = r.send(StartCommand(1, 1, context=np.array([1.0, 2.0])))
         assert reply.flag == Flag.INVALID_PAYLOAD and "target" in reply.message
-        ik = RacketIK(r.scene.model, r.scene.qpos_adr, r.scene.dof_adr, r.robot.range_lower, r.robot.range_upper)
+        ik = SiteIK(r.scene.model, "racket_centre", r.scene.qpos_adr, r.scene.dof_adr, r.robot.range_lower, r.robot.range_upper)
         blade_at_ball, _ = ik.solve(r.task.start_posture(r.robot), r.task.rest_position)
         reply = r.send(StartCommand(2, 1, posture=blade_at_ball))
         assert reply.flag == Flag.INVALID_PAYLOAD and "racket_blade" in reply.message

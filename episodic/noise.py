@@ -1,12 +1,13 @@
-"""How robust a scripted reference is: its success rate over copies perturbed at several noise
-levels, evaluated as one batch (episodic.batch) on the machine's cores.
+"""How robust a scripted motion is: its success rate over copies perturbed at several noise
+levels, each level evaluated as one batch (episodic.batch) on the machine's cores (the
+examples' ``--noise N`` tables).
 
 A reference script passes its task, a function ``perturbed(rng, level)`` returning one
 perturbed episode (a list of commands) for a noise ``level`` in the reference's own unit, and
 the levels; :func:`noise_table` returns one :class:`NoiseRow` per level and
 :func:`print_noise_table` prints them:
 
-    python examples/ball_bouncing_reference.py --noise 30
+    python examples/beer_pong_reference.py --noise 30
 """
 from __future__ import annotations
 
