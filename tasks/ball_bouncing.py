@@ -1,0 +1,398 @@
+"""ball_bouncing: bounce a free tennis ball on a racket, again and again, to a target height.
+
+Scene. A tennis racket is bolted to the tool flange (site "ee"), held by its throat: a short
+post rises from the flange to the underside of the head, a thin cylinder of radius
+``head_radius`` and ``head_thickness`` whose face normal is the flange's -x axis and whose centre
+lies ``HEAD_HEIGHT`` = 8 cm along that normal from the centre of the WAM's spherical wrist (where
+the axes of j5, j6 and j7 meet, ``WRIST_OFFSET`` = 6 cm behind the flange); the handle lies in
+the head's plane and points along the flange axis from the rim. The racket's mass and inertia
+are part of the arm's dynamics and gravity compensation includes it. At the start posture
+(``START``: the arm reaching forward and a little down, the elbow bent back, j6 = pi/2 - (j2 + j4)
+so that the flange points straight ahead, j7 = 0) the face is horizontal, facing up, its centre
+at (0.828, 0, 1.254) m, the handle pointing away from the robot. A ball hitting the face pushes
+along the face normal through the wrist's centre: the impacts load the strong joints j1-j4, not
+the weak wrist (5, 5, 2 N m), which an impact on a racket held at its handle would overpower.
+Nothing ties the ball to the robot: at the start it lies on the face, and it bounces off
+whatever it reaches: the racket, the arm's links, the floor.
+
+Ball, contacts and air (episodic.contact, calibrated by drop tests: tests/test_task_ball_bouncing.py).
+The ball is a tennis ball, 57 g and 33.5 mm in radius (ITF Rules of Tennis, Appendix I:
+56.0-59.4 g, 65.4-68.6 mm across). It meets every geom it can touch through explicit bouncing
+pairs. On the racket's head the coefficient of restitution is the episode's (the context, by
+default ``restitution``, 0.75): the racket's elasticity, from a dead (0.6) to a lively (0.9)
+string bed. 0.75 is a tennis ball on a rigid surface (ITF: dropped from 254 cm onto concrete, a
+type 2 ball rebounds 135-147 cm, e = 0.73-0.76); a racket held rigidly rebounds the ball with a
+coefficient that falls with impact speed and string tension (Goodwill & Haake, J. Sports Sci.
+21, 839 (2003), on rigidly clamped rackets). Elsewhere (handle, post, the arm's links, the
+floor) it is 0.75. Friction is 0.6 everywhere (a tennis ball on a hard court, 0.5-0.7),
+acting during the impact (the ball leaves an oblique impact rolling, as a real one does). The
+physics runs at 0.5 ms (``substeps`` 4): there one bounce's restitution lies within about
++-0.02 of its target, where at 2 ms it would depend on where the impact falls between two
+steps by up to -0.05 / +0.10 (episodic.contact). Air: 1.204 kg/m^3 at 20 degC with a tennis
+ball's drag coefficient 0.508 (Stepanek, Am. J. Phys. 56, 138 (1988)); on a 0.45 m bounce (3 m/s)
+drag is up to 1.7 % of the ball's weight and takes 4 mm off the apex (the flight is tested
+against an integration with drag and against the parabola), so it is kept.
+
+Context (command 0), any leading part of (h, e, dx, dy, vx, vy), the rest from
+(``target_apex``, ``restitution``, 0, 0, 0, 0): h m, the target apex: how far above its start
+position the ball's centre should peak; e, the coefficient of restitution of the ball on the
+racket's head this episode (set on the model's contact pair at every reset, so each episode, and
+its replay, has its own); (dx, dy) m, where the ball lies on the face: its centre's offset from
+the face's centre along the face (world x and y when the face is horizontal); (vx, vy) m/s, the
+ball rolling along the face at the start (0: at rest). Start: the ball's centre at the face's
+centre + (dx, dy) along the face and ``ball_radius`` above it, unrotated, rolling without
+slipping at (vx, vy). The face must be within 0.2 rad of horizontal at the start posture
+(``StartCommand``'s posture may differ from ``START``), the offset within the face and the speed
+at most 1 m/s.
+
+Feedback law (a gains command's task gains [k_r, k_v], rad/m and rad s/m): a mirror law for
+the sideways motion. Each control step the face is tilted toward the face's centre, by the
+horizontal vector t = -(k_r r + k_v v) rad (clipped to ``max_tilt``), where r m is the ball's
+horizontal offset from the face's centre and v m/s its horizontal velocity relative to the face:
+the wrist joints j5, j6, j7 get the offsets that turn the face normal by t (its horizontal
+components) without turning the racket about it (damped least squares on the wrist's angular
+Jacobian: j5 and j7 line up where j6 passes 0). An open-loop
+stroke alone cannot keep the ball on this arm's racket: a hit off the centre turns the racket
+about the wrist, tilting the face toward where the ball hit while they touch (a hit 2 cm off the
+centre leaves 0.017 m/s faster outward along the flange axis, 0.06 m/s across it, than one at
+the centre, with the robot's wrist gains: tested), so the sideways offset grows about 1.5 to 2
+times per bounce and the ball is off the racket after 5 or 6 (the reference stroke without the
+mirror law) unless something steers it back.
+
+Bounces. A flight is a stretch of steps in which the ball touches nothing (a touch sensor on
+the ball); its apex is the step at which its vertical velocity turns from up to down, the apex
+height z_prev + vz_prev^2 / 2g (the step before: within 0.1 mm). A bounce is a flight that
+leaves the racket's head and rises at least ``MIN_BOUNCE`` = 1 cm (so the ball lying on the
+moving face is not bouncing); it is "good" when its apex lies within ``apex_band`` of the
+target height (start height + h). A flight that leaves anything else (the arm, the handle)
+counts for nothing and breaks the run of good bounces, as does a bounce outside the band.
+
+Reward. At each bounce's apex: 1 if it is good, minus the sideways distance (m) of the ball's
+centre from the face's centre (along the face) when it left the racket; every other step 0.
+The ball touching the floor (its centre within 1 mm of its radius above it) ends the game: from
+that step on the episode earns nothing and cannot succeed. The segment runs on (it is not cut
+short, so a learner's next segment still starts where this one was planned to end); the floor
+column tells the learner. Steps outside segments (going to the start, a
+real-time hold while the learner is late) are not seen: a bounce in them neither counts nor
+breaks the run. Success: at least ``min_bounces`` good bounces in a row and the ball never on
+the floor.
+
+State columns: ball_x, ball_y, ball_z m, ball_vx, ball_vy, ball_vz m/s (the ball's centre,
+world frame); face_x, face_y, face_z m (the centre of the face); tilt rad (the face normal's
+angle from vertical); height m (the ball's lowest point above the face's plane: negative
+while it presses in); lateral m (the ball centre's distance from the face's axis); target_z
+m (the target apex height of the ball's centre, world frame); on_racket, contact, floor: 1
+while the ball presses on the racket's head, touches anything, touches the floor, else 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import mujoco
+import numpy as np
+
+from episodic.contact import (
+    MATERIALS,
+    TENNIS_BALL_DRAG_COEFFICIENT,
+    add_air,
+    add_bouncing_pairs,
+    solref_for_restitution,
+)
+from episodic.robot import Robot
+from episodic.task import (
+    Episode,
+    StepView,
+    Task,
+    TaskError,
+    add_frame_sensors,
+    add_free_ball,
+    add_target,
+    param,
+    place_free_ball,
+    place_target,
+)
+from episodic.tasks.tetherball import _rigid_inertia
+
+GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
+BALL_SURFACES = MATERIALS["tennis_ball_on_rigid"]  # restitution 0.75, friction 0.6 and their sources
+# the start posture: the arm reaching forward and a little down, the elbow bent back, the flange
+# pointing straight ahead (j6 = pi/2 - (j2 + j4)): the face up, the handle pointing away from the robot
+START = np.array([0.0, 1.7, 0.0, -0.3, 0.0, np.pi / 2 - 1.4, 0.0])
+WRIST_OFFSET = 0.06    # m, the WAM's wrist centre (where j5, j6, j7 meet) behind the flange (Barrett: d7)
+HEAD_HEIGHT = 0.08     # m, the head's centre above the flange axis, over the wrist centre
+POST_RADIUS = 0.012    # m
+HANDLE_RADIUS = 0.015  # m
+WRIST_DAMPING = 1e-4   # rad^2, the feedback law's damped least squares on the wrist's Jacobian
+MAX_START_TILT = 0.2   # rad, the face's largest angle from horizontal at the start
+MIN_BOUNCE = 0.01      # m, the least rise above its take-off height of a flight that counts as a bounce
+FLOOR_CONTACT = 0.001  # m, the ball's centre at most this above its radius: it touches the floor
+MAX_START_SPEED = 1.0  # m/s, the fastest the ball may roll at the start
+# where the ball waits until the first reset places it: on the floor, beside the robot (x, y m)
+PARKED = (0.0, -1.2)
+
+
+@dataclass
+class Bounces(Episode):
+    """What the episode remembers of the ball's bounces (see the module docstring).
+
+    last: the last step seen (time s, z m, vz m/s, contact, on_racket, lateral m); at the start,
+    time None: the ball lying on the face before the first step;
+    airborne: the ball is in a flight; from_racket: that flight left the racket's head;
+    take_off: m, the height it left at; launch_lateral: m, its sideways distance then;
+    apex_seen: the flight's apex has been scored; run, best_run: good bounces in a row now and
+    at most; bounces, good: bounces so far and the good ones; apexes: (time s, apex height m,
+    good) of each bounce; floored: the ball has touched the floor; jacobians: the feedback
+    law's (3, nv) buffers."""
+
+    last: tuple | None = None
+    airborne: bool = False
+    from_racket: bool = False
+    take_off: float = 0.0
+    launch_lateral: float = 0.0
+    apex_seen: bool = True
+    run: int = 0
+    best_run: int = 0
+    bounces: int = 0
+    good: int = 0
+    apexes: list = field(default_factory=list)
+    floored: bool = False
+    jacobians: tuple = ()
+
+
+@dataclass
+class BallBouncing(Task):
+    name: ClassVar[str] = "ball_bouncing"
+    summary: ClassVar[str] = "bounce a free tennis ball on a racket again and again to a target height."
+    robots: ClassVar[tuple[str, ...]] = ("wam",)
+    camera: ClassVar[dict[str, float]] = {"azimuth": 120, "elevation": -15}  # deg; episodic render frames the rest
+    columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
+                                          "face_x", "face_y", "face_z", "tilt", "height", "lateral", "target_z",
+                                          "on_racket", "contact", "floor")
+    context_sizes: ClassVar[tuple[int, ...]] = tuple(range(7))
+    context_help: ClassVar[str] = ("any leading part of (apex m, restitution, dx m, dy m, vx m/s, vy m/s): the target "
+                                   "apex above the ball's start, the racket's restitution, the ball's offset on the "
+                                   "face and its rolling velocity at the start")
+    gains_help: ClassVar[str] = ("[k_r, k_v] rad/m, rad s/m: the face tilts toward its centre by -(k_r r + k_v v), "
+                                 "clipped to max_tilt; r m, v m/s the ball's horizontal offset from the face's "
+                                 "centre and velocity relative to it")
+    substeps: ClassVar[int] = 4  # 0.5 ms physics: bounces within +-0.02 of their restitution (docstring)
+    episode_type: ClassVar[type[Episode]] = Bounces
+
+    # ball
+    ball_mass: float = param(0.057, "kg", "a tennis ball (ITF: 56.0-59.4 g)", gt=0)
+    ball_radius: float = param(0.0335, "m", "a tennis ball (ITF: 65.4-68.6 mm across)", gt=0)
+    restitution: float = param(BALL_SURFACES.restitution, "", "the ball's coefficient of restitution on the racket's "
+                               "head when the context gives none (its elasticity)", ge=0, lt=1)
+    # racket (a tennis racket held by its throat, the head over the wrist)
+    head_radius: float = param(0.125, "m", "radius of the racket's round head", gt=0)
+    head_thickness: float = param(0.02, "m", "the head's depth", gt=0)
+    head_mass: float = param(0.2, "kg", "frame and strings of the head", gt=0)
+    handle_length: float = param(0.2, "m", "rim to the handle's end", gt=0)
+    handle_mass: float = param(0.1, "kg", "handle and post", gt=0)
+    max_tilt: float = param(0.1, "rad", "the feedback law's largest tilt of the face", gt=0, le=0.5)
+    # target and success
+    target_apex: float = param(0.45, "m", "the target apex above the ball's start when the context gives none", gt=0)
+    apex_band: float = param(0.05, "m", "a good bounce's apex lies within this of the target height", gt=0)
+    min_bounces: int = param(10, "", "success: at least this many good bounces in a row", ge=1)
+
+    def check_params(self) -> None:
+        if self.ball_radius >= self.head_radius:
+            raise TaskError(f"the ball (ball_radius={self.ball_radius} m) must be smaller than the racket's head "
+                            f"(head_radius={self.head_radius} m)")
+
+    # -- scene ------------------------------------------------------------------
+    def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
+        flange = spec.site(robot.end_effector_site)
+        half, radius = self.head_thickness / 2, self.head_radius
+        # racket frame = flange frame: z the flange axis; the face normal is -x; the head's centre
+        # lies HEAD_HEIGHT along it from the wrist's centre, WRIST_OFFSET behind the flange
+        centre = np.array([-HEAD_HEIGHT, 0.0, -WRIST_OFFSET])
+        along_x = [np.sqrt(0.5), 0.0, np.sqrt(0.5), 0.0]  # turns a geom's z axis onto the flange's x axis
+        geoms = [
+            dict(name="racket_post", type=mujoco.mjtGeom.mjGEOM_CAPSULE, size=[POST_RADIUS, 0, 0],
+                 fromto=[0, 0, POST_RADIUS, -(HEAD_HEIGHT - half), 0, POST_RADIUS], mass=0.25 * self.handle_mass,
+                 rgba=[0.3, 0.3, 0.3, 1]),
+            dict(name="racket_handle", type=mujoco.mjtGeom.mjGEOM_CAPSULE, size=[HANDLE_RADIUS, 0, 0],
+                 fromto=[-HEAD_HEIGHT, 0, centre[2] + radius + HANDLE_RADIUS,
+                         -HEAD_HEIGHT, 0, centre[2] + radius + self.handle_length - HANDLE_RADIUS],
+                 mass=0.75 * self.handle_mass, rgba=[0.15, 0.15, 0.15, 1]),
+            dict(name="racket_head", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[radius, half, 0],
+                 pos=centre, quat=along_x, mass=self.head_mass, rgba=[0.85, 0.85, 0.8, 1]),
+        ]
+        mass, ipos, iquat, inertia = _rigid_inertia(geoms)
+        body = flange.parent.add_body(name="racket", pos=flange.pos, quat=flange.quat)
+        body.explicitinertial = True
+        body.mass, body.ipos, body.iquat, body.inertia = mass, ipos, iquat, inertia
+        body.gravcomp = 1.0  # the controller's gravity compensation includes the racket
+        for g in geoms:
+            geom = body.add_geom(**g)
+            # like the robot's geoms: no collisions with the arm, collisions with the ball
+            geom.contype, geom.conaffinity = 2, 1
+            geom.mass = 0.0
+        # the face's centre, its x axis the face normal (-x; episodic.kinematics.SiteIK turns it)
+        body.add_site(name="racket_face", pos=centre + [-half, 0.0, 0.0], quat=[0.0, 0.0, 0.0, 1.0], group=3)
+        # the head's volume and a little more: what its touch sensor feels
+        body.add_site(name="racket_touch", type=mujoco.mjtGeom.mjGEOM_CYLINDER, pos=centre, quat=along_x,
+                      size=[radius + 0.002, half + 0.01, 0], group=4, rgba=[0, 0, 0, 0])
+
+    def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
+        ball = add_free_ball(spec, "ball", [*PARKED, self.ball_radius], self.ball_radius, self.ball_mass,
+                             rgba=[0.85, 0.95, 0.2, 1], contype=1, conaffinity=1)
+        ball.add_site(name="ball", pos=[0, 0, 0])
+        ball.add_site(name="ball_touch", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[self.ball_radius + 0.002, 0, 0],
+                      group=4, rgba=[0, 0, 0, 0])
+        add_frame_sensors(spec, "ball", mujoco.mjtObj.mjOBJ_SITE, "ball")
+        spec.add_sensor(name="face_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
+                        objtype=mujoco.mjtObj.mjOBJ_SITE, objname="racket_face")
+        spec.add_sensor(name="face_normal", type=mujoco.mjtSensor.mjSENS_FRAMEXAXIS,
+                        objtype=mujoco.mjtObj.mjOBJ_SITE, objname="racket_face")
+        spec.add_sensor(name="ball_touch", type=mujoco.mjtSensor.mjSENS_TOUCH, objtype=mujoco.mjtObj.mjOBJ_SITE,
+                        objname="ball_touch")
+        spec.add_sensor(name="racket_touch", type=mujoco.mjtSensor.mjSENS_TOUCH, objtype=mujoco.mjtObj.mjOBJ_SITE,
+                        objname="racket_touch")
+        spec.add_sensor(name="clock", type=mujoco.mjtSensor.mjSENS_CLOCK)
+        add_target(spec, [0.8, 0.0, 1.75], 0.02, [0.2, 0.8, 0.2, 0.4])
+        # every geom the ball can touch (racket, links, floor) gets a calibrated bouncing pair; the
+        # head's restitution is set again at every reset from the context
+        add_bouncing_pairs(spec, "ball", BALL_SURFACES.restitution, BALL_SURFACES.friction, spec.option.timestep,
+                           overrides={"racket_head": dict(restitution=self.restitution)})
+        add_air(spec, ["ball"], TENNIS_BALL_DRAG_COEFFICIENT)
+
+    def start_posture(self, robot: Robot) -> np.ndarray:
+        return START.copy()
+
+    def default_context(self) -> np.ndarray:
+        return np.array([self.target_apex, self.restitution, 0.0, 0.0, 0.0, 0.0])
+
+    def initialize_episode(self, model, data, context, rng) -> None:
+        apex, restitution, offset, rolling = context[0], context[1], context[2:4], context[4:6]
+        if not apex > 0:
+            raise TaskError(f"the target apex must be > 0 m above the ball's start, got {apex:g}")
+        if not 0 <= restitution < 1:
+            raise TaskError(f"the racket's restitution must be in [0, 1), got {restitution:g}")
+        if not np.hypot(*offset) < self.head_radius:
+            raise TaskError(f"the ball's offset {np.round(offset, 4).tolist()} m puts it off the face "
+                            f"(head_radius={self.head_radius} m)")
+        if not np.hypot(*rolling) <= MAX_START_SPEED:
+            raise TaskError(f"the ball may roll at most {MAX_START_SPEED:g} m/s at the start, got "
+                            f"{np.hypot(*rolling):.4g} m/s")
+        ids = self.episode.ids
+        pair = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_PAIR, "ball-racket_head")
+        model.pair_solref[pair] = solref_for_restitution(float(restitution), model.opt.timestep)
+        mujoco.mj_kinematics(model, data)
+        site = ids.site["racket_face"]
+        centre, normal = data.site_xpos[site].copy(), data.site_xmat[site].reshape(3, 3)[:, 0].copy()
+        if normal[2] < np.cos(MAX_START_TILT):
+            raise TaskError(f"the racket's face is {np.arccos(np.clip(normal[2], -1, 1)):.3f} rad from horizontal "
+                            f"at the start posture; start where it is within {MAX_START_TILT} rad")
+        along_x = np.array([1.0, 0.0, 0.0]) - normal[0] * normal
+        along_x /= np.linalg.norm(along_x)
+        along_y = np.cross(normal, along_x)
+        position = centre + offset[0] * along_x + offset[1] * along_y + self.ball_radius * normal
+        velocity = rolling[0] * along_x + rolling[1] * along_y
+        place_free_ball(data, ids, "ball", position, velocity, np.cross(normal, velocity) / self.ball_radius)
+        target = np.array([centre[0], centre[1], position[2] + apex])
+        place_target(data, ids, target)
+        self.episode.last = (None, position[2], 0.0, True, True, float(np.hypot(*offset)))
+        self.episode.jacobians = (np.zeros((3, model.nv)), np.zeros((3, model.nv)))
+
+    # -- feedback law --------------------------------------------------------------
+    def check_gains(self, task_gains: np.ndarray) -> None:
+        if task_gains.size != 2:
+            raise TaskError(f"ball_bouncing's task gains are {self.gains_help}; got {task_gains.size} values")
+
+    def feedback(self, model, data, task_gains) -> np.ndarray:
+        ids = self.episode.ids
+        mujoco.mj_kinematics(model, data)
+        mujoco.mj_comPos(model, data)
+        site = ids.site["racket_face"]
+        jacp, jacr = self.episode.jacobians
+        mujoco.mj_jacSite(model, data, jacp, jacr, site)
+        qa, va = ids.qpos["ball"], ids.dof["ball"]
+        offset = data.qpos[qa : qa + 2] - data.site_xpos[site, :2]
+        velocity = data.qvel[va : va + 2] - jacp[:2] @ data.qvel
+        tilt = -(float(task_gains[0]) * offset + float(task_gains[1]) * velocity)
+        size = float(np.hypot(*tilt))
+        if size > self.max_tilt:
+            tilt *= self.max_tilt / size
+        wrist = jacr[:, ids.arm_dof[-3:]]
+        out = np.zeros(ids.arm_dof.size)
+        # turn the normal by the tilt (about z x tilt), not about the normal itself: damped least
+        # squares, since j5 and j7 line up when j6 passes 0 (the stroke crosses it)
+        turn = np.array([-tilt[1], tilt[0], 0.0])
+        out[-3:] = wrist.T @ np.linalg.solve(wrist @ wrist.T + WRIST_DAMPING * np.eye(3), turn)
+        return out
+
+    # -- per step ----------------------------------------------------------------
+    def state(self, steps: StepView) -> np.ndarray:
+        ball, vel = steps.sensor("ball_pos"), steps.sensor("ball_vel")
+        face, normal = steps.sensor("face_pos"), steps.sensor("face_normal")
+        rel = ball - face
+        along = np.sum(rel * normal, axis=1)
+        lateral = np.linalg.norm(rel - along[:, None] * normal, axis=1)
+        tilt = np.arccos(np.clip(normal[:, 2], -1.0, 1.0))
+        on_racket = (steps.sensor("racket_touch")[:, 0] > 0).astype(float)
+        contact = (steps.sensor("ball_touch")[:, 0] > 0).astype(float)
+        floor = (ball[:, 2] <= self.ball_radius + FLOOR_CONTACT).astype(float)
+        return np.column_stack([ball, vel, face, tilt, along - self.ball_radius, lateral,
+                                steps.sensor("target_pos")[:, 2], on_racket, contact, floor])
+
+    def step_reward(self, steps: StepView, state: np.ndarray) -> np.ndarray:
+        n = len(state)
+        reward = np.zeros(n)
+        memory = self.episode
+        if n == 0 or memory.floored:
+            return reward
+        times = steps.sensor("clock")[:, 0]
+        z, vz, lateral, target = state[:, 2], state[:, 5], state[:, 11], state[:, 12]
+        contact, on_racket, floor = state[:, 14] > 0, state[:, 13] > 0, state[:, 15] > 0
+        # each step with the one before it (the last one seen, if it came right before)
+        last = memory.last
+        joined = last is not None and (last[0] is None or abs(times[0] - last[0] - steps.dt) < 0.25 * steps.dt)
+        if joined:
+            prev_contact = np.concatenate([[last[3]], contact[:-1]])
+            prev_on = np.concatenate([[last[4]], on_racket[:-1]])
+            prev_z, prev_vz = np.concatenate([[last[1]], z[:-1]]), np.concatenate([[last[2]], vz[:-1]])
+            prev_lateral = np.concatenate([[last[5]], lateral[:-1]])
+        else:
+            prev_contact, prev_on = np.concatenate([[contact[0]], contact[:-1]]), np.concatenate([[on_racket[0]],
+                                                                                                  on_racket[:-1]])
+            prev_z, prev_vz = np.concatenate([[z[0]], z[:-1]]), np.concatenate([[vz[0]], vz[:-1]])
+            prev_lateral = np.concatenate([[lateral[0]], lateral[:-1]])
+        take_off = prev_contact & ~contact
+        landing = ~prev_contact & contact
+        apex = ~prev_contact & ~contact & (prev_vz > 0) & (vz <= 0)
+        events = np.flatnonzero(take_off | landing | apex | floor)
+        for k in events:
+            if floor[k]:
+                memory.floored, memory.airborne = True, False
+                break
+            if landing[k]:
+                memory.airborne = False
+            if take_off[k]:
+                memory.airborne, memory.apex_seen = True, False
+                memory.from_racket, memory.take_off = bool(prev_on[k]), float(prev_z[k])
+                memory.launch_lateral = float(prev_lateral[k])
+            if apex[k] and memory.airborne and not memory.apex_seen:
+                memory.apex_seen = True
+                height = float(prev_z[k] + prev_vz[k] ** 2 / (2 * GRAVITY))
+                if height - memory.take_off < MIN_BOUNCE:
+                    continue
+                if not memory.from_racket:
+                    memory.run = 0
+                    continue
+                good = abs(height - target[k]) <= self.apex_band
+                memory.bounces += 1
+                memory.good += int(good)
+                memory.run = memory.run + 1 if good else 0
+                memory.best_run = max(memory.best_run, memory.run)
+                memory.apexes.append((float(times[k]), height, good))
+                reward[k] = float(good) - memory.launch_lateral
+        memory.last = (float(times[-1]), float(z[-1]), float(vz[-1]), bool(contact[-1]), bool(on_racket[-1]),
+                       float(lateral[-1]))
+        return reward
+
+    def success(self, state: np.ndarray) -> bool:
+        memory = self.episode
+        return bool(memory.best_run >= self.min_bounces and not memory.floored and not state[15] > 0)
