@@ -10,6 +10,7 @@ per control step no longer cost tracking, and the rollout and Python paths stay 
 Measured (return at the task's substeps -> at 4 x; success the same in each; the other tasks'
 references as they stood when this was written):
 
+    ball_bouncing    4 -> 16   18.9631 -> 18.9730
     ball_in_cup      4 -> 16   4.3413 -> 4.3406   (peak string stretch 5.85 -> 6.24 mm)
     ball_on_beam     1 -> 4   -0.003881 -> -0.003887
     casting          4 -> 16  -2.4840 -> -2.4880
@@ -44,6 +45,7 @@ FACTOR = 4
 # for the references being re-tuned. A task with a reference and no entry here fails until its
 # tolerance is stated.
 TOLERANCE = {
+    "ball_bouncing": 0.1,     # the reference's return is 18.96 (19 good bounces); a bounce more or less is 1
     "ball_in_cup": 0.1,       # a catch is 4-5.4, a miss below 2.3
     "ball_on_beam": 0.001,    # the reference's return is -0.004
     "ball_paddling": 1.0,     # a good hit more or less; the reference's return is 15

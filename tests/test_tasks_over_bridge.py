@@ -19,8 +19,8 @@ from episodic.replay import replay
 from episodic.robot import load_robot
 from episodic.runner import Runner
 from episodic.tasks import TASKS, make_task
-from examples import (ball_in_cup_reference, ball_on_beam_reference, ball_paddling_reference, beer_pong_reference,
-                      casting_reference, pole_balancing_reference, tetherball_reference)
+from examples import (ball_bouncing_reference, ball_in_cup_reference, ball_on_beam_reference, ball_paddling_reference,
+                      beer_pong_reference, casting_reference, pole_balancing_reference, tetherball_reference)
 from tests.helpers import Served, assert_same_steps, channel_name, shm_leftovers, wave
 
 pytestmark = pytest.mark.slow  # real `episodic serve` processes
@@ -51,6 +51,9 @@ CASES = {
                             + casting_reference.reference_commands(WAM, 6, cup=[0.4, 0.5])),
     "pole_balancing": lambda: Case({"pole_length": 0.4}, 2, pole_balancing_reference.reference_commands(
         WAM, episode_id=5, context=[np.pi - 0.2], pole_length=0.4)),
+    "ball_bouncing": lambda: Case({}, 0, ball_bouncing_reference.reference_commands(WAM, 3)
+                                  + ball_bouncing_reference.reference_commands(WAM, 4, [0.4, 0.6, 0.02, -0.02], segments=2,
+                                                                               segment_time=2.0)),
     "ball_paddling": lambda: Case({"min_hits": 8}, 4, ball_paddling_reference.reference_commands(WAM, 5)
                                   + ball_paddling_reference.reference_commands(WAM, 6, apex=0.47)),
     "beer_pong": lambda: Case({}, 0, beer_pong_reference.reference_commands(WAM, 5) + beer_pong_reference.reference_commands(
