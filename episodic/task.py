@@ -5,7 +5,7 @@ Besides the :class:`Task` base class, this module holds what task modules share:
 declaration of a difficulty parameter (:func:`param`, :func:`coordinate`: its unit, valid range
 and meaning; :func:`choice`: one of named options; checked whenever a task is built), the
 per-episode state (:class:`Episode`, with the model's named objects bound to ids once in
-:class:`Ids`), a free ball (:func:`add_free_ball`,
+:class:`Ids`), a tool on the flange (:func:`add_tool_body`), a free ball (:func:`add_free_ball`,
 :func:`place_free_ball`), a target marker (:func:`add_target`, :func:`place_target`), frame
 sensors (:func:`add_frame_sensors`) and what a feedback law reads and returns
 (:func:`update_kinematics`, :func:`body_velocity`, :meth:`Task.last_joint_offset`)."""
@@ -445,6 +445,45 @@ def add_free_ball(spec: mujoco.MjSpec, name: str, pos, radius: float, mass: floa
     ball.inertia = [0.4 * mass * radius**2] * 3
     ball.add_geom(name=name, type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius, 0, 0], **geom)
     return ball
+
+
+def add_tool_body(spec: mujoco.MjSpec, robot: Robot, name: str, geoms: list[dict], touches: bool = True,
+                  pos=None, quat=None) -> mujoco.MjsBody:
+    """Add a tool rigidly attached to the robot's end effector: a body ``name`` in the frame of
+    the end-effector site (or at ``pos`` (3,) m / ``quat`` (4,) in its parent link's frame), made
+    of ``geoms`` (dicts of MjsGeom attributes, each with its ``mass`` kg), part of the arm's
+    dynamics: its mass, centre of mass and inertia those of the geoms together
+    (:func:`rigid_inertia`), and the controller's gravity compensation includes it. Its geoms
+    collide like the arm's (not with the arm, with the task's objects) when ``touches``, else
+    with nothing. Returns the body, for sites on it."""
+    flange = spec.site(robot.end_effector_site)
+    mass, ipos, iquat, inertia = rigid_inertia(geoms)
+    body = flange.parent.add_body(name=name, pos=flange.pos if pos is None else pos,
+                                  quat=flange.quat if quat is None else quat)
+    body.explicitinertial = True
+    body.mass, body.ipos, body.iquat, body.inertia = mass, ipos, iquat, inertia
+    body.gravcomp = 1.0
+    for g in geoms:
+        geom = body.add_geom(**g)
+        geom.contype, geom.conaffinity = (2, 1) if touches else (0, 0)
+        geom.mass = 0.0  # the body's explicit inertia holds it
+    return body
+
+
+def rigid_inertia(geoms: list[dict]) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """Mass kg, centre of mass (3,) m, principal axes (quat, 4) and principal moments (3,) kg m^2
+    of rigidly joined geoms (dicts of MjsGeom attributes with ``mass``) in their common frame:
+    MuJoCo's own geom inertia, computed on a scratch model (the robot's model takes inertias only
+    explicitly)."""
+    spec = mujoco.MjSpec()
+    spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_TRUE
+    body = spec.worldbody.add_body(name="tool")
+    body.add_freejoint()
+    for g in geoms:
+        body.add_geom(**{k: v for k, v in g.items() if k != "name"})
+    model = spec.compile()
+    b = model.body("tool")
+    return float(b.mass[0]), b.ipos.copy(), b.iquat.copy(), b.inertia.copy()
 
 
 def add_frame_sensors(spec: mujoco.MjSpec, prefix: str, objtype: mujoco.mjtObj, objname: str) -> None:

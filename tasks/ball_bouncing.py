@@ -101,6 +101,7 @@ from episodic.contact import (
 )
 from episodic.robot import Robot
 from episodic.task import (
+    add_tool_body,
     Episode,
     StepView,
     Task,
@@ -112,7 +113,6 @@ from episodic.task import (
     place_free_ball,
     place_target,
 )
-from episodic.tasks.tetherball import _rigid_inertia
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
 BALL_SURFACES = MATERIALS["tennis_ball_on_rigid"]  # restitution 0.75, friction 0.6 and their sources
@@ -203,7 +203,6 @@ class BallBouncing(Task):
 
     # -- scene ------------------------------------------------------------------
     def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
-        flange = spec.site(robot.end_effector_site)
         half, radius = self.head_thickness / 2, self.head_radius
         # racket frame = flange frame: z the flange axis; the face normal is -x; the head's centre
         # lies HEAD_HEIGHT along it from the wrist's centre, WRIST_OFFSET behind the flange
@@ -220,16 +219,7 @@ class BallBouncing(Task):
             dict(name="racket_head", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[radius, half, 0],
                  pos=centre, quat=along_x, mass=self.head_mass, rgba=[0.85, 0.85, 0.8, 1]),
         ]
-        mass, ipos, iquat, inertia = _rigid_inertia(geoms)
-        body = flange.parent.add_body(name="racket", pos=flange.pos, quat=flange.quat)
-        body.explicitinertial = True
-        body.mass, body.ipos, body.iquat, body.inertia = mass, ipos, iquat, inertia
-        body.gravcomp = 1.0  # the controller's gravity compensation includes the racket
-        for g in geoms:
-            geom = body.add_geom(**g)
-            # like the robot's geoms: no collisions with the arm, collisions with the ball
-            geom.contype, geom.conaffinity = 2, 1
-            geom.mass = 0.0
+        body = add_tool_body(spec, robot, "racket", geoms)
         # the face's centre, its x axis the face normal (-x; episodic.kinematics.SiteIK turns it)
         body.add_site(name="racket_face", pos=centre + [-half, 0.0, 0.0], quat=[0.0, 0.0, 0.0, 1.0], group=3)
         # the head's volume and a little more: what its touch sensor feels

@@ -97,8 +97,8 @@ import numpy as np
 
 from episodic.contact import SPHERE_DRAG_COEFFICIENT, MaterialPair, add_air, add_bouncing_pairs
 from episodic.robot import Robot
-from episodic.task import Episode, StepView, Task, TaskError, add_frame_sensors, add_free_ball, param, place_free_ball
-from episodic.tasks.tetherball import _rigid_inertia
+from episodic.task import (Episode, StepView, Task, TaskError, add_frame_sensors, add_free_ball, add_tool_body,
+                           param, place_free_ball)
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
 BALL_ON_PADDLE = MaterialPair(
@@ -208,7 +208,6 @@ class BallPaddling(Task):
         return self.handle_length + self.blade_radius
 
     def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
-        flange = spec.site(robot.end_effector_site)
         handle_r, blade_r, half_t = 0.012, self.blade_radius, self.blade_thickness / 2
         centre = self.blade_centre
         # racket frame = flange frame; the handle runs along +z, the face (the side the string is
@@ -221,15 +220,7 @@ class BallPaddling(Task):
                  pos=[0, 0, centre], quat=[np.sqrt(0.5), np.sqrt(0.5), 0, 0], mass=self.blade_mass,
                  rgba=[0.85, 0.65, 0.4, 1]),
         ]
-        mass, ipos, iquat, inertia = _rigid_inertia(geoms)
-        body = flange.parent.add_body(name="racket", pos=flange.pos, quat=flange.quat)
-        body.explicitinertial = True
-        body.mass, body.ipos, body.iquat, body.inertia = mass, ipos, iquat, inertia
-        body.gravcomp = 1.0  # the controller's gravity compensation includes the racket
-        for g in geoms:
-            geom = body.add_geom(**g)
-            geom.contype, geom.conaffinity = 2, 1  # like the arm's geoms
-            geom.mass = 0.0
+        body = add_tool_body(spec, robot, "racket", geoms)
         # the blade's centre and the face's centre, each with its x axis along the face normal
         # (-y of the racket frame): a rotation by -90 degrees about z
         normal_x = [np.sqrt(0.5), 0, 0, -np.sqrt(0.5)]

@@ -102,6 +102,7 @@ from episodic.contact import (
 )
 from episodic.robot import Robot
 from episodic.task import (
+    add_tool_body,
     Episode,
     StepView,
     Task,
@@ -113,7 +114,6 @@ from episodic.task import (
     place_free_ball,
     update_kinematics,
 )
-from episodic.tasks.tetherball import _rigid_inertia
 
 HOLD_OFFSET = 0.07     # m, the held ball's centre out from the flange along its axis
 HOLD_OMEGA = 400.0     # rad/s, the hold's natural frequency with the ball's mass
@@ -206,7 +206,6 @@ class BeerPong(Task):
 
     # -- scene ---------------------------------------------------------------
     def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
-        flange = spec.site(robot.end_effector_site)
         dish_z = HOLD_OFFSET - self.ball_radius - 0.004
         geoms = [
             dict(name="holder_stem", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[0.008, dish_z / 2, 0],
@@ -214,15 +213,7 @@ class BeerPong(Task):
             dict(name="holder_dish", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[0.7 * self.ball_radius, 0.002, 0],
                  pos=[0, 0, dish_z], mass=0.4 * HOLDER_MASS, rgba=[0.6, 0.6, 0.65, 1]),
         ]
-        mass, ipos, iquat, inertia = _rigid_inertia(geoms)
-        body = flange.parent.add_body(name="holder", pos=flange.pos, quat=flange.quat)
-        body.explicitinertial = True
-        body.mass, body.ipos, body.iquat, body.inertia = mass, ipos, iquat, inertia
-        body.gravcomp = 1.0  # the controller's gravity compensation includes the holder
-        for g in geoms:
-            geom = body.add_geom(**g)
-            geom.contype, geom.conaffinity = 0, 0  # touches nothing: the ball leaves it freely
-            geom.mass = 0.0
+        body = add_tool_body(spec, robot, "holder", geoms, touches=False)
         body.add_site(name="hold", pos=[0, 0, HOLD_OFFSET], group=3)
 
     def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:

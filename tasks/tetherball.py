@@ -63,6 +63,7 @@ from episodic.contact import (
 )
 from episodic.robot import Robot
 from episodic.task import (
+    add_tool_body,
     Episode,
     StepView,
     Task,
@@ -154,8 +155,6 @@ class Tetherball(Task):
 
     # -- scene ------------------------------------------------------------------
     def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
-        flange = spec.site(robot.end_effector_site)
-        link = flange.parent
         handle_r, blade_r, half_t = 0.014, self.blade_radius, self.blade_thickness / 2
         centre = self.handle_length + blade_r
         # racket frame = flange frame; the handle runs along +z, the blade's face normal is +x
@@ -167,16 +166,7 @@ class Tetherball(Task):
                  pos=[0, 0, centre], quat=[np.sqrt(0.5), 0, np.sqrt(0.5), 0], mass=self.blade_mass,
                  rgba=[0.8, 0.1, 0.1, 1]),
         ]
-        mass, ipos, iquat, inertia = _rigid_inertia(geoms)
-        body = link.add_body(name="racket", pos=flange.pos, quat=flange.quat)
-        body.explicitinertial = True
-        body.mass, body.ipos, body.iquat, body.inertia = mass, ipos, iquat, inertia
-        body.gravcomp = 1.0  # the controller's gravity compensation includes the racket
-        for g in geoms:
-            geom = body.add_geom(**g)
-            # like the robot's geoms: no collisions with the arm, collisions with the ball
-            geom.contype, geom.conaffinity = 2, 1
-            geom.mass = 0.0
+        body = add_tool_body(spec, robot, "racket", geoms)
         body.add_site(name="racket_centre", pos=[0, 0, centre], group=3)
 
     def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
@@ -252,18 +242,3 @@ class Tetherball(Task):
 
     def success(self, state: np.ndarray) -> bool:
         return bool(min(self.closest_approach(), state[10]) < self.tolerance)
-
-
-def _rigid_inertia(geoms: list[dict]) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
-    """Mass, centre of mass, principal axes (quat) and principal moments of rigidly joined
-    geoms (dicts of MjsGeom attributes with ``mass``) in their common frame: MuJoCo's own geom
-    inertia, computed on a scratch model (the robot's model takes inertias only explicitly)."""
-    spec = mujoco.MjSpec()
-    spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_TRUE
-    body = spec.worldbody.add_body(name="tool")
-    body.add_freejoint()
-    for g in geoms:
-        body.add_geom(**{k: v for k, v in g.items() if k != "name"})
-    model = spec.compile()
-    b = model.body("tool")
-    return float(b.mass[0]), b.ipos.copy(), b.iquat.copy(), b.inertia.copy()
