@@ -101,7 +101,6 @@ from episodic.contact import (
 )
 from episodic.robot import Robot
 from episodic.task import (
-    add_tool_body,
     Episode,
     StepView,
     Task,
@@ -109,6 +108,7 @@ from episodic.task import (
     add_frame_sensors,
     add_free_ball,
     add_target,
+    add_tool_body,
     param,
     place_free_ball,
     place_target,

@@ -102,13 +102,13 @@ from episodic.contact import (
 )
 from episodic.robot import Robot
 from episodic.task import (
-    add_tool_body,
     Episode,
     StepView,
     Task,
     TaskError,
     add_frame_sensors,
     add_free_ball,
+    add_tool_body,
     coordinate,
     param,
     place_free_ball,

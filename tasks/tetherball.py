@@ -63,7 +63,6 @@ from episodic.contact import (
 )
 from episodic.robot import Robot
 from episodic.task import (
-    add_tool_body,
     Episode,
     StepView,
     Task,
@@ -71,6 +70,7 @@ from episodic.task import (
     add_frame_sensors,
     add_free_ball,
     add_target,
+    add_tool_body,
     coordinate,
     param,
     place_free_ball,
