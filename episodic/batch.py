@@ -42,7 +42,6 @@ import dataclasses
 import json
 import math
 import threading
-import weakref
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -389,10 +388,6 @@ def evaluate(episodes: Sequence[Sequence[Command]], task: TaskSpec, robot: Robot
     return [r for r, _ in _evaluate(setup, episodes, threads, executor, chunk_size, keep_steps, False, progress)]
 
 
-# the batches each runner has evaluated so far (its next batch's number)
-_BATCHES: weakref.WeakKeyDictionary[Runner, int] = weakref.WeakKeyDictionary()
-
-
 def evaluate_into(runner: Runner, episodes: Sequence[Sequence[Command]], *, threads: int = 1,
                   executor: Executor | None = None, keep_steps: bool = False, chunk_size: int = DEFAULT_CHUNK_SIZE,
                   progress: ProgressCallback | None = None) -> list[EpisodeResult]:
@@ -419,8 +414,8 @@ def evaluate_into(runner: Runner, episodes: Sequence[Sequence[Command]], *, thre
     episodes = [tuple(e) for e in episodes]
     done = _evaluate(setup, episodes, threads, executor, chunk_size, keep_steps, True, progress)
     runner.abort(Flag.ABORTED_BY_LEARNER, BATCH_ABORT_MESSAGE)  # only when one is running
-    batch = _BATCHES.get(runner, 0)
-    _BATCHES[runner] = batch + 1
+    batch = runner.batches
+    runner.batches += 1
     machine = runner.machine
     for position, (commands, (result, ep)) in enumerate(zip(episodes, done)):
         if ep is None:

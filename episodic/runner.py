@@ -85,6 +85,7 @@ class Runner(Sender):
         self.limits = limits
         self.keep_episodes = log is None if keep_episodes is None else keep_episodes
         self.episodes: list[EpisodeBuffer] = []
+        self.batches = 0  # batches of episodes handed to this runner so far (episodic.batch.evaluate_into)
         self.log = RunLog(log, self.metadata(), incremental=self.mode == "realtime", overwrite=overwrite) \
             if log is not None else None
         self.machine = self._new_machine()
