@@ -63,6 +63,28 @@ REFERENCE_SWING = Swing(step=0.4292, knots=np.array([
 ]))
 
 
+ELBOW = 3  # j4, the joint whose knots a learner's missing start swing bends (index into the 7 joints)
+
+
+def swing_params(swing: Swing) -> np.ndarray:
+    """theta (16,): the knots (5, 3) rad row by row, then the step s (a learner's parameter vector)."""
+    return np.append(np.asarray(swing.knots, float).ravel(), swing.step)
+
+
+def params_swing(theta: np.ndarray) -> Swing:
+    """The Swing of parameter vector ``theta`` (16,) (see ``swing_params``)."""
+    theta = np.asarray(theta, float)
+    return Swing(step=float(theta[-1]), knots=theta[:-1].reshape(REFERENCE_SWING.knots.shape).copy())
+
+
+def bent_swing(offset: float, joint: int = ELBOW) -> Swing:
+    """``REFERENCE_SWING`` with every knot of ``joint`` (one of SWING_JOINTS) ``offset`` rad further:
+    a swing that misses, for a learner to start from."""
+    knots = REFERENCE_SWING.knots.copy()
+    knots[:, SWING_JOINTS.index(joint)] += offset
+    return Swing(REFERENCE_SWING.step, knots)
+
+
 def start_posture(robot) -> np.ndarray:
     """The ball_in_cup task's start posture (n_dofs,) rad on ``robot``."""
     from episodic.tasks.ball_in_cup import BallInCup

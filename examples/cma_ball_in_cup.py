@@ -36,26 +36,13 @@ import time
 
 import numpy as np
 
-from episodic.demo import DEMO_TASK, REFERENCE_SWING, SWING_JOINTS, Swing, swing_commands
+from episodic.demo import DEMO_TASK, bent_swing, params_swing, swing_commands, swing_params
 from episodic.protocol import Flag
 from episodic.served import ServedRunner, fresh_channel
 
-ELBOW = 3            # j4, the joint the start swing bends (index into the 7 joints)
-START_OFFSET = 0.15  # rad added to every elbow knot: a far miss
+START_OFFSET = 0.15  # rad added to every elbow (j4) knot: a far miss
 SIGMA = 0.05         # rad, CMA-ES's initial step size on the knots (the step gets a tenth: s)
 CATCH = 3.0          # a return above this is a catch (the task adds 3 for one)
-
-
-def start_params(offset: float) -> np.ndarray:
-    """theta (16,): the reference swing's knots with the elbow bent ``offset`` rad, row by
-    row, then its step s."""
-    knots = REFERENCE_SWING.knots.copy()
-    knots[:, SWING_JOINTS.index(ELBOW)] += offset
-    return np.append(knots.ravel(), REFERENCE_SWING.step)
-
-
-def swing(theta: np.ndarray) -> Swing:
-    return Swing(step=float(theta[-1]), knots=np.asarray(theta[:-1]).reshape(REFERENCE_SWING.knots.shape))
 
 
 def score(result) -> float:
@@ -79,7 +66,7 @@ def one_by_one(client, episodes) -> list[float]:
 def learn(client, robot, generations: int, seed: int, offset: float) -> None:
     import cma
 
-    theta = start_params(offset)
+    theta = swing_params(bent_swing(offset))
     stds = np.append(np.ones(theta.size - 1), 0.1)
     es = cma.CMAEvolutionStrategy(theta, SIGMA, {"seed": seed + 1, "CMA_stds": stds, "verbose": -9})
     print(f"CMA-ES, population {es.popsize} + the mean per generation, one batch each")
@@ -88,7 +75,7 @@ def learn(client, robot, generations: int, seed: int, offset: float) -> None:
     for generation in range(1, generations + 1):
         samples = es.ask()
         thetas = [es.mean] + samples
-        episodes = [swing_commands(robot, swing(t), episode_id + k + 1) for k, t in enumerate(thetas)]
+        episodes = [swing_commands(robot, params_swing(t), episode_id + k + 1) for k, t in enumerate(thetas)]
         episode_id += len(episodes)
         wall = time.perf_counter()
         results = client.evaluate(episodes)

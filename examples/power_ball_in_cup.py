@@ -88,14 +88,14 @@ from pathlib import Path
 
 import numpy as np
 
-from episodic.demo import DEMO_TASK, REFERENCE_SWING, SWING_JOINTS, Swing, run_swing, swing_commands
+from episodic.demo import (DEMO_TASK, ELBOW, REFERENCE_SWING, Swing, bent_swing, params_swing, run_swing,
+                           swing_commands, swing_params)
 from episodic.served import ServedRunner, ServeError, fresh_channel
 
 # -- the policy: the swing's knots and step as one parameter vector -----------------------------
 N_KNOTS, N_JOINTS = REFERENCE_SWING.knots.shape  # 5 knots of j2, j4, j6
 N_PARAMS = N_KNOTS * N_JOINTS + 1                 # the 15 knots (row by row), then the step
 
-START_JOINT = 3        # j4, the elbow (index into the 7 joints)
 START_OFFSET = 0.05    # rad added to every j4 knot of the reference swing: the ball misses
 SIGMA_KNOT = 0.05      # rad, exploration of each knot
 SIGMA_STEP = 0.005     # s, exploration of the step
@@ -103,23 +103,10 @@ TOP_K = 5              # rollouts (best so far, of all iterations) in each updat
 ITERATIONS = 100       # default budget of exploratory rollouts
 
 
-def swing_params(swing: Swing) -> np.ndarray:
-    """theta (16,): the knots (5, 3) rad row by row, then the step s."""
-    return np.append(np.asarray(swing.knots, float).ravel(), swing.step)
-
-
-def params_swing(theta: np.ndarray) -> Swing:
-    """The Swing of parameter vector ``theta`` (16,) (see ``swing_params``)."""
-    theta = np.asarray(theta, float)
-    return Swing(step=float(theta[-1]), knots=theta[:-1].reshape(N_KNOTS, N_JOINTS).copy())
-
-
 def start_swing(offset: float = START_OFFSET) -> Swing:
     """The reference swing with every elbow (j4) knot ``offset`` rad further: with the
     default 0.05 rad the ball falls 0.20 m from the cup's axis (return 0.433)."""
-    knots = REFERENCE_SWING.knots.copy()
-    knots[:, SWING_JOINTS.index(START_JOINT)] += offset
-    return Swing(REFERENCE_SWING.step, knots)
+    return bent_swing(offset, ELBOW)
 
 
 def exploration_sigma(sigma_knot: float = SIGMA_KNOT, sigma_step: float = SIGMA_STEP) -> np.ndarray:
