@@ -89,9 +89,7 @@ def one_by_one(pop: Population) -> int:
     steps = 0
     with Runner(make_task(pop.task), pop.robot, keep_episodes=False) as runner:
         for commands in pop.episodes:
-            for command in commands:
-                if runner.send(command).episode_done:
-                    break
+            runner.send_episode(commands)
             steps += runner.machine.last_episode.n_steps
     return steps
 

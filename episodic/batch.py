@@ -54,7 +54,7 @@ import numpy as np
 from episodic.commands import Command, Kind, Limits
 from episodic.log import (COMMAND_ARRAYS, COMMAND_ATTRS, EpisodeBuffer, command_from_record, decode_attr,
                           software_versions)
-from episodic.protocol import EpisodeResult, Flag, Reply
+from episodic.protocol import EpisodeResult, Flag
 from episodic.robot import Robot, RobotError, load_robot
 from episodic.runner import Runner
 from episodic.task import Task
@@ -236,11 +236,7 @@ def _run_episode(r: Runner, commands: Sequence[Command], keep_steps: bool,
     """One episode as the first of a fresh runner ``r``: its result, and the episode as logged
     when ``keep_episode`` (None when it never started)."""
     r.start_afresh()
-    replies: list[Reply] = []
-    for command in commands:
-        replies.append(r.send(command))
-        if replies[-1].episode_done:
-            break
+    replies = r.send_episode(commands)
     r.abort(Flag.INTERRUPTED, BATCH_END_MESSAGE)  # only when still running
     ep = r.machine.last_episode
     names = tuple(r.state_names)

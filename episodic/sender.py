@@ -8,6 +8,8 @@ episode id and the next index are tracked from what was sent.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -39,6 +41,17 @@ class Sender:
             self.episode_id, self._next_index = command.episode_id, command.index + 1
         self.last_reply = reply
         return reply
+
+    def send_episode(self, commands: Sequence[Command]) -> list[Reply]:
+        """Send an episode's command objects (a start, then its segments and gain sets) in order
+        until one of them ends the episode (its reply's ``episode_done``: the last segment, or a
+        refusal); the replies, one per command sent (the rest are not sent)."""
+        replies: list[Reply] = []
+        for command in commands:
+            replies.append(self.send(command))
+            if replies[-1].episode_done:
+                break
+        return replies
 
     def _deliver(self, command: Command) -> Reply:
         raise NotImplementedError

@@ -52,15 +52,7 @@ def score(result) -> float:
 
 def one_by_one(client, episodes) -> list[float]:
     """The episodes sent one command at a time (what a learner without batches does): returns."""
-    out = []
-    for commands in episodes:
-        replies = []
-        for command in commands:
-            replies.append(client.send(command))
-            if replies[-1].episode_done:
-                break
-        out.append(sum(r.reward for r in replies))
-    return out
+    return [sum(r.reward for r in client.send_episode(commands)) for commands in episodes]
 
 
 def learn(client, robot, generations: int, seed: int, offset: float) -> None:
