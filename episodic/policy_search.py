@@ -267,12 +267,21 @@ class Iteration:
 class LearningCurve:
     """One Iteration per row; ``first_success``: sample episodes run up to and including the
     first successful one (None: none succeeded); ``final_return`` / ``final_success``: the
-    policy after the last update (nan / False when not evaluated)."""
+    policy after the last update (nan / False when not evaluated); ``successes`` every sample
+    episode's success in order (the start's first)."""
 
     rows: list[Iteration] = field(default_factory=list)
     first_success: int | None = None
     final_return: float = float("nan")
     final_success: bool = False
+    successes: list[bool] = field(default_factory=list)
+
+    def reliable_after(self, window: int = 20, rate: float = 0.8) -> int | None:
+        """Sample episodes run until, for the first time, at least ``rate`` of the last ``window``
+        succeeded (None: never)."""
+        hits = np.convolve(np.asarray(self.successes, float), np.ones(window), mode="valid")
+        good = np.flatnonzero(hits >= rate * window - 1e-9)
+        return int(good[0]) + window if good.size else None
 
     def column(self, name: str) -> np.ndarray:
         """One column over the iterations (n_iterations + 1,)."""
@@ -318,6 +327,7 @@ def learn(learner: Learner, rollouts: Callable[[np.ndarray], Outcome], iteration
         hits = np.flatnonzero(samples.success)
         if curve.first_success is None and hits.size:
             curve.first_success = done + int(hits[0]) + 1
+        curve.successes += [bool(x) for x in samples.success]
         row = Iteration(iteration, done + len(samples.returns), float(samples.returns.mean()),
                         float(samples.returns.max()), float(samples.success.mean()),
                         float(policy.returns[0]) if policy is not None else float("nan"),

@@ -74,6 +74,19 @@ class JointTrajectory:
         q[:, joints], qd[:, joints], qdd[:, joints] = self.q, self.qd, self.qdd
         return JointTrajectory(self.t, q, qd, qdd)
 
+    def episode(self, episode_id: int, segments: int = 1, wait: float = 0.0, context=None) -> list:
+        """One episode's commands: a start at q[0] (``context`` for the task), then the samples
+        after it (t = dt ...) as ``segments`` trajectory segments of about equal length, the last
+        holding its final posture ``wait`` s. Sampled at the control rate, ready to send."""
+        from episodic.commands import StartCommand, TrajectoryCommand
+
+        ctx = np.zeros(0) if context is None else np.asarray(context, float).ravel()
+        commands: list = [StartCommand(episode_id, segments, posture=self.q[0], context=ctx)]
+        for k, rows in enumerate(np.array_split(np.arange(1, len(self.t)), segments), start=1):
+            commands.append(TrajectoryCommand(episode_id, k, segments, self.q[rows], self.qd[rows], self.qdd[rows],
+                                              wait_time=wait if k == segments else 0.0))
+        return commands
+
 
 def samples(duration: float, dt: float) -> np.ndarray:
     """Sample times (n,) s: 0, dt, ..., up to ``duration`` (rounded to whole steps)."""
@@ -192,6 +205,56 @@ class DMP:
         phi = self.basis(t)
         gram = phi.T @ phi + regularization * np.eye(self.n_weights)
         return np.linalg.solve(gram, phi.T @ target)
+
+
+@dataclass(frozen=True)
+class DMPPolicy:
+    """A learner's parameters as a DMP motion of some joints, the others holding the start
+    posture: theta (n_weights * n_joints,) is the weight matrix (n_weights, n_joints) row by row,
+    each weight multiplied by the largest joint displacement (rad) a unit of it causes, so theta
+    is in rad of displacement and one exploration noise fits every kernel (a unit weight of a late
+    kernel moves a joint a hundred times less than one of the first: the phase x has decayed).
+
+    ``posture`` (n_dofs,) rad the start of all joints, ``goal`` (n_joints,) rad, ``joints`` the
+    learned joints' indices, ``dt`` s the control step."""
+
+    dmp: DMP
+    posture: np.ndarray
+    goal: np.ndarray
+    joints: tuple[int, ...]
+    dt: float
+
+    @classmethod
+    def imitate(cls, t: np.ndarray, q: np.ndarray, joints, n_weights: int = 10, dt: float | None = None,
+                qd: np.ndarray | None = None, qdd: np.ndarray | None = None) -> tuple["DMPPolicy", np.ndarray]:
+        """The policy of a demonstration q (n, n_dofs) rad at times t (n,) s from 0 (its duration
+        the DMP's, its start and end the start posture and goal) and the theta that imitates it."""
+        q = np.asarray(q, float)
+        joints = tuple(int(j) for j in joints)
+        dmp = DMP(float(t[-1]), n_weights)
+        pick = (lambda a: None if a is None else np.asarray(a, float)[:, joints])
+        weights = dmp.imitate(t, q[:, joints], pick(qd), pick(qdd))
+        policy = cls(dmp, q[0].copy(), q[-1, joints].copy(), joints, float(dt if dt is not None else t[1] - t[0]))
+        return policy, policy.theta(weights)
+
+    @property
+    def scale(self) -> np.ndarray:
+        """rad (n_weights,): the largest joint displacement a unit weight of each kernel causes."""
+        n = len(samples(self.dmp.duration, self.dt))
+        return np.abs(_responses(self.dmp, self.dt, n).weights[0]).max(axis=0)
+
+    def theta(self, weights: np.ndarray) -> np.ndarray:
+        """The parameters (n_weights * n_joints,) of weights (n_weights, n_joints)."""
+        return (np.asarray(weights, float) * self.scale[:, None]).ravel()
+
+    def weights(self, theta: np.ndarray) -> np.ndarray:
+        """The weights (n_weights, n_joints) of parameters theta."""
+        return np.asarray(theta, float).reshape(self.dmp.n_weights, len(self.joints)) / self.scale[:, None]
+
+    def trajectory(self, theta: np.ndarray) -> JointTrajectory:
+        """The motion of all joints for parameters theta, from the start posture over the duration."""
+        start = self.posture[list(self.joints)]
+        return self.dmp.rollout(self.weights(theta), start, self.goal, self.dt).place(list(self.joints), self.posture)
 
 
 @lru_cache(maxsize=32)
