@@ -35,7 +35,7 @@ import numpy as np
 
 from episodic.batch import evaluate
 from episodic.commands import Command, StartCommand, TrajectoryCommand
-from episodic.demo import demo_swings, swing_commands
+from episodic.swing import demo_swings, swing_commands
 from episodic.robot import Robot, load_robot
 from episodic.runner import Runner
 from episodic.tasks import make_task

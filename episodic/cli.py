@@ -601,6 +601,66 @@ def _dask_executor(scheduler: str | None):
         yield client.get_executor()
 
 
+@main.command(short_help="Record a demonstration: taught in simulation, or an episode of a log.")
+@click.argument("task", required=False)
+@click.option("--from-log", "log", type=click.Path(dir_okay=False), default=None,
+              help="Take the demonstration from an episode of this run log instead of teaching it.")
+@click.option("--episode", "-e", "number", type=click.IntRange(min=0), default=0, show_default=True,
+              help="With --from-log: the episode number (sequence number in the log).")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), required=True, help="The demonstration file to write.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+@click.option("--offset", type=float, default=None,
+              help="Teaching: rad added to every elbow knot of the reference swing the teacher follows.  "
+                   "[default: 0.05]")
+@click.option("--stiffness", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Teaching: N/m of the teacher's hand spring.  [default: 2000]")
+@click.option("--seed", type=int, default=None, help="Teaching: seed of the taught episode.  [default: 0]")
+def demonstrate(task: str | None, log: str | None, number: int, out: str, overwrite: bool, offset: float | None,
+                stiffness: float | None, seed: int | None) -> None:
+    """Record a demonstration for imitation learning and write it to OUT: t, q, qd, qdd at the
+    control rate, the robot, the task and its parameters, the source, the seed and the software
+    versions (an HDF5 file; its layout is in episodic/demonstration.py).
+
+    \b
+      episodic demonstrate ball_in_cup --out demo.h5
+      episodic demonstrate --from-log LOG.h5 --episode N --out demo.h5
+
+    The first teaches the ball-in-a-cup swing on the WAM in simulation: the arm, under gravity
+    compensation, is pulled by a spring-damper towards a teacher's hand that follows the hand
+    path of the reference swing bent at the elbow by --offset rad; like a human's demonstration
+    it misses the cup by centimetres. The second takes the motion of episode N of a run log (its
+    steps from segment 1 on). Prints one line: steps, duration, source, and for ball_in_cup where
+    the ball came down."""
+    from episodic.demonstration import (BALL_IN_CUP, DEMO_OFFSET, TEACHER_STIFFNESS, BallFlight, DemonstrationError,
+                                        ball_in_cup_demonstration, from_log)
+    from episodic.task import TaskError
+
+    if (task is None) == (log is None):
+        raise click.UsageError("give either a TASK to teach (ball_in_cup) or --from-log LOG.h5")
+    if task is not None and task != BALL_IN_CUP:
+        raise click.UsageError(f"there is a scripted teacher for {BALL_IN_CUP} only, not '{task}'; take a "
+                               f"demonstration of another task from a log: --from-log LOG.h5 --episode N")
+    if log is not None and (offset, stiffness, seed) != (None, None, None):
+        raise click.UsageError("--offset, --stiffness and --seed set the teaching; a demonstration from a log "
+                               "takes none of them")
+    if Path(out).exists() and not overwrite:
+        raise click.ClickException(f"{out} exists; choose another --out, or replace it with --overwrite")
+    try:
+        if log is not None:
+            demo = from_log(_open_log(log), number)
+        else:
+            demo = ball_in_cup_demonstration(offset=DEMO_OFFSET if offset is None else offset, seed=seed or 0,
+                                             stiffness=TEACHER_STIFFNESS if stiffness is None else stiffness)
+        demo.save(out, overwrite=overwrite)
+    except (DemonstrationError, TaskError, OSError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from None
+    line = (f"{out}: {len(demo.t)} steps, {demo.duration:.3f} s at {1 / demo.dt:g} Hz, task {demo.task} on "
+            f"{demo.robot}, {demo.source}")
+    if demo.task == BALL_IN_CUP and demo.task_state is not None:
+        line += f"; {BallFlight.of_demonstration(demo).summary()}"
+    click.echo(line)
+
+
 def _episode_line(ep) -> str:
     """`episodic serve`'s line for a finished episode (an episodic.log.EpisodeBuffer)."""
     return (f"episode {ep.number}: id {ep.episode_id}, return {ep.episode_return:.6g}, flag {ep.flag_name}, "
@@ -609,27 +669,36 @@ def _episode_line(ep) -> str:
 
 @main.command()
 @click.option("--out", default="runs/demo.h5", show_default=True, type=click.Path(dir_okay=False),
-              help="HDF5 log the runner writes (replaced if it exists).")
-@click.option("--episodes", "n_episodes", default=5, show_default=True, type=click.IntRange(1, 1000),
-              help="Episodes: the reference swing, then perturbed variants of it.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run and of the perturbations.")
-@click.option("--noise", default=None, type=click.FloatRange(min=0),
-              help="Standard deviation (rad) of the perturbations of the swing's via-points.  [default: 0.03]")
-def demo(out: str, n_episodes: int, seed: int, noise: float | None) -> None:
-    """Ball-in-a-cup end to end: serve the task in a subprocess, swing over the bridge, log."""
-    from episodic.demo import DEMO_NOISE, DemoError, format_swing_rows, run_demo
+              help="HDF5 log the runner writes (replaced if it exists); the demonstration and the video go beside it.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run and of PoWER's exploration.")
+@click.option("--iterations", default=None, type=click.IntRange(1, 1000),
+              help="PoWER iterations at most; it stops once 80 % of the last 20 rollouts caught.  [default: 15]")
+@click.option("--quick", is_flag=True, help="Two iterations of four rollouts and no video: everything runs, briefly.")
+@click.option("--video/--no-video", default=True, show_default=True,
+              help="Render the first catch (needs the media extra).")
+def demo(out: str, seed: int, iterations: int | None, quick: bool, video: bool) -> None:
+    """Ball-in-a-cup learned end to end: a runner served in a subprocess, a demonstration that
+    misses, its imitation by a DMP, PoWER over the bridge with one batch per iteration, the log."""
+    from episodic.demo import ITERATIONS, QUICK, RELIABLE, SAMPLES, DemoError, run_demo
 
-    noise = DEMO_NOISE if noise is None else noise
-    click.echo(f"ball_in_cup on wam: a blocking runner in a subprocess, a scripted learner over shared "
-               f"memory; {n_episodes} episode{'s' if n_episodes != 1 else ''}: the reference swing"
-               f"{f' and {n_episodes - 1} perturbed by {noise:g} rad' if n_episodes > 1 else ''}")
+    n_iter, samples = QUICK if quick else (ITERATIONS if iterations is None else iterations, SAMPLES)
+    click.echo(f"ball_in_cup on wam: a blocking runner in a subprocess and a learner over shared memory; "
+               f"PoWER, {samples} rollouts per iteration, at most {n_iter} iterations")
     try:
-        result = run_demo(out, n_episodes, seed, noise, echo=click.echo)
+        result = run_demo(out, seed, n_iter, samples, video=video and not quick, echo=click.echo)
     except DemoError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(format_swing_rows(result.rows))
+    curve = result.curve
+    window, rate = RELIABLE
+    first, reliable = curve.first_success, curve.reliable_after(window, rate)
+    click.echo(f"first catch at rollout {first}" if first else "no catch yet")
+    if reliable:
+        click.echo(f"catching reliably ({rate:.0%} of the last {window} rollouts) after {reliable} rollouts")
+    click.echo(f"final policy: return {curve.final_return:.3f}, {'caught' if curve.final_success else 'missed'}")
     click.echo(f"runner stopped; log written to {out} ({result.logged_episodes} episodes, "
                f"{result.seconds:.1f} s in all)")
+    if result.video is not None:
+        click.echo(f"video of the first catch (episode {result.first_catch}): {result.video}")
     click.echo(f"  inspect it:  episodic info {out}")
     click.echo(f"  replay it:   episodic replay {out}")
 

@@ -61,7 +61,10 @@ class Power:
     Returns are used as weights, so they must be >= 0 (a reward read as an improper
     probability); ``transform`` maps other returns to such weights (e.g. ``exp_transform``).
     With ``adapt_sigma`` the exploration follows the same weighting, sigma^2 <- sum_i R_i
-    (theta_i - theta)^2 / sum_i R_i, kept within [``sigma_min``, the initial sigma]."""
+    (theta_i - theta)^2 / sum_i R_i (theta before the update), never above its last value nor
+    below ``sigma_min``: it shrinks as the good rollouts gather (left free to grow back it stayed
+    wide on ball-in-a-cup, where 20-40 % of the rollouts still caught after 80 while the policy
+    caught from the 50th)."""
 
     theta: np.ndarray
     sigma: np.ndarray | float
@@ -76,7 +79,6 @@ class Power:
     def __post_init__(self) -> None:
         self.theta = np.array(self.theta, float)
         self.sigma = _vector("sigma", self.sigma, self.theta.size)
-        self._sigma0 = self.sigma.copy()
         self._rng = np.random.default_rng(self.seed)
 
     @property
@@ -103,7 +105,7 @@ class Power:
         self.theta = self.theta + w @ eps / w.sum()
         if self.adapt_sigma:
             var = w @ eps**2 / w.sum()
-            self.sigma = np.clip(np.sqrt(var), self.sigma_min, self._sigma0)
+            self.sigma = np.clip(np.sqrt(var), self.sigma_min, self.sigma)
 
 
 def exp_transform(beta: float = 10.0) -> Callable[[np.ndarray], np.ndarray]:
@@ -308,7 +310,7 @@ class LearningCurve:
 
 
 HEADER = (f"{'iter':>5} {'rollouts':>8} {'mean':>10} {'best':>10} {'success':>8} {'policy':>10} "
-          f"{'policy ok':>9} {'s':>7}")
+          f"{'succeeds':>9} {'s':>7}")
 
 
 def learn(learner: Learner, rollouts: Callable[[np.ndarray], Outcome], iterations: int,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from episodic.bridge import Client
-from episodic.demo import DEMO_NOISE, demo_swings, format_swing_rows, run_swings
+from episodic.swing import DEMO_NOISE, demo_swings, format_swing_rows, run_swings
 from episodic.robot import load_robot
 
 

@@ -9,7 +9,7 @@ upright, ball hanging still) to rest at the catch posture:
     knot 5     move the cup under the falling ball and hold it there 1 s while it settles.
 
 It is sent as a start command and three trajectory segments (split at knots 2 and 4) at the
-control rate with q, qd and qdd. The via-points (``episodic.demo.REFERENCE_SWING``) came
+control rate with q, qd and qdd. The via-points (``episodic.swing.REFERENCE_SWING``) came
 from a small CMA-ES search scored on catches of the swing and of noisy copies of it, on the
 first version of the task (a massless tendon string, a cup that hardly bounced). They were not
 re-tuned for the present one (the chain string, the cup rebounding with a restitution of 0.6,
@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import argparse
 
-from episodic import demo
+from episodic.swing import reference_commands as swing_reference, run_swing
 
 
 def reference_commands(robot, episode_id: int = 1) -> list:
     """StartCommand + three TrajectoryCommands of the reference swing for ``robot``
     (an episodic.robot.Robot, e.g. ``Runner(make_task("ball_in_cup")).robot``)."""
-    return demo.reference_commands(robot, episode_id)
+    return swing_reference(robot, episode_id)
 
 
 def main() -> None:
@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--log", default=None, help="HDF5 log to write, replaced if it exists (default: none)")
     args = parser.parse_args()
     with Runner(make_task("ball_in_cup"), log=args.log, overwrite=True) as runner:
-        row = demo.run_swing(runner.send, reference_commands(runner.robot), "reference")
+        row = run_swing(runner.send, reference_commands(runner.robot), "reference")
     print(f"return {row.episode_return:.4f}, caught {'yes' if row.caught else 'no'}, "
           f"{row.steps} steps, flag {row.flag}")
 

@@ -1,6 +1,6 @@
 """CMA-ES for ball-in-a-cup over the bridge, each generation evaluated as one batch.
 
-Policy: the swing of ``episodic.demo`` (a cubic spline through 5 knots of j2, j4, j6 one
+Policy: the swing of ``episodic.swing`` (a cubic spline through 5 knots of j2, j4, j6 one
 ``step`` s apart): 16 parameters, the 5 x 3 knots (rad) row by row and the step (s). Start: a
 swing that misses far, ``REFERENCE_SWING`` with every elbow (j4) knot ``--start-offset`` rad
 (default 0.15) further: the ball barely reaches the rim's height and falls 0.38 m from the cup's
@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from episodic.demo import DEMO_TASK, bent_swing, params_swing, swing_commands, swing_params
+from episodic.swing import DEMO_TASK, bent_swing, params_swing, swing_commands, swing_params
 from episodic.protocol import Flag
 from episodic.served import ServedRunner, fresh_channel
 

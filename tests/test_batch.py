@@ -15,7 +15,7 @@ from episodic.batch import (BATCH_ABORT_MESSAGE, RUNNERS, Chunk, EpisodeResult, 
                             evaluate_chunk, evaluate_into, setup_for)
 from episodic.cli import main
 from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.demo import demo_swings, swing_commands
+from episodic.swing import demo_swings, swing_commands
 from episodic.log import read_episodes, read_metadata, read_summary
 from episodic.protocol import Flag
 from episodic.replay import replay

@@ -64,9 +64,9 @@ def demo_channel_of(output: str) -> str:
 
 @pytest.fixture(scope="module")
 def ball_demo(tmp_path_factory) -> tuple[Path, str]:
-    """`episodic demo` (ball_in_cup over the bridge) run once: its log and its output."""
+    """`episodic demo --quick` (ball_in_cup learned over the bridge) run once: its log and output."""
     path = tmp_path_factory.mktemp("demo") / "demo.h5"
-    result = invoke("demo", "--out", str(path), "--episodes", str(N_EPISODES), "--seed", "0")
+    result = invoke("demo", "--out", str(path), "--quick", "--seed", "0")
     assert result.exit_code == 0, result.output
     assert demo_channel_of(result.output).startswith(f"demo{os.getpid()}-")
     assert not demo_shm(os.getpid()), "the demo left shared-memory objects behind"
@@ -75,64 +75,72 @@ def ball_demo(tmp_path_factory) -> tuple[Path, str]:
 
 # -- demo -----------------------------------------------------------------------
 @pytest.mark.slow
-def test_demo_serves_ball_in_cup_and_logs_a_catch(ball_demo):
+def test_demo_learns_ball_in_cup_over_the_bridge_in_batches(ball_demo):
+    from episodic.demo import QUICK
+    from episodic.demonstration import Demonstration
+
     path, output = ball_demo
+    iterations, samples = QUICK
     meta = read_metadata(path)
     assert meta["task"] == "ball_in_cup" and meta["robot"] == "wam" and meta["seed"] == 0
-    assert meta["mode"] == "blocking" and meta["n_episodes"] == N_EPISODES
+    # the start alone, then per iteration its samples and the policy, then the final policy
+    n = 1 + iterations * (samples + 1) + 1
+    assert meta["mode"] == "blocking" and meta["n_episodes"] == n
     episodes = read_episodes(path)
+    assert [ep.attrs["batch"] for ep in episodes] == [0] + [k for k in range(1, iterations + 1)
+                                                         for _ in range(samples + 1)] + [iterations + 1]
     for ep in episodes:
         assert ep.attrs["flag_name"] == "OK"
         assert [a["index"] for a, _ in ep.commands] == [0, 1, 2, 3]  # start + 3 segments
-    first = episodes[0]
-    assert first.attrs["success"] and first.attrs["return"] > 3.9
-    caught = first.segments["state"][-1, first.state_columns.index("caught")]
-    assert caught == 1
-    # the table: one row per episode, the reference first and caught
+    # the start is the imitation of the demonstration saved beside the log, which misses
+    demo = Demonstration.load(path.with_name("demo_demonstration.h5"))
+    assert demo.task == "ball_in_cup" and demo.source.startswith("kinesthetic")
+    assert not episodes[0].attrs["success"]
+    np.testing.assert_allclose(episodes[0].segments["q"][0], demo.q[0], atol=1e-3)
+    # one line per iteration: rollouts so far, the samples' mean return, the policy's return
     lines = output.splitlines()
-    header = next(i for i, line in enumerate(lines) if line.split()[:3] == ["episode", "id", "swing"])
-    for word in ("return", "caught", "steps", "flag"):
-        assert word in lines[header]
-    rows = [line.split() for line in lines[header + 2 : header + 2 + N_EPISODES]]
-    assert rows[0][:3] == ["0", "1", "reference"] and rows[0][4] == "yes"
-    for row, ep in zip(rows, episodes):  # the numbers and steps of `episodic info`
-        assert int(row[0]) == int(ep.name) and int(row[1]) == ep.attrs["episode_id"]
-        label_words = 1 if row[2] == "reference" else 2
-        ret, yes, steps, flag = row[2 + label_words : 6 + label_words]
-        assert float(ret) == pytest.approx(ep.attrs["return"], abs=1e-3)
-        assert yes == ("yes" if ep.attrs["success"] else "no") and flag == "OK"
-        assert int(steps) == ep.attrs["n_steps"]
-    n_caught = sum(bool(ep.attrs["success"]) for ep in episodes)
-    assert f"{n_caught} of {N_EPISODES} swings caught the ball" in output
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["iter", "rollouts"])
+    rows = [line.split() for line in lines[header + 1: header + 2 + iterations]]
+    assert [int(r[0]) for r in rows] == list(range(iterations + 1))
+    assert [int(r[1]) for r in rows] == [1 + k * samples for k in range(iterations + 1)]
+    assert float(rows[0][2]) == pytest.approx(episodes[0].attrs["return"], abs=1e-3)
+    first_batch = [ep.attrs["return"] for ep in episodes[1:1 + samples]]
+    assert float(rows[1][2]) == pytest.approx(np.mean(first_batch), abs=1e-3)
+    assert float(rows[1][5]) == pytest.approx(episodes[1 + samples].attrs["return"], abs=1e-3)
+    assert f"final policy: return {episodes[-1].attrs['return']:.3f}" in output
     assert "serving" not in output and "channel 'demo" in output
-    assert f"log written to {path}" in output
+    assert f"log written to {path} ({n} episodes" in output
     assert f"episodic info {path}" in output and f"episodic replay {path}" in output
 
 
 @pytest.mark.slow
 def test_demo_log_replays_bit_identically(ball_demo):
+    from episodic.demo import QUICK
+
     path, _ = ball_demo
+    iterations, samples = QUICK
     result = invoke("replay", str(path))
     assert result.exit_code == 0, result.output
-    assert result.output.strip() == f"{N_EPISODES} episodes replayed bit-identically"
+    assert result.output.strip() == f"{2 + iterations * (samples + 1)} episodes replayed bit-identically"
 
 
 @pytest.mark.slow
 def test_demo_cleans_up_when_the_learner_fails(tmp_path, monkeypatch):
-    import episodic.demo as demo_module
+    import episodic.policy_search as search
     from episodic.bridge.channel import object_names, pid_alive
 
     seen = {}
 
-    def failing_learner(send, robot, swings, first_id=1, progress=None):
-        client = send.__self__
+    def failing_learner(learner, rollouts, iterations, **kwargs):
+        client = rollouts.evaluate.__self__
         seen.update(channel=client.channel_name, pid=client.runner_pid)
         assert os.path.exists("/dev/shm" + object_names(client.channel_name)["shm"])
         raise KeyboardInterrupt  # as if Ctrl-C hit the learner mid-run
 
-    monkeypatch.setattr(demo_module, "run_swings", failing_learner)
+    monkeypatch.setattr(search, "learn", failing_learner)
+    import episodic.demo as demo_module
     with pytest.raises(KeyboardInterrupt):
-        demo_module.run_demo(tmp_path / "demo.h5", 2, echo=lambda text: None)
+        demo_module.run_demo(tmp_path / "demo.h5", iterations=1, samples=2, video=False, echo=lambda text: None)
     assert seen["channel"].startswith(f"demo{os.getpid()}-")
     assert not pid_alive(seen["pid"]), "the runner was stopped"
     assert not demo_shm(os.getpid())
@@ -141,7 +149,7 @@ def test_demo_cleans_up_when_the_learner_fails(tmp_path, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("whom", ["process group", "demo only"])
 def test_demo_interrupted_by_ctrl_c_leaves_nothing_behind(tmp_path, whom):
-    proc = subprocess.Popen([sys.executable, "-m", "episodic", "demo", "--episodes", "1000"], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "episodic", "demo", "--iterations", "1000", "--no-video"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 60

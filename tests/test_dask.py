@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from episodic.batch import evaluate
-from episodic.demo import demo_swings, swing_commands
+from episodic.swing import demo_swings, swing_commands
 from episodic.replay import replay
 from tests.test_batch import ROBOT, assert_identical, reach_episode, refused_episode
 from tests.test_evaluate_cli import expected_rows, run_cli, table

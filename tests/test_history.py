@@ -10,7 +10,7 @@ import pytest
 
 from episodic.backend import MujocoDriver
 from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.demo import reference_commands as ball_in_cup_reference
+from episodic.swing import reference_commands as ball_in_cup_reference
 from episodic.log import read_episodes
 from episodic.protocol import Flag, MachineState
 from episodic.replay import replay

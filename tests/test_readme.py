@@ -67,7 +67,8 @@ def test_every_readme_code_block_is_tested():
     """Python blocks run above; every command of a shell block names a program that exists here
     (benchmark scripts answer --help; the install lines are what CI runs)."""
     text = README.read_text()
-    assert len(re.findall(r"^```python\n", text, flags=re.M)) == len(python_blocks(text, "## A learner in Python"))
+    assert len(re.findall(r"^```python\n", text, flags=re.M)) == (len(python_blocks(text, "## A learner in Python"))
+                                                                  + len(python_blocks(text, "## Learning")))
     for block in re.findall(r"^```sh\n(.*?)^```", text, flags=re.M | re.S):
         for line in block.strip().splitlines():
             words = line.split()
@@ -78,6 +79,19 @@ def test_every_readme_code_block_is_tested():
                 assert done.returncode == 0, (line, done.stderr)
             else:
                 assert words[0] in ("pip", "episodic"), line
+
+
+def test_readme_learning_example_runs_and_improves(tmp_path, monkeypatch):
+    (block,) = python_blocks(README.read_text(), "## Learning")
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    namespace = {"__name__": "__readme__"}
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "README learning", "exec"), namespace)
+    curve = namespace["curve"]
+    assert len(out.getvalue().splitlines()) == 1 + 1 + 5  # header, the start, an iteration each
+    assert curve.final_return > curve.rows[0].policy_return + 0.03
+    assert (tmp_path / "runs" / "reach_power.csv").is_file()
 
 
 # -- docs/protocol.md -------------------------------------------------------------------------

@@ -18,6 +18,7 @@ PACKAGE = ROOT / "episodic"
 # the edge: names are looked up here (CLI, replay of a log, rendering and plotting a log, batch
 # evaluation, the demo and its process manager)
 EDGE = {"episodic.cli", "episodic.__main__", "episodic.demo", "episodic.replay", "episodic.served",
+        "episodic.demonstration", "episodic.policy_search", "episodic.swing",
         "episodic.render", "episodic.plot", "episodic.batch", "episodic.noise"}
 PLUGINS = ("episodic.bridge", "episodic.tasks", "episodic.robots")
 
@@ -169,5 +170,6 @@ def test_a_non_editable_install_runs_the_demo_from_an_empty_folder(wheel, tmp_pa
     env = dict(os.environ, PYTHONPATH=str(target))
     code = "import episodic, sys; print(episodic.__file__)"
     assert _run([sys.executable, "-c", code], empty, env).startswith(str(target))
-    out = _run([sys.executable, "-m", "episodic", "demo", "--episodes", "2", "--out", "demo.h5"], empty, env)
+    out = _run([sys.executable, "-m", "episodic", "demo", "--quick", "--out", "demo.h5"], empty, env)
     assert "log written to demo.h5" in out and (empty / "demo.h5").is_file()
+    assert (empty / "demo_demonstration.h5").is_file()

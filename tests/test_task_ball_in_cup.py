@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from episodic import contact, demo
+from episodic import contact
+from episodic.swing import DEMO_NOISE, demo_swings, run_swings, swing_commands
 from episodic.cli import main
 from episodic.commands import StartCommand, TrajectoryCommand
 from episodic.log import read_metadata
@@ -183,12 +184,12 @@ def test_the_crossing_check_finds_what_crosses_and_only_that():
 def test_the_chain_never_passes_through_the_cup_and_the_tendon_does():
     """Over the reference swing and perturbed ones no link of the chain crosses the cup's wall
     or bottom; the tendon, on the same reference swing, does (so the check can fail)."""
-    swings = demo.demo_swings(4, seed=5, noise=demo.DEMO_NOISE)
+    swings = demo_swings(4, seed=5, noise=DEMO_NOISE)
     counts = {}
     for model in MODELS:
         with Runner(task(model)) as r:
             for episode, (label, swing) in enumerate(swings if model == "chain" else swings[:1], start=1):
-                replies, qpos = swing_positions(r, demo.swing_commands(r.robot, swing, episode))
+                replies, qpos = swing_positions(r, swing_commands(r.robot, swing, episode))
                 assert all(reply.flag == Flag.OK for reply in replies), label
                 assert len(qpos) > 2000
                 counts[model, label] = states_through_cup(r.scene.model, qpos, r.task)
@@ -480,8 +481,8 @@ def test_reference_swing_catches_the_ball(runner):
 
 
 def test_perturbed_reference_swings_run(runner):
-    swings = demo.demo_swings(5, seed=1, noise=demo.DEMO_NOISE)
-    rows = demo.run_swings(runner.send, runner.robot, swings)
+    swings = demo_swings(5, seed=1, noise=DEMO_NOISE)
+    rows = run_swings(runner.send, runner.robot, swings)
     assert [r.flag for r in rows] == ["OK"] * 5
     assert rows[0].caught and sum(r.caught for r in rows) >= 2
     for r in rows:

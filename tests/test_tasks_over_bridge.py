@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from episodic import demo
+from episodic.swing import REFERENCE_SWING, perturbed_swing, swing_commands
 from episodic.bridge import Client
 from episodic.commands import StartCommand, TrajectoryCommand
 from episodic.log import read_episodes, read_metadata
@@ -43,8 +43,8 @@ def reach_commands() -> list:
 
 CASES = {
     "reach": lambda: Case({"tolerance": 0.05}, 7, reach_commands()),
-    "ball_in_cup": lambda: Case({"rest_time": 0.2}, 3, ball_in_cup_reference.reference_commands(WAM, 1) + demo.swing_commands(
-        WAM, demo.perturbed_swing(demo.REFERENCE_SWING, np.random.default_rng(4)), 2)),
+    "ball_in_cup": lambda: Case({"rest_time": 0.2}, 3, ball_in_cup_reference.reference_commands(WAM, 1) + swing_commands(
+        WAM, perturbed_swing(REFERENCE_SWING, np.random.default_rng(4)), 2)),
     "ball_on_beam": lambda: Case({"beam_length": 0.9, "x0": -0.15}, 3,
                                  ball_on_beam_reference.reference_commands(WAM, episode_id=7)),
     "casting": lambda: Case({"strike_penalty": 0.5}, 0, casting_reference.reference_commands(WAM, 5)
