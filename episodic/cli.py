@@ -679,8 +679,11 @@ def _episode_line(ep) -> str:
 def demo(out: str, seed: int, iterations: int | None, quick: bool, video: bool) -> None:
     """Ball-in-a-cup learned end to end: a runner served in a subprocess, a demonstration that
     misses, its imitation by a DMP, PoWER over the bridge with one batch per iteration, the log."""
+    import signal
+
     from episodic.demo import ITERATIONS, QUICK, RELIABLE, SAMPLES, DemoError, run_demo
 
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: the runner stopped, the channel removed
     n_iter, samples = QUICK if quick else (ITERATIONS if iterations is None else iterations, SAMPLES)
     click.echo(f"ball_in_cup on wam: a blocking runner in a subprocess and a learner over shared memory; "
                f"PoWER, {samples} rollouts per iteration, at most {n_iter} iterations")

@@ -64,7 +64,8 @@ class Power:
     (theta_i - theta)^2 / sum_i R_i (theta before the update), never above its last value nor
     below ``sigma_min``: it shrinks as the good rollouts gather (left free to grow back it stayed
     wide on ball-in-a-cup, where 20-40 % of the rollouts still caught after 80 while the policy
-    caught from the 50th)."""
+    caught from the 50th). ``decay`` multiplies sigma after every update (a schedule that
+    turns exploration into exploitation)."""
 
     theta: np.ndarray
     sigma: np.ndarray | float
@@ -74,6 +75,7 @@ class Power:
     transform: Callable[[np.ndarray], np.ndarray] | None = None
     adapt_sigma: bool = False
     sigma_min: float = 0.0
+    decay: float = 1.0
     memory: list[tuple[np.ndarray, float]] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
@@ -106,6 +108,7 @@ class Power:
         if self.adapt_sigma:
             var = w @ eps**2 / w.sum()
             self.sigma = np.clip(np.sqrt(var), self.sigma_min, self.sigma)
+        self.sigma = np.maximum(self.sigma * self.decay, self.sigma_min)
 
 
 def exp_transform(beta: float = 10.0) -> Callable[[np.ndarray], np.ndarray]:
