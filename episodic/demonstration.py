@@ -52,8 +52,9 @@ import mujoco
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from episodic.commands import Command, StartCommand, TrajectoryCommand
+from episodic.commands import Command
 from episodic.log import read_episodes, read_metadata, software_versions
+from episodic.primitives import JointTrajectory
 from episodic.robot import Robot, load_robot
 from episodic.scene import Scene, build_scene
 from episodic.task import StepView, Task
@@ -526,18 +527,15 @@ class BallFlight:
 def demonstration_commands(demo: Demonstration, robot: Robot | str, episode_id: int = 1, segments: int = 3,
                            wait: float = 1.0) -> list[Command]:
     """One episode that executes ``demo`` on ``robot``: a start at demo.q[0] (the task's default
-    context), then the recording's q, qd, qdd in ``segments`` trajectory segments of about equal
-    length, the last held ``wait`` s. ValueError when the demonstration was recorded on another
+    context), then the recording's q, qd, qdd after that first sample in ``segments`` trajectory
+    segments of about equal length, the last held ``wait`` s. ValueError when the demonstration was recorded on another
     robot."""
     robot = load_robot(robot) if isinstance(robot, str) else robot
     if demo.robot != robot.name or list(demo.joint_names) != list(robot.joint_names):
         raise ValueError(f"the demonstration was recorded on the robot '{demo.robot}' (joints "
                          f"{', '.join(demo.joint_names)}), not on '{robot.name}'; execute it on '{demo.robot}'")
-    if not 1 <= segments <= len(demo.t):
-        raise ValueError(f"segments must be between 1 and the demonstration's {len(demo.t)} samples, got {segments}")
+    if not 1 <= segments < len(demo.t):
+        raise ValueError(f"segments must be between 1 and the demonstration's {len(demo.t) - 1} samples after its "
+                         f"first, got {segments}")
     rate = None if np.isclose(demo.dt, robot.control_dt, rtol=1e-9, atol=0.0) else 1.0 / demo.dt
-    commands: list[Command] = [StartCommand(episode_id, segments, posture=demo.q[0].copy())]
-    for k, rows in enumerate(np.array_split(np.arange(len(demo.t)), segments), start=1):
-        commands.append(TrajectoryCommand(episode_id, k, segments, demo.q[rows], demo.qd[rows], demo.qdd[rows],
-                                          rate=rate, wait_time=wait if k == segments else 0.0))
-    return commands
+    return JointTrajectory(demo.t, demo.q, demo.qd, demo.qdd).episode(episode_id, segments, wait, rate=rate)

@@ -74,17 +74,18 @@ class JointTrajectory:
         q[:, joints], qd[:, joints], qdd[:, joints] = self.q, self.qd, self.qdd
         return JointTrajectory(self.t, q, qd, qdd)
 
-    def episode(self, episode_id: int, segments: int = 1, wait: float = 0.0, context=None) -> list:
+    def episode(self, episode_id: int, segments: int = 1, wait: float = 0.0, context=None,
+                rate: float | None = None) -> list:
         """One episode's commands: a start at q[0] (``context`` for the task), then the samples
         after it (t = dt ...) as ``segments`` trajectory segments of about equal length, the last
-        holding its final posture ``wait`` s. Sampled at the control rate, ready to send."""
+        holding its final posture ``wait`` s; ``rate`` Hz the samples' (None: the control rate)."""
         from episodic.commands import StartCommand, TrajectoryCommand
 
         ctx = np.zeros(0) if context is None else np.asarray(context, float).ravel()
         commands: list = [StartCommand(episode_id, segments, posture=self.q[0], context=ctx)]
         for k, rows in enumerate(np.array_split(np.arange(1, len(self.t)), segments), start=1):
             commands.append(TrajectoryCommand(episode_id, k, segments, self.q[rows], self.qd[rows], self.qdd[rows],
-                                              wait_time=wait if k == segments else 0.0))
+                                              rate=rate, wait_time=wait if k == segments else 0.0))
         return commands
 
 
