@@ -48,7 +48,7 @@ import numpy as np
 
 from episodic.kinematics import SiteIK
 from episodic.policy_search import Cmaes, Problem
-from episodic.primitives import DMP, DMPPolicy
+from episodic.primitives import DMPPolicy
 from episodic.robot import Robot
 from episodic.scene import build_scene
 from episodic.tasks import make_task
@@ -64,12 +64,6 @@ SIGMA = 0.05                        # rad, CMA-ES's initial step
 
 ITERATIONS = 100
 QUICK = (3, 0.05)
-
-
-def peak_responses(dmp: DMP, dt: float) -> np.ndarray:
-    """(n_weights,) rad: the largest |q| a unit weight alone drives its joint to, sampled every
-    dt s (DMPPolicy.scale, for configurations that roll out a DMP themselves)."""
-    return DMPPolicy(dmp, np.zeros(1), np.zeros(1), (0,), dt).scale
 
 
 def problem(robot: Robot) -> Problem:
