@@ -1,6 +1,6 @@
 """A ball-in-a-cup learner over the bridge: the reference swing and perturbed variants of it,
-sent to a runner in another process. The learner logic lives in episodic/demo.py;
-``episodic demo`` does the same and also starts and stops the runner.
+sent to a runner in another process. The swing lives in episodic/swing.py (``episodic demo``
+learns ball-in-a-cup from a demonstration instead).
 
     episodic serve --task ball_in_cup --log runs/ball_in_cup.h5     # one terminal
     python examples/ball_in_cup_learner.py [--channel default] [--episodes 5] [--noise 0.03]

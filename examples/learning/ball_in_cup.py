@@ -8,14 +8,16 @@ Learner: PoWER, 10 rollouts per iteration, importance sampling over the 5 best s
 exploration 0.03 rad adapted by the reward weighting (``episodic.demo.ball_in_cup_learner``).
 Published baseline: Kober & Peters, reliable catches after about 75 rollouts (real WAM, all 7
 joints, 31 weights each); the IAS toolbox's baseline settings (10 rollouts per iteration, 10 basis
-functions) are this configuration's. Measured: see the README's learning table.
+functions) are this configuration's. Measured: see the README's learning table. The policy's
+return is not monotone while PoWER searches (seed 0: 0.90, 0.90, 1.25, 0.80, 0.80, 1.31, 1.31 over
+the first six iterations), so the quick check runs six.
 """
 from __future__ import annotations
 
 from examples.power_ball_in_cup import problem_and_learner
 
 ITERATIONS = 15
-QUICK = (3, 0.3)  # iterations, least improvement of the policy's return
+QUICK = (6, 0.3)  # iterations, least improvement of the policy's return (seed 0: 0.9005 -> 1.318)
 
 
 def problem(robot):
