@@ -672,7 +672,7 @@ def _episode_line(ep) -> str:
               help="HDF5 log the runner writes (replaced if it exists); the demonstration and the video go beside it.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run and of PoWER's exploration.")
 @click.option("--iterations", default=None, type=click.IntRange(1, 1000),
-              help="PoWER iterations at most; it stops once 80 % of the last 20 rollouts caught.  [default: 15]")
+              help="PoWER iterations at most; it stops once 80 % of the last 20 rollouts caught.  [default: 10]")
 @click.option("--quick", is_flag=True, help="Two iterations of four rollouts and no video: everything runs, briefly.")
 @click.option("--video/--no-video", default=True, show_default=True,
               help="Render the first catch (needs the media extra).")
