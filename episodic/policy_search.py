@@ -61,11 +61,10 @@ class Power:
     Returns are used as weights, so they must be >= 0 (a reward read as an improper
     probability); ``transform`` maps other returns to such weights (e.g. ``exp_transform``).
     With ``adapt_sigma`` the exploration follows the same weighting, sigma^2 <- sum_i R_i
-    (theta_i - theta)^2 / sum_i R_i (theta before the update), never above its last value nor
-    below ``sigma_min``: it shrinks as the good rollouts gather (left free to grow back it stayed
-    wide on ball-in-a-cup, where 20-40 % of the rollouts still caught after 80 while the policy
-    caught from the 50th). ``decay`` multiplies sigma after every update (a schedule that
-    turns exploration into exploitation)."""
+    (theta_i - theta)^2 / sum_i R_i (theta before the update), kept within [``sigma_min``, the
+    initial sigma]. (On ball-in-a-cup, letting it only shrink, or importance sampling over only
+    the best 5, made it collapse before the first catch in 2 of 5 seeds; with the best 10 and
+    this cap every one of those seeds caught.)"""
 
     theta: np.ndarray
     sigma: np.ndarray | float
@@ -75,12 +74,12 @@ class Power:
     transform: Callable[[np.ndarray], np.ndarray] | None = None
     adapt_sigma: bool = False
     sigma_min: float = 0.0
-    decay: float = 1.0
     memory: list[tuple[np.ndarray, float]] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         self.theta = np.array(self.theta, float)
         self.sigma = _vector("sigma", self.sigma, self.theta.size)
+        self._sigma0 = self.sigma.copy()
         self._rng = np.random.default_rng(self.seed)
 
     @property
@@ -107,8 +106,7 @@ class Power:
         self.theta = self.theta + w @ eps / w.sum()
         if self.adapt_sigma:
             var = w @ eps**2 / w.sum()
-            self.sigma = np.clip(np.sqrt(var), self.sigma_min, self.sigma)
-        self.sigma = np.maximum(self.sigma * self.decay, self.sigma_min)
+            self.sigma = np.clip(np.sqrt(var), self.sigma_min, self._sigma0)
 
 
 def exp_transform(beta: float = 10.0) -> Callable[[np.ndarray], np.ndarray]:

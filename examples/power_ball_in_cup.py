@@ -14,9 +14,9 @@ Setting (``episodic.demo.ball_in_cup_learner``, what ``episodic demo`` runs):
   seven joints with 31 weights each (217), which is harder; the IAS toolbox's baseline used 10
   basis functions;
 - PoWER: 10 rollouts per iteration (the IAS baseline's number), each iteration one batch;
-  importance sampling over the 5 best rollouts so far; exploration 0.03 rad per parameter,
-  adapted by the same reward weighting (never above its start); the return (exp(-20 r^2) per
-  downward crossing of the rim plane, +3 for a catch) is the weight.
+  importance sampling over the 10 best rollouts so far; exploration 0.03 rad per parameter,
+  adapted by the same reward weighting (never above its start, Kober & Peters' form); the
+  return (exp(-20 r^2) per downward crossing of the rim plane, +3 for a catch) is the weight.
 
 Reported per seed: rollouts to the first catch, rollouts until 80 % of the last 20 rollouts
 caught, and wall time (2 threads). Kober & Peters: the robot catches reliably after about 75
