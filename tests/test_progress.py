@@ -169,18 +169,6 @@ def test_replay_shows_a_progress_bar_on_a_terminal_only(reach_log):
     assert piped.stdout == f"{N_EPISODES} episodes replayed bit-identically\n"
 
 
-@pytest.mark.slow
-def test_demo_shows_a_progress_bar_on_a_terminal_only(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "CI"}
-    code, out, terminal = on_a_terminal(["demo", "--episodes", "2", "--out", str(tmp_path / "demo.h5")], env)
-    assert code == 0 and "swings caught the ball" in out
-    assert "swinging  [" in terminal and "]  2/2" in terminal
-    piped = subprocess.run([sys.executable, "-m", "episodic", "demo", "--episodes", "2", "--out",
-                            str(tmp_path / "piped.h5")], capture_output=True, text=True, env=env, cwd=ROOT,
-                           timeout=300)
-    assert piped.returncode == 0 and "swinging" not in piped.stderr
-
-
 def test_progress_is_shown_only_on_a_terminal_outside_ci(monkeypatch, tmp_path):
     master, slave = pty.openpty()
     try:
