@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import time
 from dataclasses import dataclass, field, fields
+from functools import partial
 from pathlib import Path
 from typing import Callable, Protocol
 
@@ -212,13 +213,14 @@ class Cmaes:
 # -- evaluating samples -------------------------------------------------------------------------
 @dataclass
 class Outcome:
-    """The episodes of one batch: ``returns`` (n,), ``success`` (n,) bool, ``ok`` (n,) bool
-    (ended with Flag.OK), ``steps`` control steps in all."""
+    """The episodes of one batch: ``returns`` (n,), ``success`` (n,) bool."""
 
     returns: np.ndarray
     success: np.ndarray
-    ok: np.ndarray
-    steps: int
+
+    def split(self, n: int) -> tuple["Outcome", "Outcome"]:
+        """The first n episodes and the rest."""
+        return Outcome(self.returns[:n], self.success[:n]), Outcome(self.returns[n:], self.success[n:])
 
 
 Evaluator = Callable[[list[list[Command]]], list]  # episodes -> EpisodeResults (a batch call)
@@ -242,9 +244,8 @@ class Rollouts:
         episodes = [self.episode(theta, self.next_id + k) for k, theta in enumerate(thetas)]
         self.next_id += len(episodes)
         results = self.evaluate(episodes)
-        ok = np.array([r.flag == Flag.OK for r in results])
-        returns = np.array([r.episode_return if good else self.failed_return for r, good in zip(results, ok)])
-        return Outcome(returns, np.array([r.success for r in results]), ok, int(sum(r.n_steps for r in results)))
+        returns = [r.episode_return if r.flag == Flag.OK else self.failed_return for r in results]
+        return Outcome(np.array(returns), np.array([r.success for r in results]))
 
 
 # -- the loop and its curve -----------------------------------------------------------------------
@@ -268,16 +269,20 @@ class Iteration:
 
 @dataclass
 class LearningCurve:
-    """One Iteration per row; ``first_success``: sample episodes run up to and including the
-    first successful one (None: none succeeded); ``final_return`` / ``final_success``: the
-    policy after the last update (nan / False when not evaluated); ``successes`` every sample
-    episode's success in order (the start's first)."""
+    """One Iteration per row; ``final_return`` / ``final_success``: the policy after the last
+    update (nan / False when not evaluated); ``successes`` every sample episode's success in
+    order (the start's first)."""
 
     rows: list[Iteration] = field(default_factory=list)
-    first_success: int | None = None
     final_return: float = float("nan")
     final_success: bool = False
     successes: list[bool] = field(default_factory=list)
+
+    @property
+    def first_success(self) -> int | None:
+        """Sample episodes run up to and including the first successful one (None: none succeeded)."""
+        hits = np.flatnonzero(self.successes)
+        return int(hits[0]) + 1 if hits.size else None
 
     def reliable_after(self, window: int = 20, rate: float = 0.8) -> int | None:
         """Sample episodes run until, for the first time, at least ``rate`` of the last ``window``
@@ -327,9 +332,6 @@ def learn(learner: Learner, rollouts: Callable[[np.ndarray], Outcome], iteration
 
     def record(iteration: int, samples: Outcome, policy: Outcome | None) -> None:
         done = curve.rows[-1].rollouts if curve.rows else 0
-        hits = np.flatnonzero(samples.success)
-        if curve.first_success is None and hits.size:
-            curve.first_success = done + int(hits[0]) + 1
         curve.successes += [bool(x) for x in samples.success]
         row = Iteration(iteration, done + len(samples.returns), float(samples.returns.mean()),
                         float(samples.returns.max()), float(samples.success.mean()),
@@ -348,10 +350,9 @@ def learn(learner: Learner, rollouts: Callable[[np.ndarray], Outcome], iteration
     for iteration in range(1, iterations + 1):
         thetas = learner.ask()
         batch = rollouts(np.vstack([thetas, learner.mean]) if evaluate_mean else thetas)
-        samples = Outcome(batch.returns[:len(thetas)], batch.success[:len(thetas)], batch.ok[:len(thetas)], 0)
+        samples, policy = batch.split(len(thetas))
         learner.tell(thetas, samples.returns)
-        record(iteration, samples, Outcome(batch.returns[len(thetas):], batch.success[len(thetas):],
-                                           batch.ok[len(thetas):], 0) if evaluate_mean else None)
+        record(iteration, samples, policy if evaluate_mean else None)
         if stop is not None and stop(curve):
             break
     if evaluate_mean:
@@ -379,7 +380,5 @@ class Problem:
         (runner seed ``seed``)."""
         from episodic.batch import evaluate
 
-        def batch(episodes):
-            return evaluate(episodes, self.task, robot, threads=threads, seed=seed)
-
-        return Rollouts(self.episode, batch, self.failed_return)
+        return Rollouts(self.episode, partial(evaluate, task=self.task, robot=robot, threads=threads, seed=seed),
+                        self.failed_return)

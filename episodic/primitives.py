@@ -61,10 +61,6 @@ class JointTrajectory:
     def __len__(self) -> int:
         return len(self.t)
 
-    @property
-    def dt(self) -> float:
-        return float(self.t[1] - self.t[0]) if len(self.t) > 1 else 0.0
-
     def place(self, joints, posture: np.ndarray) -> "JointTrajectory":
         """This trajectory of some joints as one of all joints: joint ``joints[k]`` follows column
         k, the others hold ``posture`` (n_all,) rad at rest."""

@@ -61,7 +61,7 @@ def test_each_learner_climbs_a_quadratic(make):
 def test_learn_records_a_curve_and_saves_it(tmp_path):
     def rollouts(thetas):
         r = quadratic(thetas)
-        return Outcome(r, r > -1.0, np.ones(len(r), bool), 0)
+        return Outcome(r, r > -1.0)
 
     curve = learn(Power(np.zeros(2), 0.5, n_samples=5, transform=exp_transform(), seed=0), rollouts, 30, echo=None)
     assert [row.rollouts for row in curve.rows[:3]] == [1, 6, 11]       # the start, then 5 samples each
