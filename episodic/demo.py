@@ -70,10 +70,6 @@ class DemoResult:
     seconds: float
 
 
-def _caught(curve, window: int, rate: float) -> bool:
-    return curve.reliable_after(window, rate) is not None
-
-
 def run_demo(out: str | Path = "runs/demo.h5", seed: int = 0, iterations: int = ITERATIONS, samples: int = SAMPLES,
              video: bool = True, echo: Callable[[str], None] = print) -> DemoResult:
     """Ball-in-a-cup learned from a demonstration that misses, over the bridge: serve the task
@@ -106,7 +102,7 @@ def run_demo(out: str | Path = "runs/demo.h5", seed: int = 0, iterations: int = 
             try:
                 with Client(channel, timeout=120) as client:
                     curve = learn(learner, Rollouts(episode, client.evaluate), iterations, echo=echo,
-                                  stop=lambda c: _caught(c, window, rate))
+                                  stop=lambda c: c.reliable_after(window, rate) is not None)
             except (RunnerGone, ProtocolError, TimeoutError) as exc:
                 raise runner.failed(exc) from None
             runner.stop(check=True)
