@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.interpolate import CubicHermiteSpline, CubicSpline
 
 # Peak speed and acceleration of a rest-to-rest minimum-jerk move of distance d in time T
 # are 1.875 d/T and 10/sqrt(3) d/T^2.
@@ -56,6 +55,8 @@ def resample(q: np.ndarray, qd: np.ndarray | None, qdd: np.ndarray | None,
         qdd = np.gradient(qd, 1.0 / rate, axis=0) if qdd is None and n > 1 else qdd
         qdd = np.zeros_like(q) if qdd is None else qdd
         return Desired(q, qd, qdd)
+    from scipy.interpolate import CubicHermiteSpline, CubicSpline  # here: scipy is a third of serve's start-up
+
     t = np.arange(n) / rate
     n_out = int(np.floor(t[-1] * control_rate + 1e-9)) + 1
     t_out = np.arange(n_out) / control_rate
