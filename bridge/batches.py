@@ -12,7 +12,7 @@ import numpy as np
 
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.codec import command_from, command_parts
-from episodic.bridge.layout import BATCH_COMMAND, MESSAGE_BYTES, Sizes
+from episodic.bridge.layout import BATCH_COMMAND, MESSAGE_BYTES, BatchCommandFields, Sizes
 from episodic.commands import Command, Kind, MalformedCommand
 from episodic.protocol import EpisodeResult, Flag
 
@@ -93,27 +93,27 @@ def decode_batch(blocks: Blocks) -> tuple[list[list[Command | MalformedCommand]]
                 "(each episode's commands together, in order, every episode at least one)")
     episodes: list[list[Command | MalformedCommand]] = [[] for _ in range(n_episodes)]
     for record in table:
-        c = {name: record[name].item() for name in BATCH_COMMAND.names}
-        episodes[c["episode"]].append(_pooled_command(s, c, pool))
+        c = BatchCommandFields._make(record.item())
+        episodes[c.episode].append(_pooled_command(s, c, pool))
     return episodes, bool(head["keep_logs"])
 
 
-def _pooled_command(s: Sizes, c: dict, pool: np.ndarray) -> Command | MalformedCommand:
-    """The command of a command-table row whose arrays start at c["values"] in ``pool``."""
-    kind, n, n_context = c["kind"], c["n_samples"], c["n_context"]
+def _pooled_command(s: Sizes, c: BatchCommandFields, pool: np.ndarray) -> Command | MalformedCommand:
+    """The command of a command-table row whose arrays start at c.values in ``pool``."""
+    kind, n, n_context = c.kind, c.n_samples, c.n_context
     context = n_context if 0 <= n_context <= s.max_context else 0  # else refused by command_from
     sizes: dict[str, int] = {}
     if kind == Kind.START:
-        sizes = {"posture": s.n_dofs * c["has_posture"], "context": context}
+        sizes = {"posture": s.n_dofs * c.has_posture, "context": context}
     elif kind == Kind.TRAJECTORY and 1 <= n <= s.max_samples:
-        sizes = {"q": n * s.n_dofs, "qd": n * s.n_dofs * c["has_qd"], "qdd": n * s.n_dofs * c["has_qdd"]}
+        sizes = {"q": n * s.n_dofs, "qd": n * s.n_dofs * c.has_qd, "qdd": n * s.n_dofs * c.has_qdd}
     elif kind == Kind.GAINS:
-        sizes = {"context": context, "kp": s.n_dofs, "kd": s.n_dofs, "ki": s.n_dofs * c["has_ki"]}
-    at, arrays = c["values"], {}
+        sizes = {"context": context, "kp": s.n_dofs, "kd": s.n_dofs, "ki": s.n_dofs * c.has_ki}
+    at, arrays = c.values, {}
     for name in ARRAY_ORDER:
         size = sizes.get(name, 0)
         if at + size > pool.size:
-            return MalformedCommand(c["episode_id"], c["index"], c["max_commands"],
+            return MalformedCommand(c.episode_id, c.index, c.max_commands,
                                     reason=f"the command's arrays run past the batch's n_values {pool.size}")
         arrays[name] = pool[at : at + size].reshape((-1, s.n_dofs) if name in ("q", "qd", "qdd") else (-1,))
         at += size

@@ -88,7 +88,9 @@ class Client(Sender):
         self.state_names = self.sizes.state_names
         self.runner_pid = int(self._blocks.header["runner_pid"])
         self._seq = int.from_bytes(os.urandom(8), "little")  # this client's own numbers, no other's
+        self._unanswered = False  # the last command posted got no reply: the runner may not have taken it
         self._log_rows = 0
+        self._log_views = self._read_only_log()
 
     def _deliver(self, command: Command) -> Reply:
         return self._exchange(command, lambda seq: encode_command(self._blocks, command, seq, os.getpid()),
@@ -99,19 +101,20 @@ class Client(Sender):
         (time.monotonic() s)."""
         self._seq = (self._seq + 1) % 2**64
         self._write_when_taken(write, deadline)
+        self._unanswered = True
         self._channel.cmd_ready.release()
         return self._wait_reply(command, deadline)
 
     def _write_when_taken(self, write: Callable[[int], None], deadline: float) -> None:
         """Write the next command (``write(seq)``, under the lock) once the runner has taken this
-        client's previous command out of the command block (that one timed out and the runner is
-        still busy), so that no posted command is overwritten unread."""
+        client's previous command out of the command block (when that one timed out, the runner may
+        still be busy with it), so that no posted command is overwritten unread. A command that was
+        answered was taken: then the block is not even looked at."""
         blocks = self._blocks
         while True:
             with locked(self._channel.lock):
-                pending = (blocks.command["client_pid"] == os.getpid()
-                           and blocks.command["seq"] != blocks.header["taken_seq"])
-                if not pending:
+                if not (self._unanswered and int(blocks.command["client_pid"]) == os.getpid()
+                        and int(blocks.command["seq"]) != int(blocks.header["taken_seq"])):
                     write(self._seq)
                     return
             if not self._channel.runner_alive():
@@ -140,6 +143,7 @@ class Client(Sender):
                 answer = decode_reply(self._blocks)
             if answer.seq != self._seq:
                 continue  # the late answer to a command that timed out
+            self._unanswered = False
             self._log_rows = answer.log_rows
             got = (answer.kind, answer.reply.index, answer.reply.episode_id)
             if got != (int(command.kind), command.index, command.episode_id):
@@ -189,16 +193,31 @@ class Client(Sender):
                              f"the batch: {reply.message}")
         return self.get_episode()
 
-    def get_episode(self) -> dict[str, np.ndarray]:
+    def get_episode(self, *, copy: bool = True) -> dict[str, np.ndarray]:
+        """The current or last episode's per-step log, as ``Sender.get_episode``. ``copy=False``
+        returns read-only views into the channel's log block instead of copies (nothing is copied,
+        however long the episode): they stay valid only until the next command, whose steps
+        overwrite the block; copy what must outlive it."""
         rows = self._log_rows
-        with locked(self._channel.lock):
-            out = {name: view[:rows].copy() for name, view in self._blocks.log.items()}
-        out = {k: v[:, 0] if v.shape[1] == 1 else v for k, v in out.items()}
+        if copy:
+            with locked(self._channel.lock):
+                out = {name: view[:rows].copy() for name, view in self._log_views.items()}
+        else:
+            out = {name: view[:rows] for name, view in self._log_views.items()}
         for i, name in enumerate(self.state_names):
             out[name] = out["task_state"][:, i]
         return out
 
+    def _read_only_log(self) -> dict[str, np.ndarray]:
+        """Read-only views of the whole log block, each column (max_log_steps,) or
+        (max_log_steps, width) as ``get_episode`` returns it."""
+        views = {name: view[:, 0] if view.shape[1] == 1 else view.view() for name, view in self._blocks.log.items()}
+        for view in views.values():
+            view.flags.writeable = False
+        return views
+
     def close(self) -> None:
+        self._log_views = {}
         self._blocks.release()
         self._channel.close()
 

@@ -6,23 +6,27 @@ as a command comes back as a MalformedCommand that the runner refuses.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from operator import itemgetter
+from typing import NamedTuple
 
 import numpy as np
 
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.layout import (COMMAND, COMMAND_STRUCT, MAGIC, MESSAGE_BYTES, REPLY, REPLY_STRUCT, VERSION,
-                                   Sizes)
+                                   BatchCommandFields, CommandFields, ReplyFields, Sizes)
 from episodic.commands import (Command, Feedforward, GainsCommand, Kind, MalformedCommand, ResetCommand,
                                StartCommand, TrajectoryCommand)
 from episodic.protocol import Flag, MachineState, Reply
 
 _COMMAND_DEFAULTS = {name: 0 for name in COMMAND.names} | {"magic": MAGIC, "version": VERSION,
                                                            "rate": 0.0, "wait_time": 0.0}
+_COMMAND_ORDER = itemgetter(*COMMAND.names)  # a dict of COMMAND's fields -> their values in struct order
+_REPLY_ORDER = itemgetter(*REPLY.names)
+_FLAGS = {int(flag): flag for flag in Flag}  # value -> member, a dict lookup instead of the enum's call
+_STATES = {int(state): state for state in MachineState}
 
 
-@dataclass(frozen=True)
-class ReplyBlock:
+class ReplyBlock(NamedTuple):
     """A reply as the reply block holds it: the Reply, the seq and kind of the command it answers,
     the episode-log rows now in the log block and whether the episode outgrew that block."""
 
@@ -37,8 +41,7 @@ def encode_command(blocks: Blocks, command: Command, seq: int, client_pid: int) 
     """Write ``command`` into the command block under sequence number ``seq``; ValueError when
     its arrays do not fit the channel's sizes."""
     fields, arrays = command_parts(blocks.layout.sizes, command)
-    fields = dict(_COMMAND_DEFAULTS, **fields, seq=seq, client_pid=client_pid)
-    COMMAND_STRUCT.pack_into(blocks.buf, blocks.layout.command_offset, *[fields[n] for n in COMMAND.names])
+    _pack_command(blocks, fields, seq, client_pid)
     for name, value in arrays.items():
         blocks.command_arrays[name][: len(value)] = value
 
@@ -46,8 +49,14 @@ def encode_command(blocks: Blocks, command: Command, seq: int, client_pid: int) 
 def encode_request(blocks: Blocks, kind: int, index: int, seq: int, client_pid: int) -> None:
     """Write a command that is fields only (a batch: its episodes are in the batch block; a
     batch log: ``index`` is the episode's position in the last batch) under ``seq``."""
-    fields = dict(_COMMAND_DEFAULTS, kind=kind, index=index, seq=seq, client_pid=client_pid)
-    COMMAND_STRUCT.pack_into(blocks.buf, blocks.layout.command_offset, *[fields[n] for n in COMMAND.names])
+    _pack_command(blocks, {"kind": kind, "index": index}, seq, client_pid)
+
+
+def _pack_command(blocks: Blocks, fields: dict, seq: int, client_pid: int) -> None:
+    """Write the command block's fixed part: ``fields`` (COMMAND names), the rest their defaults."""
+    values = _COMMAND_DEFAULTS | fields
+    values["seq"], values["client_pid"] = seq, client_pid
+    COMMAND_STRUCT.pack_into(blocks.buf, blocks.layout.command_offset, *_COMMAND_ORDER(values))
 
 
 def command_parts(s: Sizes, command: Command) -> tuple[dict, dict[str, np.ndarray]]:
@@ -104,47 +113,45 @@ def _matrix(value, name: str, n_dofs: int, most: int, shape: tuple[int, int] | N
     return arr
 
 
-def read_command_fields(blocks: Blocks) -> dict:
-    """The command block's fixed fields (COMMAND names -> values), in one unpack."""
-    return dict(zip(COMMAND.names, COMMAND_STRUCT.unpack_from(blocks.buf, blocks.layout.command_offset)))
+def read_command_fields(blocks: Blocks) -> CommandFields:
+    """The command block's fixed fields, in one unpack."""
+    return CommandFields._make(COMMAND_STRUCT.unpack_from(blocks.buf, blocks.layout.command_offset))
 
 
-def decode_command(blocks: Blocks, c: dict) -> Command | MalformedCommand:
+def decode_command(blocks: Blocks, c: CommandFields) -> Command | MalformedCommand:
     """The command that fixed fields ``c`` (from read_command_fields) and the block's arrays
     describe; a MalformedCommand saying why when they describe none."""
-    if c["magic"] != MAGIC or c["version"] != VERSION:
-        magic = c["magic"].decode("ascii", errors="replace")
-        return MalformedCommand(c["episode_id"], c["index"], c["max_commands"],
-                                reason=f"the command block holds magic '{magic}' and version {c['version']}; this "
+    if c.magic != MAGIC or c.version != VERSION:
+        magic = c.magic.decode("ascii", errors="replace")
+        return MalformedCommand(c.episode_id, c.index, c.max_commands,
+                                reason=f"the command block holds magic '{magic}' and version {c.version}; this "
                                 f"runner speaks protocol version {VERSION}: write magic 'EPISODIC' and version "
                                 f"{VERSION} with every command")
     return command_from(blocks.layout.sizes, c, blocks.command_arrays)
 
 
-def command_from(s: Sizes, c: dict, a: dict[str, np.ndarray]) -> Command | MalformedCommand:
-    """The command that fields ``c`` and arrays ``a`` (name -> values, at least as long as the
-    fields say; only those the command has are read) describe, or a MalformedCommand."""
-    head = dict(episode_id=c["episode_id"], index=c["index"], max_commands=c["max_commands"])
-    kind = c["kind"]
-    n_context = c["n_context"]
+def command_from(s: Sizes, c: CommandFields | BatchCommandFields,
+                 a: dict[str, np.ndarray]) -> Command | MalformedCommand:
+    """The command that fields ``c`` (the command block's or a batch table row's) and arrays ``a``
+    (name -> values, at least as long as the fields say; only those the command has are read)
+    describe, or a MalformedCommand."""
+    head = dict(episode_id=c.episode_id, index=c.index, max_commands=c.max_commands)
+    kind, n_context = c.kind, c.n_context
     if not 0 <= n_context <= s.max_context:
         return MalformedCommand(**head, reason=f"n_context {n_context} outside 0..{s.max_context}")
     if kind == Kind.START:
-        return StartCommand(head["episode_id"], head["max_commands"],
-                            a["posture"].copy() if c["has_posture"] else None, a["context"][:n_context].copy(),
-                            index=head["index"])
+        return StartCommand(c.episode_id, c.max_commands, a["posture"].copy() if c.has_posture else None,
+                            a["context"][:n_context].copy(), index=c.index)
     if kind == Kind.TRAJECTORY:
-        n = c["n_samples"]
+        n = c.n_samples
         if not 1 <= n <= s.max_samples:
             return MalformedCommand(**head, reason=f"n_samples {n} outside 1..{s.max_samples}")
-        rate = c["rate"]
-        return TrajectoryCommand(**head, q=a["q"][:n].copy(), qd=a["qd"][:n].copy() if c["has_qd"] else None,
-                                 qdd=a["qdd"][:n].copy() if c["has_qdd"] else None,
-                                 rate=None if rate == 0 else rate, wait_time=c["wait_time"])
+        return TrajectoryCommand(**head, q=a["q"][:n].copy(), qd=a["qd"][:n].copy() if c.has_qd else None,
+                                 qdd=a["qdd"][:n].copy() if c.has_qdd else None,
+                                 rate=None if c.rate == 0 else c.rate, wait_time=c.wait_time)
     if kind == Kind.GAINS:
-        return GainsCommand(**head, kp=a["kp"].copy(), kd=a["kd"].copy(),
-                            ki=a["ki"].copy() if c["has_ki"] else None,
-                            feedforward=c["feedforward"], wait_time=c["wait_time"],
+        return GainsCommand(**head, kp=a["kp"].copy(), kd=a["kd"].copy(), ki=a["ki"].copy() if c.has_ki else None,
+                            feedforward=c.feedforward, wait_time=c.wait_time,
                             task_gains=a["context"][:n_context].copy() if n_context else None)
     if kind == Kind.RESET:
         return ResetCommand(**head)
@@ -155,19 +162,28 @@ def encode_reply(blocks: Blocks, answer: ReplyBlock) -> None:
     """Write a reply, its task state, its posture (NaN when the reply has none) and the log-block
     bookkeeping into the reply block."""
     r = answer.reply
-    values = dict(seq=answer.seq, episode_id=r.episode_id, index=r.index, flag=int(r.flag), reward=r.reward,
-                  n_steps=r.n_steps, episode_done=int(r.episode_done), machine_state=int(r.machine_state),
-                  log_rows=answer.log_rows, log_truncated=int(answer.log_truncated), kind=answer.kind,
+    values = dict(seq=answer.seq, episode_id=r.episode_id, index=r.index, flag=r.flag, reward=r.reward,
+                  n_steps=r.n_steps, episode_done=r.episode_done, machine_state=r.machine_state,
+                  log_rows=answer.log_rows, log_truncated=answer.log_truncated, kind=answer.kind,
                   message=r.message.encode()[:MESSAGE_BYTES])
-    REPLY_STRUCT.pack_into(blocks.buf, blocks.layout.reply_offset, *[values[n] for n in REPLY.names])
-    blocks.reply_arrays["state"][:] = r.state
-    blocks.reply_arrays["posture"][:] = np.nan if r.posture is None else r.posture
+    REPLY_STRUCT.pack_into(blocks.buf, blocks.layout.reply_offset, *_REPLY_ORDER(values))
+    arrays = blocks.reply_arrays
+    arrays["state"][:] = r.state
+    arrays["posture"][:] = np.nan if r.posture is None else r.posture
 
 
 def decode_reply(blocks: Blocks) -> ReplyBlock:
     """Read the reply block (the inverse of encode_reply)."""
-    r = dict(zip(REPLY.names, REPLY_STRUCT.unpack_from(blocks.buf, blocks.layout.reply_offset)))
-    reply = Reply(r["episode_id"], r["index"], Flag(r["flag"]), r["reward"], blocks.reply_arrays["state"].copy(),
-                  r["n_steps"], bool(r["episode_done"]), r["message"].rstrip(b"\0").decode(errors="replace"),
-                  MachineState(r["machine_state"]), blocks.reply_arrays["posture"].copy())
-    return ReplyBlock(r["seq"], r["kind"], reply, r["log_rows"], bool(r["log_truncated"]))
+    r = ReplyFields._make(REPLY_STRUCT.unpack_from(blocks.buf, blocks.layout.reply_offset))
+    message = r.message.partition(b"\0")[0]  # NUL-padded (a C string): cheaper than stripping 256 bytes
+    reply = Reply(r.episode_id, r.index, _member(_FLAGS, Flag, r.flag), r.reward,
+                  blocks.reply_arrays["state"].copy(), r.n_steps, bool(r.episode_done),
+                  message.decode(errors="replace"),
+                  _member(_STATES, MachineState, r.machine_state), blocks.reply_arrays["posture"].copy())
+    return ReplyBlock(r.seq, r.kind, reply, r.log_rows, bool(r.log_truncated))
+
+
+def _member(members: dict, enum: type, value: int):
+    """The member of ``enum`` with ``value`` (ValueError from the enum when there is none)."""
+    member = members.get(value)
+    return enum(value) if member is None else member

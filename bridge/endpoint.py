@@ -14,7 +14,7 @@ from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import DEFAULT_CHANNEL, Channel, locked, pid_alive
 from episodic.bridge.batches import decode_batch, encode_results
 from episodic.bridge.codec import ReplyBlock, decode_command, encode_reply, read_command_fields
-from episodic.bridge.layout import MAGIC, VERSION, Layout, Sizes
+from episodic.bridge.layout import MAGIC, VERSION, CommandFields, Layout, Sizes
 from episodic.columns import step_widths
 from episodic.commands import Command, MalformedCommand
 from episodic.protocol import EpisodeResult, Flag, Kind, Reply
@@ -99,12 +99,12 @@ class Endpoint:
         'reply ready' (None, and no reply, when the block holds the command read last: posted twice)."""
         with locked(self.channel.lock):
             c = read_command_fields(self.blocks)
-            self.blocks.header["taken_seq"] = c["seq"]  # a client may write its next command now
-            if (c["seq"], c["client_pid"]) == self._last_taken:
+            self.blocks.header["taken_seq"] = c.seq  # a client may write its next command now
+            if (c.seq, c.client_pid) == self._last_taken:
                 return None  # a second post of a block already read (and answered)
-            self._last_taken = (c["seq"], c["client_pid"])
-            self._learner_pid = c["client_pid"]
-            kind = c["kind"] if (c["magic"], c["version"]) == (MAGIC, VERSION) else None  # else refused below
+            self._last_taken = (c.seq, c.client_pid)
+            self._learner_pid = c.client_pid
+            kind = c.kind if (c.magic, c.version) == (MAGIC, VERSION) else None  # else refused below
             read = decode_batch(self.blocks) if kind == Kind.BATCH else None if kind == Kind.BATCH_LOG \
                 else decode_command(self.blocks, c)
         if kind == Kind.BATCH:
@@ -123,26 +123,26 @@ class Endpoint:
                         encode_results(self.blocks, self._results, self._batches - 1, self._first_episode)
                 else:
                     truncated = self._update_log()
-                encode_reply(self.blocks, ReplyBlock(c["seq"], c["kind"], reply, self._log_rows, truncated))
+                encode_reply(self.blocks, ReplyBlock(c.seq, c.kind, reply, self._log_rows, truncated))
             except Exception as exc:  # noqa: BLE001 - the learner gets an answer whatever happens
                 log.exception("could not write the reply")
                 reply = Reply(reply.episode_id, reply.index, Flag.INTERNAL_ERROR, 0.0,
                               np.full(len(self.runner.state_names), np.nan), 0, True,
                               f"the runner could not write its reply ({type(exc).__name__}: {exc})",
                               posture=reply.posture)
-                encode_reply(self.blocks, ReplyBlock(c["seq"], c["kind"], reply, self._log_rows, False))
+                encode_reply(self.blocks, ReplyBlock(c.seq, c.kind, reply, self._log_rows, False))
         self._last_command = time.monotonic()
         self.channel.reply_ready.release()
         return reply
 
     # -- batches -------------------------------------------------------------------
-    def _reply_to(self, c: dict, flag: Flag, message: str = "", n_steps: int = 0) -> Reply:
+    def _reply_to(self, c: CommandFields, flag: Flag, message: str = "", n_steps: int = 0) -> Reply:
         """A reply to a batch or batch-log command: its episode id and index echoed, no task state
         and no posture (NaN): the runner's own episode is where it was."""
-        return Reply(c["episode_id"], c["index"], flag, 0.0, np.full(len(self.runner.state_names), np.nan), n_steps,
+        return Reply(c.episode_id, c.index, flag, 0.0, np.full(len(self.runner.state_names), np.nan), n_steps,
                      True, message, self.runner.machine.state)
 
-    def _evaluate(self, c: dict, batch) -> Reply:
+    def _evaluate(self, c: CommandFields, batch) -> Reply:
         """Evaluate a batch command's episodes (results kept for the reply block)."""
         if isinstance(batch, str):
             return self._reply_to(c, Flag.INVALID_PAYLOAD, f"malformed batch: {batch}")
@@ -159,10 +159,10 @@ class Endpoint:
         self._batch_logs = [r.steps or {} for r in self._results] if keep_logs else []
         return self._reply_to(c, Flag.OK, n_steps=sum(r.n_steps for r in self._results))
 
-    def _copy_batch_log(self, c: dict, reply: Reply) -> tuple[Reply, bool]:
-        """Put the per-step log of episode ``c["index"]`` of the last batch in the log block; the
+    def _copy_batch_log(self, c: CommandFields, reply: Reply) -> tuple[Reply, bool]:
+        """Put the per-step log of episode ``c.index`` of the last batch in the log block; the
         block then holds no episode of the runner's own (the next command's log starts afresh)."""
-        position = c["index"]
+        position = c.index
         if not 0 <= position < len(self._batch_logs):
             why = (f"it has {len(self._batch_logs)} episodes" if self._batch_logs
                    else "its logs were not kept (ask for them with the batch)")
@@ -194,22 +194,27 @@ class Endpoint:
 
     # -- the log block ---------------------------------------------------------
     def _update_log(self) -> bool:
-        """Copy the steps the current (or last) episode added since the previous call; True when
-        the episode has outgrown the log block."""
+        """Copy the steps the current (or last) episode added since the previous call into the log
+        block, each column in one go however many per-step blocks hold them; True when the
+        episode has outgrown the log block."""
         cursor, blocks = self.runner.steps_since(self._cursor)
         if cursor.episode != self._cursor.episode:
             self._log_rows, self._truncated = 0, False
         self._cursor = cursor
-        capacity = self.channel.layout.sizes.max_log_steps
+        pieces, room = [], self.channel.layout.sizes.max_log_steps - self._log_rows
         for block in blocks:
             n = len(block["time"])
-            take = min(n, capacity - self._log_rows)
+            take = min(n, room)
             self._truncated |= take < n
             if take > 0:
-                rows = slice(self._log_rows, self._log_rows + take)
-                for name, view in self.blocks.log.items():
-                    view[rows] = np.reshape(block[name][:take], (take, -1))
-                self._log_rows += take
+                pieces.append((block, take))
+                room -= take
+        if pieces:
+            rows = slice(self._log_rows, self._log_rows + sum(take for _, take in pieces))
+            for name, view in self.blocks.log.items():
+                parts = [block[name][:take] for block, take in pieces]
+                np.concatenate(parts, out=view[rows] if parts[0].ndim == 2 else view[rows, 0])
+            self._log_rows = rows.stop
         return self._truncated
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ a client reads them from there, so nothing is fixed at compile time.
 from __future__ import annotations
 
 import struct
+from collections import namedtuple
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -165,6 +166,10 @@ def packer(dtype: np.dtype) -> struct.Struct:
 COMMAND_STRUCT = packer(COMMAND)
 REPLY_STRUCT = packer(REPLY)
 BATCH_STRUCT = packer(BATCH)
+# a fixed part as read (struct.unpack_from, or a table row's .item()), its fields by name
+CommandFields = namedtuple("CommandFields", COMMAND.names)
+ReplyFields = namedtuple("ReplyFields", REPLY.names)
+BatchCommandFields = namedtuple("BatchCommandFields", BATCH_COMMAND.names)
 
 
 def _align(n: int) -> int:

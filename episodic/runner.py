@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 import numpy as np
 
@@ -35,8 +34,7 @@ MODES = ("blocking", "realtime")
 TICK_LOG_SHARE = 0.1
 
 
-@dataclass(frozen=True)
-class StepCursor:
+class StepCursor(NamedTuple):
     """How far a reader has read the per-step blocks of an episode (see ``Runner.steps_since``)."""
 
     episode: int = -1  # sequence number of the episode
@@ -177,7 +175,9 @@ class Runner(Sender):
         start = cursor.blocks if cursor.episode == ep.number else 0
         return StepCursor(ep.number, len(ep.blocks)), ep.blocks[start:]
 
-    def get_episode(self) -> dict[str, np.ndarray]:
+    def get_episode(self, *, copy: bool = True) -> dict[str, np.ndarray]:
+        """As ``Sender.get_episode``; the columns are always fresh arrays (the episode's per-step
+        blocks joined), whatever ``copy`` says."""
         ep = self.machine.last_episode
         widths = step_widths(self.n_dofs, len(self.state_names))
         steps = ep.steps() if ep is not None and ep.blocks else {

@@ -56,9 +56,11 @@ class Sender:
     def _deliver(self, command: Command) -> Reply:
         raise NotImplementedError
 
-    def get_episode(self) -> dict[str, np.ndarray]:
+    def get_episode(self, *, copy: bool = True) -> dict[str, np.ndarray]:
         """The current or last episode's per-step log: each column (n_steps,) or (n_steps, width)
-        (episodic.columns), and each task state column by its name."""
+        (episodic.columns), and each task state column by its name. ``copy=False`` lets a sender
+        hand out read-only views of its own storage instead of fresh arrays (the bridge's Client
+        does: nothing is copied), valid only until the next command."""
         raise NotImplementedError
 
     # -- convenience calls ---------------------------------------------------

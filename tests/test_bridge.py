@@ -89,6 +89,25 @@ def test_bridge_log_is_bit_identical_to_in_process(tmp_path):
     assert bridged.attrs["return"] == local.attrs["return"]
 
 
+def test_the_log_block_holds_an_episodes_first_rows_as_copies_or_views():
+    """After every command the log block holds the episode's steps so far, bit for bit the
+    in-process runner's, up to --max-log-steps rows (here reached in a segment, and in the go-to-start's
+    many per-step blocks); fetched as copies, or as read-only views into the block."""
+    episodes = [[StartCommand(e, 2, context=np.array(CONTEXT)), TrajectoryCommand(e, 1, 2, wave(HOME)),
+                 TrajectoryCommand(e, 2, 2, wave(HOME, phase=0.3))] for e in (1, 2)]
+    channel = channel_name()
+    with Served(channel, None, "--max-log-steps", "300"), Client(channel, timeout=10) as client, \
+            Runner(make_task("reach")) as local:
+        for command in [c for commands in episodes for c in commands]:
+            assert client.send(command).flag == local.send(command).flag == Flag.OK
+            expected, copies, views = local.get_episode(), client.get_episode(), client.get_episode(copy=False)
+            n = min(len(expected["time"]), 300)
+            for name, values in expected.items():
+                assert copies[name].tobytes() == views[name].tobytes() == values[:n].astype(float).tobytes(), name
+                assert copies[name].flags.writeable and not views[name].flags.writeable
+    assert len(expected["time"]) > 300
+
+
 def test_replies_say_where_the_next_segment_starts():
     """Over the bridge: the start reply's posture is ball_in_cup's start posture (not the home
     posture on j6, j7); a segment begun there runs; one begun elsewhere is refused with a message

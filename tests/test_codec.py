@@ -38,7 +38,7 @@ def blocks() -> Blocks:
 def round_trip(blocks: Blocks, command):
     encode_command(blocks, command, seq=42, client_pid=99)
     fields = read_command_fields(blocks)
-    assert (fields["seq"], fields["client_pid"]) == (42, 99)
+    assert (fields.seq, fields.client_pid) == (42, 99)
     return decode_command(blocks, fields)
 
 
