@@ -1,22 +1,25 @@
 """Throughput of the runner against MuJoCo alone, on the same model and control sequence.
 
-    python benchmarks/runner.py [--repeats 9]
+    python benchmarks/runner.py [--repeats 40]
 
-(a) ``mujoco.rollout``: one call over a smooth 2 s trajectory (1000 control steps) with
+Each repeat runs, one after the other (so that a busy machine slows all three alike):
+(a) ``mujoco.rollout``: SEGMENTS calls of a smooth 2 s trajectory (1000 control steps each) with
     ctrl = kp q_d + kd qd_d, the runner's model and start state;
-(b) a Python loop of ``mj_step`` setting ctrl every step;
-(c) the runner with full logging to an HDF5 file: episodes of start + 3 segments of 1000
-    steps; only segment steps count, and only the segment commands (the episode's HDF5 write
-    happens inside the last one) are timed.
-
-Each figure is the median over the repeats. Goal: runner >= 50% of rollout throughput.
+(b) a Python loop of ``mj_step`` over the same controls, setting ctrl every step;
+(c) one episode of the runner with full logging to an HDF5 file: a start and SEGMENTS segments
+    of the same trajectory; the segment commands are timed (only their steps count), the
+    episode's HDF5 write (inside the last one, before its reply) included.
+The order of (a), (b), (c) rotates from repeat to repeat. The ratios are the medians over the
+repeats of each repeat's ratio; the rates the medians of the rates. Goal: runner >= 90 % of
+rollout. Where the runner's extra time goes: a segment's time beyond one rollout call, and the
+last segment's beyond the others' (its episode's end: the HDF5 write).
 """
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import mujoco
@@ -29,8 +32,9 @@ from episodic.runner import Runner
 from episodic.tasks import make_task
 
 DURATION = 2.0       # s per trajectory / segment
-SEGMENTS = 3         # segments per runner episode
-EPISODES = 4         # runner episodes per repeat
+SEGMENTS = 3         # segments per runner episode (and rollout calls per repeat)
+WARM_UP = 3          # repeats run first and not counted (imports, caches, the file system)
+GOAL = 0.90          # runner / rollout
 AMPLITUDE = np.array([0.3, 0.3, 0.3, 0.3, 0.5, 0.5, 0.5])  # rad
 
 
@@ -44,7 +48,9 @@ def trajectory(home: np.ndarray, n: int, dt: float) -> tuple[np.ndarray, np.ndar
     return q, qd, qdd
 
 
-def bench_rollout(runner: Runner, ctrl: np.ndarray, repeats: int) -> float:
+def rollout_timer(runner: Runner, ctrl: np.ndarray) -> Callable[[], list[float]]:
+    """A function that runs SEGMENTS ``mujoco.rollout`` calls of ``ctrl`` (n, n_dofs) N m from
+    the runner's start state and returns the s each took."""
     m = runner.scene.model
     d = mujoco.MjData(m)
     d.qpos[runner.scene.qpos_adr] = runner.robot.home
@@ -55,81 +61,100 @@ def bench_rollout(runner: Runner, ctrl: np.ndarray, repeats: int) -> float:
     control = np.zeros((1, len(ctrl), m.nu))
     control[0][:, runner.scene.actuator] = ctrl
     roll = rollout.Rollout(nthread=0)
-    roll.rollout(m, d, start, control)  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        roll.rollout(m, d, start, control)
-        times.append(time.perf_counter() - t0)
-    return len(ctrl) / statistics.median(times)
+
+    def run() -> list[float]:
+        times = []
+        for _ in range(SEGMENTS):
+            t0 = time.perf_counter()
+            roll.rollout(m, d, start, control)
+            times.append(time.perf_counter() - t0)
+        return times
+
+    return run
 
 
-def bench_loop(runner: Runner, ctrl: np.ndarray, repeats: int) -> float:
+def loop_timer(runner: Runner, ctrl: np.ndarray) -> Callable[[], list[float]]:
+    """A function that steps ``ctrl`` (n, n_dofs) N m SEGMENTS times in a Python ``mj_step``
+    loop from the runner's start state and returns the s each took."""
     m = runner.scene.model
     d = mujoco.MjData(m)
     act = runner.scene.actuator
-    times = []
-    for _ in range(repeats + 1):
-        mujoco.mj_resetData(m, d)
-        d.qpos[runner.scene.qpos_adr] = runner.robot.home
-        mujoco.mj_forward(m, d)
-        t0 = time.perf_counter()
-        for row in ctrl:
-            d.ctrl[act] = row
-            mujoco.mj_step(m, d)
-        times.append(time.perf_counter() - t0)
-    return len(ctrl) / statistics.median(times[1:])
+
+    def run() -> list[float]:
+        times = []
+        for _ in range(SEGMENTS):
+            mujoco.mj_resetData(m, d)
+            d.qpos[runner.scene.qpos_adr] = runner.robot.home
+            mujoco.mj_forward(m, d)
+            t0 = time.perf_counter()
+            for row in ctrl:
+                d.ctrl[act] = row
+                mujoco.mj_step(m, d)
+            times.append(time.perf_counter() - t0)
+        return times
+
+    return run
 
 
-def bench_runner(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, repeats: int, directory: Path) -> float:
-    rates = []
-    for rep in range(repeats + 1):
-        with Runner(make_task("reach"), log=directory / f"bench{rep}.h5", seed=0) as runner:
-            steps, elapsed = 0, 0.0
-            for e in range(1, EPISODES + 1):
-                reply = runner.send(StartCommand(e, SEGMENTS))
-                assert reply.flag == Flag.OK, reply.message
-                for k in range(1, SEGMENTS + 1):
-                    cmd = TrajectoryCommand(e, k, SEGMENTS, q, qd, qdd)
-                    t0 = time.perf_counter()
-                    reply = runner.send(cmd)
-                    elapsed += time.perf_counter() - t0
-                    assert reply.flag == Flag.OK, reply.message
-                    steps += reply.n_steps
-        if rep:  # the first pass warms up imports, caches and the file system
-            rates.append(steps / elapsed)
-    return statistics.median(rates)
+def runner_timer(runner: Runner, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> Callable[[], list[float]]:
+    """A function that runs one episode (start + SEGMENTS segments of q, qd, qdd) and returns the
+    s each segment command took, the episode's log write (in the last) included."""
+    episodes = iter(range(1, 1 << 30))
+
+    def run() -> list[float]:
+        e = next(episodes)
+        reply = runner.send(StartCommand(e, SEGMENTS))
+        assert reply.flag == Flag.OK, reply.message
+        times = []
+        for k in range(1, SEGMENTS + 1):
+            cmd = TrajectoryCommand(e, k, SEGMENTS, q, qd, qdd)
+            t0 = time.perf_counter()
+            reply = runner.send(cmd)
+            times.append(time.perf_counter() - t0)
+            assert reply.flag == Flag.OK and reply.n_steps == len(q), reply.message
+        return times
+
+    return run
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=9, help="repeats per measurement (median)")
+    parser.add_argument("--repeats", type=int, default=40, help="repeats (medians over them)")
     args = parser.parse_args()
 
-    probe = Runner(make_task("reach"), seed=0)
-    robot = probe.robot
-    n = int(round(DURATION * robot.control_rate))
-    q, qd, qdd = trajectory(robot.home, n, robot.control_dt)
-    ctrl = robot.kp * robot.clamp(q) + robot.kd * qd
+    with tempfile.TemporaryDirectory() as tmp, \
+            Runner(make_task("reach"), log=Path(tmp) / "bench.h5", seed=0, keep_episodes=False) as runner:
+        robot = runner.robot
+        n = int(round(DURATION * robot.control_rate))
+        q, qd, qdd = trajectory(robot.home, n, robot.control_dt)
+        ctrl = robot.kp * robot.clamp(q) + robot.kd * qd
+        timers = {"mujoco.rollout (one call per segment)": rollout_timer(runner, ctrl),
+                  "Python mj_step loop": loop_timer(runner, ctrl),
+                  "runner, full HDF5 logging": runner_timer(runner, q, qd, qdd)}
+        names = list(timers)
+        times: dict[str, list[list[float]]] = {name: [] for name in names}  # s per segment, per repeat
+        for rep in range(WARM_UP + args.repeats):
+            order = names[rep % 3:] + names[: rep % 3]
+            measured = {name: timers[name]() for name in order}
+            if rep >= WARM_UP:
+                for name, seconds in measured.items():
+                    times[name].append(seconds)
 
-    results = {}
-    results["mujoco.rollout (one call)"] = bench_rollout(probe, ctrl, args.repeats * 4)
-    results["Python mj_step loop"] = bench_loop(probe, ctrl, args.repeats)
-    probe.close()
-    with tempfile.TemporaryDirectory() as tmp:
-        results["runner, full HDF5 logging"] = bench_runner(q, qd, qdd, args.repeats, Path(tmp))
-
-    rollout_rate = results["mujoco.rollout (one call)"]
-    loop_rate = results["Python mj_step loop"]
-    runner_rate = results["runner, full HDF5 logging"]
-    print(f"{robot.name}, {robot.control_rate:g} Hz, {n}-step (2 s) trajectories, "
-          f"median of {args.repeats} repeats; mujoco {mujoco.__version__}")
-    width = max(map(len, results))
-    print(f"{'':<{width}}  {'steps/s':>10}")
-    for name, rate in results.items():
-        print(f"{name:<{width}}  {rate:>10,.0f}")
-    print(f"runner / rollout:   {runner_rate / rollout_rate:6.1%}  (goal >= 50%)")
-    print(f"runner / raw loop:  {runner_rate / loop_rate:6.1%}")
+    steps = SEGMENTS * n
+    rollout_s, loop_s, runner_s = (np.array(times[name]) for name in names)  # (repeats, SEGMENTS)
+    print(f"{robot.name}, {robot.control_rate:g} Hz, {SEGMENTS} x {n}-step ({DURATION:g} s) segments per repeat, "
+          f"{args.repeats} repeats interleaved; mujoco {mujoco.__version__}")
+    width = max(map(len, names))
+    print(f"{'':<{width}}  {'steps/s':>10}  (median)")
+    for name, seconds in zip(names, (rollout_s, loop_s, runner_s)):
+        print(f"{name:<{width}}  {steps / np.median(seconds.sum(axis=1)):>10,.0f}")
+    print(f"runner / rollout:   {np.median(rollout_s.sum(axis=1) / runner_s.sum(axis=1)):6.1%}  (goal >= {GOAL:.0%})")
+    print(f"runner / raw loop:  {np.median(loop_s.sum(axis=1) / runner_s.sum(axis=1)):6.1%}")
+    ms = 1e3
+    segment = np.median(runner_s[:, :-1] - rollout_s[:, :-1]) * ms
+    end = np.median(runner_s[:, -1] - runner_s[:, :-1].mean(axis=1)) * ms
+    print(f"runner's extra time (median): {segment:.2f} ms per segment beyond its rollout, {end:.2f} ms more "
+          f"for the last (the episode's end and HDF5 write); one rollout call {np.median(rollout_s) * ms:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import platform
 import shutil
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +33,7 @@ import numpy as np
 
 from episodic.columns import STEP_DTYPES
 from episodic.commands import Kind
+from episodic.pacing import Mark, Timing
 
 FORMAT = "episodic-log/1"
 _log = logging.getLogger("episodic.log")
@@ -84,7 +85,7 @@ class EpisodeBuffer:
     flag: int = 0
     flag_name: str = "OK"
     message: str = ""
-    timing: dict = field(default_factory=dict)  # tick statistics (non-blocking mode), see episodic.pacing
+    ticks: tuple[Mark, Mark] | None = None  # the pacer's tick record at the start and the end (non-blocking mode)
     success: bool = False
     wall_time: float = 0.0
     batch: int = -1           # the batch's number in the run (episodic.batch), -1 when sent one by one
@@ -93,6 +94,13 @@ class EpisodeBuffer:
     @property
     def n_steps(self) -> int:
         return sum(len(b["time"]) for b in self.blocks)
+
+    @property
+    def timing(self) -> dict[str, float | int]:
+        """The episode's tick statistics as log attributes (episodic.pacing.Timing), none in
+        blocking mode. Worked out when asked (by the log's write), not on the tick that ends
+        the episode."""
+        return {} if self.ticks is None else Timing.between(*self.ticks).as_attrs()
 
     @property
     def episode_return(self) -> float:
@@ -153,12 +161,13 @@ class RunLog:
     ``complete`` last, and a row is then appended to /summary.
 
     ``incremental``: ``write_episode`` only queues the episode and ``work(budget)`` writes it a
-    dataset at a time, so a paced loop can spend its spare time per tick on it instead of
-    stalling for the milliseconds a whole episode takes (h5py holds the interpreter while it
-    writes, so a thread would not help). A write that fails (e.g. a full disk) is reported on
-    the ``episodic.log`` logger, counted in ``failed_writes`` and kept for ``pop_failures``; the
-    run goes on. An episode the disk has no room for is refused when it is handed over (both
-    modes); one whose write fails part-way keeps ``complete`` = 0.
+    piece at a time (an attribute, a dataset, or PIECE_BYTES of a dataset's rows), so a paced
+    loop can spend its spare time per tick on it instead of stalling for the milliseconds a whole
+    episode takes (h5py holds the interpreter while it writes, so a thread would not help).
+    A write that fails (e.g. a full disk) is reported on the ``episodic.log`` logger, counted in
+    ``failed_writes`` and kept for ``pop_failures``; the run goes on. An episode the disk has no
+    room for is refused whole when its write starts (at once when not incremental); one whose
+    write fails part-way keeps ``complete`` = 0.
     """
 
     def __init__(self, path: str | Path, metadata: dict, incremental: bool = False, overwrite: bool = False):
@@ -186,10 +195,12 @@ class RunLog:
             self.work()
 
     def work(self, budget: float = float("inf")) -> bool:
-        """Write pending pieces for up to ``budget`` s; True while some remain."""
+        """Write pending pieces for up to ``budget`` s: one, then more while another as long as
+        the last one would still end within the budget; True while some remain."""
         end = time.perf_counter() + budget
-        while self._pending and time.perf_counter() < end:
+        while self._pending:
             what, job = self._pending[0]
+            started = time.perf_counter()
             try:
                 next(job)
             except StopIteration:
@@ -197,6 +208,9 @@ class RunLog:
             except (OSError, ValueError, RuntimeError, KeyError) as exc:
                 self._pending.popleft()
                 self._failed(what, exc)
+            now = time.perf_counter()
+            if 2 * now - started > end:
+                break
         return bool(self._pending)
 
     def _failed(self, what: str, exc: Exception) -> None:
@@ -210,15 +224,10 @@ class RunLog:
         return failures
 
     def write_episode(self, ep: EpisodeBuffer) -> None:
-        """Write a finished episode (queued when incremental); refused at once when the disk has
-        no room for it."""
-        what = f"episode {ep.number:06d} (id {ep.episode_id})"
-        try:
-            self._check_space(_data_bytes(ep))
-        except OSError as exc:
-            self._failed(what, exc)
-            return
-        self._submit(what, self._write_episode(ep))
+        """Write a finished episode (queued when incremental: nothing is done here, so that the
+        tick that ends an episode does not pay for it); refused when its write starts if the
+        disk has no room for it."""
+        self._submit(f"episode {ep.number:06d} (id {ep.episode_id})", self._write_episode(ep))
 
     def reject(self, episode_id, index, flag: int) -> None:
         """Note a command refused while no episode ran (a row appended to /rejected)."""
@@ -238,36 +247,64 @@ class RunLog:
                           f"free some space or log elsewhere")
 
     def _write_episode(self, ep: EpisodeBuffer) -> Iterator[None]:
-        self._check_space(_data_bytes(ep))  # again: a queued write may start much later
-        g = self._episodes.create_group(f"{ep.number:06d}")
+        """Write ``ep`` in pieces (module docstring's layout): one attribute or dataset each, or
+        at most PIECE_BYTES of a dataset's rows when incremental; the group is marked complete
+        after its last dataset, then its /summary row is appended and the file flushed."""
+        self._check_space(_data_bytes(ep))
+        yield
         head = {"episode_id": ep.episode_id, "flag": ep.flag, "flag_name": ep.flag_name, "message": ep.message,
                 "return": ep.episode_return, "success": ep.success, "n_steps": ep.n_steps,
                 "wall_time": ep.wall_time, "rng_seed": list(ep.rng_seed), "batch": ep.batch,
                 "batch_position": ep.batch_position, **ep.timing}
-        g.attrs.update(head, complete=False)
-        g.create_dataset("initial_state", data=ep.initial_state)
-        yield
-        steps = g.create_group("steps")
+        g = _group(self._episodes.id, f"{ep.number:06d}")
+        yield from _attrs(g, {**head, "complete": False})
+        yield from self._dataset(g, "initial_state", [ep.initial_state])
+        steps = _group(g, "steps")
         for name in ep.blocks[0] if ep.blocks else ():
-            steps.create_dataset(name, data=ep.column(name).astype(STEP_DTYPES[name], copy=False))
-            yield
-        if "task_state" in steps:
-            steps["task_state"].attrs["columns"] = list(ep.state_columns)
-        seg = g.create_group("segments")
+            column = yield from self._dataset(steps, name, [b[name] for b in ep.blocks], STEP_DTYPES[name])
+            if name == "task_state":
+                yield from _attrs(column, {"columns": list(ep.state_columns)})
+        seg = _group(g, "segments")
         for name, values in ep.segment_table().items():
-            seg.create_dataset(name, data=values)
-        yield
-        cmds = g.create_group("commands")
+            yield from self._dataset(seg, name, [values])
+        cmds = _group(g, "commands")
         for i, cmd in enumerate(ep.commands):
             attrs, arrays = _command_record(cmd)
-            c = cmds.create_group(f"{i:03d}")
-            c.attrs.update(attrs)
+            c = _group(cmds, f"{i:03d}")
+            yield from _attrs(c, attrs)
             for name, value in arrays.items():
-                c.create_dataset(name, data=value)
-            yield
-        g.attrs["complete"] = True
-        _append(self._summary, summary_row(ep.number, head))
+                yield from self._dataset(c, name, [value])
+        h5py.h5a.open(g, b"complete").write(np.array(True), mtype=_types(np.dtype(bool))[1])
+        yield
+        _append(self._summary.id, summary_row(ep.number, head))
+        yield
         self._file.flush()
+
+    def _dataset(self, parent: h5py.h5g.GroupID, name: str, parts: list[np.ndarray],
+                 dtype: type | None = None) -> Generator[None, None, h5py.h5d.DatasetID]:
+        """Create dataset ``name`` of ``parent`` holding ``parts`` (arrays alike but in their
+        first dimension) one after the other, as ``dtype`` (theirs when None), and write it in
+        one piece, or when incremental and larger than PIECE_BYTES a piece per PIECE_BYTES of
+        rows (each part written where it goes, not joined first). Returns the dataset."""
+        dtype = np.dtype(dtype or parts[0].dtype)
+        shape = (sum(len(p) for p in parts), *parts[0].shape[1:]) if parts[0].ndim else ()
+        dset = h5py.h5d.create(parent, name.encode(), _types(dtype)[0], h5py.h5s.create_simple(shape),
+                               dcpl=_DATASET_CREATION, lcpl=_LINK_CREATION)
+        if not self.incremental or (len(parts) == 1 and parts[0].nbytes <= PIECE_BYTES):
+            if 0 not in shape:  # one write of the whole dataset, which HDF5 takes straight from the array
+                values = np.ascontiguousarray(parts[0], dtype) if len(parts) == 1 \
+                    else np.concatenate(parts, out=np.empty(shape, dtype), casting="unsafe")
+                dset.write(h5py.h5s.ALL, h5py.h5s.ALL, values, _types(dtype)[1])
+            yield
+            return dset
+        row = 0
+        for part in parts:
+            per_piece = max(PIECE_BYTES // max(part[:1].nbytes, 1), 1)
+            for start in range(0, len(part), per_piece):
+                _write_rows(dset, row + start, np.ascontiguousarray(part[start : start + per_piece], dtype))
+                yield
+            row += len(part)
+        return dset
 
     def _reject(self, episode_id, index, flag: int) -> Iterator[None]:
         self._check_space(REJECTED_CHUNK * 24)
@@ -275,7 +312,7 @@ class RunLog:
             self._rejected = self._file.create_dataset("rejected", shape=(0, 3), maxshape=(None, 3), dtype=np.int64,
                                                        chunks=(REJECTED_CHUNK, 3))
             self._rejected.attrs["columns"] = ["episode_id", "index", "flag"]
-        _append(self._rejected, np.array([_int_or(episode_id), _int_or(index), flag], dtype=np.int64))
+        _append(self._rejected.id, np.array([_int_or(episode_id), _int_or(index), flag], dtype=np.int64))
         self._file.flush()
         yield
 
@@ -351,11 +388,63 @@ def _data_bytes(ep: EpisodeBuffer) -> int:
     return ep.initial_state.nbytes + sum(v.nbytes for b in ep.blocks for v in b.values())
 
 
-def _append(dataset: h5py.Dataset, row: np.ndarray) -> None:
+def _append(dataset: h5py.h5d.DatasetID, row: np.ndarray) -> None:
     """Append one row to a dataset resizable along its first axis."""
-    n = dataset.shape[0]
-    dataset.resize(n + 1, axis=0)
-    dataset[n] = row
+    n, *rest = dataset.shape
+    dataset.set_extent((n + 1, *rest))
+    _write_rows(dataset, n, row[None])
+
+
+# HDF5 objects are made through h5py's low-level API, with each type, dataspace and property
+# list made once: its high-level calls (create_dataset, attrs[name] = value) build a dozen h5py
+# objects per dataset or attribute, each entered in h5py's registry of open identifiers, and took
+# 107 us per dataset and 66 us per attribute, several times HDF5's own work. What they make is
+# what h5py's high-level calls make: contiguous datasets and groups without time stamps, names in
+# UTF-8, text as variable-length UTF-8 strings, bool as h5py's enum.
+PIECE_BYTES = 1 << 16  # bytes of a dataset's rows an incremental write writes at a time (tens of us)
+_TEXT = h5py.string_dtype()
+_SCALAR = h5py.h5s.create(h5py.h5s.SCALAR)
+_LINK_CREATION = h5py.h5p.create(h5py.h5p.LINK_CREATE)
+_LINK_CREATION.set_char_encoding(h5py.h5t.CSET_UTF8)
+_GROUP_CREATION = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
+_GROUP_CREATION.set_obj_track_times(False)
+_DATASET_CREATION = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+_DATASET_CREATION.set_obj_track_times(False)
+_TYPES: dict[str, tuple[h5py.h5t.TypeID, h5py.h5t.TypeID]] = {}
+
+
+def _types(dtype: np.dtype) -> tuple[h5py.h5t.TypeID, h5py.h5t.TypeID]:
+    """The HDF5 types of ``dtype`` (an object dtype stands for text) as h5py makes them: the
+    one stored in the file and the one of the values in memory (they differ for text only)."""
+    key = dtype.str
+    if key not in _TYPES:
+        dtype = _TEXT if dtype.kind == "O" else dtype
+        _TYPES[key] = (h5py.h5t.py_create(dtype, logical=True), h5py.h5t.py_create(dtype))
+    return _TYPES[key]
+
+
+def _group(parent: h5py.h5g.GroupID, name: str) -> h5py.h5g.GroupID:
+    """A new group ``name`` in ``parent``."""
+    return h5py.h5g.create(parent, name.encode(), lcpl=_LINK_CREATION, gcpl=_GROUP_CREATION)
+
+
+def _attrs(obj: h5py.h5o.ObjectID, attrs: dict) -> Iterator[None]:
+    """Give ``obj`` the new attributes ``attrs`` (name -> a number, bool, text, or a list of one
+    of them), one piece each."""
+    for name, value in attrs.items():
+        text = isinstance(value, str) or (isinstance(value, list) and any(isinstance(v, str) for v in value))
+        data = np.array(value, dtype=_TEXT if text else None)
+        stored, memory = _types(data.dtype)
+        space = _SCALAR if data.ndim == 0 else h5py.h5s.create_simple(data.shape)
+        h5py.h5a.create(obj, name.encode(), stored, space).write(data, mtype=memory)
+        yield
+
+
+def _write_rows(dataset: h5py.h5d.DatasetID, start: int, rows: np.ndarray) -> None:
+    """Write ``rows`` (n, ...), C-contiguous, as rows start .. start + n - 1 of ``dataset``."""
+    space = dataset.get_space()
+    space.select_hyperslab((start,) + (0,) * (rows.ndim - 1), rows.shape)
+    dataset.write(h5py.h5s.create_simple(rows.shape), space, rows, _types(rows.dtype)[1])
 
 
 def summary_row(number: int, attrs) -> np.ndarray:
@@ -401,10 +490,23 @@ class StoredEpisode:
     state_columns: tuple[str, ...]
 
 
-def read_metadata(path: str | Path) -> dict:
-    with h5py.File(path, "r") as f:
+def _open_read(path: str | Path) -> h5py.File:
+    """The log at ``path`` opened for reading, its metadata cache held at METADATA_CACHE bytes:
+    HDF5's adaptive cache otherwise grows while a reader visits episode after episode (by about
+    150 kB per episode), so reading a long log would take memory in proportion to it."""
+    f = h5py.File(path, "r")
+    _fix_metadata_cache(f, METADATA_CACHE)
+    return f
+
+
+def read_metadata(path: str | Path, *, count_episodes: bool = True) -> dict:
+    """The run's metadata (the root attributes, JSON parsed) and, with ``count_episodes``, the
+    number of episode groups as ``n_episodes``: counting them walks the group's index (about
+    0.5 µs per episode), which a reader of a few episodes of a long log can leave out."""
+    with _open_read(path) as f:
         meta = {k: decode_attr(v) for k, v in f.attrs.items()}
-        meta["n_episodes"] = len(f["episodes"]) if "episodes" in f else 0
+        if count_episodes:
+            meta["n_episodes"] = len(f["episodes"]) if "episodes" in f else 0
         return meta
 
 
@@ -423,11 +525,13 @@ def decode_attr(value):
 
 
 def episode_problem(g: h5py.Group) -> str:
-    """Why the episode group ``g`` is not whole, '' when it is: its write did not finish
-    (attribute complete = 0, left by a write that failed part-way), or one of its parts is
-    missing or shorter than its n_steps (logs written before the attribute are judged by this)."""
-    if not g.attrs.get("complete", True):
-        return "its write did not finish"
+    """Why the episode group ``g`` is not whole, '' when it is. Its attribute ``complete`` says
+    so (0 when a write failed part-way; the writer sets it to 1 after the last dataset), so
+    nothing else is opened; a log written before the attribute is judged by its parts: one
+    missing, or shorter than the episode's n_steps."""
+    complete = g.attrs.get("complete")
+    if complete is not None:
+        return "" if complete else "its write did not finish"
     missing = [name for name in ("initial_state", "steps", "segments", "commands") if name not in g]
     if missing:
         return f"no {', '.join(missing)}"
@@ -443,7 +547,7 @@ def episode_problem(g: h5py.Group) -> str:
 
 def partial_episodes(path: str | Path) -> dict[str, str]:
     """The episodes of a log that are not whole: number (as its group name) -> why."""
-    with h5py.File(path, "r") as f:
+    with _open_read(path) as f:
         found = ((name, episode_problem(g)) for name, g in f["episodes"].items())
         return {name: problem for name, problem in found if problem}
 
@@ -452,7 +556,7 @@ def read_summary(path: str | Path) -> tuple[np.ndarray, dict[str, str]]:
     """One SUMMARY_DTYPE row per episode in number order, and the episodes that are not whole
     (number as group name -> why). Read from /summary at once; only the episodes it lacks (those
     not written whole, or all of a log written before /summary) are read from their groups."""
-    with h5py.File(path, "r") as f:
+    with _open_read(path) as f:
         rows = _summary_rows(f["summary"][()]) if "summary" in f else np.zeros(0, SUMMARY_DTYPE)
         episodes = f["episodes"]
         partial: dict[str, str] = {}
@@ -472,41 +576,49 @@ def read_summary(path: str | Path) -> tuple[np.ndarray, dict[str, str]]:
 
 
 def read_episodes(path: str | Path, numbers: list[int] | None = None) -> list[StoredEpisode]:
-    """The whole episodes of a log, all or those whose sequence numbers are given. An episode
-    that is not whole (see ``partial_episodes``) is left out of all, and a ValueError when asked
-    for by number."""
-    out = []
-    with h5py.File(path, "r") as f:
+    """The whole episodes of a log, all or those whose sequence numbers are given, as a list
+    (``iter_episodes`` reads them one at a time instead)."""
+    return list(iter_episodes(path, numbers))
+
+
+def iter_episodes(path: str | Path, numbers: list[int] | None = None) -> Iterator[StoredEpisode]:
+    """The whole episodes of a log in number order, each read when the caller asks for it, so
+    a long log is never held in memory whole: all of them (an episode that is not whole, see
+    ``partial_episodes``, is left out), or those whose sequence numbers are given. Given numbers
+    are checked before the first episode comes: ValueError naming one the log lacks or that is
+    not whole. Only the episodes asked for are opened, whatever the length of the log."""
+    with _open_read(path) as f:
         if "episodes" not in f:
             raise ValueError(f"{path} is not an episodic log (no /episodes group)")
-        names = sorted(f["episodes"])
-        if numbers is not None:
-            wanted = {f"{n:06d}" for n in numbers}
-            missing = wanted - set(names)
-            if missing:
-                raise ValueError(f"{path} has no episode {', '.join(sorted(missing))}; it holds {len(names)}")
-            names = [n for n in names if n in wanted]
+        episodes = f["episodes"]
+        if numbers is None:
+            for name in sorted(episodes):
+                if not episode_problem(episodes[name]):
+                    yield _read_episode(name, episodes[name])
+            return
+        names = sorted({f"{n:06d}" for n in numbers})
+        missing = [name for name in names if name not in episodes]
+        if missing:
+            raise ValueError(f"{path} has no episode {', '.join(missing)}; it holds {len(episodes)}")
         for name in names:
-            g = f["episodes"][name]
-            problem = episode_problem(g)
-            if problem and numbers is not None:
-                raise ValueError(f"episode {name} of {path} was not written whole ({problem}); it cannot be read")
+            problem = episode_problem(episodes[name])
             if problem:
-                continue
-            steps = {k: v[()] for k, v in g["steps"].items()}
-            columns = tuple(decode_attr(c) for c in g["steps"]["task_state"].attrs.get("columns", [])) \
-                if "task_state" in g["steps"] else ()
-            commands = []
-            for cname in sorted(g["commands"]):
-                c = g["commands"][cname]
-                commands.append(({k: decode_attr(v) for k, v in c.attrs.items()},
-                                 {k: v[()] for k, v in c.items()}))
-            out.append(StoredEpisode(
-                name=name, attrs={k: decode_attr(v) for k, v in g.attrs.items()},
-                initial_state=g["initial_state"][()], steps=steps,
-                segments={k: v[()] for k, v in g["segments"].items()}, commands=commands,
-                state_columns=columns))
-    return out
+                raise ValueError(f"episode {name} of {path} was not written whole ({problem}); it cannot be read")
+        for name in names:
+            yield _read_episode(name, episodes[name])
+
+
+def _read_episode(name: str, g: h5py.Group) -> StoredEpisode:
+    """The episode stored in group ``g`` (named ``name``), read whole."""
+    steps = g["steps"]
+    columns = tuple(decode_attr(c) for c in steps["task_state"].attrs.get("columns", [])) \
+        if "task_state" in steps else ()
+    commands = [({k: decode_attr(v) for k, v in c.attrs.items()}, {k: v[()] for k, v in c.items()})
+                for _, c in sorted(g["commands"].items())]
+    return StoredEpisode(name=name, attrs={k: decode_attr(v) for k, v in g.attrs.items()},
+                         initial_state=g["initial_state"][()], steps={k: v[()] for k, v in steps.items()},
+                         segments={k: v[()] for k, v in g["segments"].items()}, commands=commands,
+                         state_columns=columns)
 
 
 def command_from_record(attrs: dict, arrays: dict):

@@ -60,8 +60,10 @@ from typing import Callable
 
 import mujoco
 import numpy as np
+from numpy.random import default_rng  # numpy imports it when first used: ~9 ms, a missed tick at the first start
 
 from episodic.backend import Backend
+from episodic.columns import STEP_DTYPES
 from episodic.commands import (CommandError, Feedforward, GainsCommand, Limits, ResetCommand,
                                StartCommand, validate)
 from episodic.control import Feedback, Gains, velocity_over_limit
@@ -74,6 +76,7 @@ from episodic.task import StepView, Task, TaskError
 
 SETTLE_CHUNK = 0.05  # s of holding between "close and slow" checks in GOTO_START
 SEGMENT_END_WINDOW = 2.0  # s of recent steps a paced segment shows the task's segment_end each tick
+HELD_BLOCK = 0.2  # s of held steps logged as one block (so the tick a command arrives logs at most this)
 INTERRUPTED_MESSAGE = "the runner stopped during the episode"
 _log = logging.getLogger("episodic.machine")
 
@@ -112,6 +115,8 @@ class EpisodeMachine:
         # put the simulation in the exact start state after GOTO_START (module docstring):
         # blocking simulation only; a log replays only under the setting it was recorded with
         self.exact_start = isinstance(sim, Simulation) and sim.pacer is None
+        # whether the task has its own segment_end (else a paced segment does not ask it each tick)
+        self._ends_segments = type(task).segment_end is not Task.segment_end
         self.settled_state: np.ndarray | None = None  # where the last go-to-start really ended
         sim.reset(self.robot.home)
         self._hold_q = sim.q
@@ -257,7 +262,7 @@ class EpisodeMachine:
         self.episode.commands.append(raw)
         self._started_at = time.perf_counter()
         self._steps_in_command = 0
-        self._tick_mark = self.sim.pacer.mark() if self.sim.pacer is not None else 0
+        self._tick_mark = self.sim.pacer.mark() if self.sim.pacer is not None else None
         self._max_commands, self._next_index = cmd.max_commands, 1
         self._passive, self._motion_steps = self.scene.passive.copy(), None
         self._schedule = self._failure_schedule()
@@ -274,7 +279,7 @@ class EpisodeMachine:
             self._restart_exactly(target)
         self._events, self._events_done = [], 0
         try:
-            self.task.reset(self.sim.model, self.sim.data, cmd.context, np.random.default_rng(rng_seed))
+            self.task.reset(self.sim.model, self.sim.data, cmd.context, default_rng(rng_seed))
         except TaskError as exc:
             self.abort(Flag.INVALID_PAYLOAD, str(exc))
             return self._reply(cmd, Flag.INVALID_PAYLOAD, done=True, message=str(exc))
@@ -331,8 +336,8 @@ class EpisodeMachine:
         end = self.task.segment_end(view, task_state)
         if end is not None:
             n = min(n, max(int(end), 1))
-        qd_after = self.scene.qvel(record.state[1 : n + 1])[:, self.scene.dof_adr]
-        over = velocity_over_limit(qd_after, self.robot.velocity_limit)
+        qd = self._joint_velocities(record)
+        over = velocity_over_limit(qd[1 : n + 1], self.robot.velocity_limit)
         flag, message = Flag.OK, ""
         if over is not None:
             step, joints = over
@@ -349,8 +354,8 @@ class EpisodeMachine:
             self._events_done = sum(step <= self._motion_steps for step, _ in self._events)
             record = record.truncate(n)
             self.sim.set_state(record.state[-1], ROLLOUT_SPEC)
-            view, task_state, rewards = self._trim(view, n), task_state[:n], rewards[:n]
-        self._record(record, cmd.index, task_state, rewards, view)
+            view, task_state, rewards, qd = self._trim(view, n), task_state[:n], rewards[:n], qd[: n + 1]
+        self._record(record, cmd.index, task_state, rewards, view, qd)
         self._hold_q = self.robot.clamp(desired.q[n - 1]) if n else self._hold_q  # without feedback offsets
         reward = float(np.sum(rewards))
         self.episode.segments.append(dict(index=cmd.index, kind=int(cmd.kind), flag=int(flag),
@@ -433,13 +438,16 @@ class EpisodeMachine:
 
     def _stop_early(self, k: int, states: np.ndarray, sensordata: np.ndarray) -> bool:
         """Whether a paced segment must stop after step k: a velocity over its limit, or the
-        task's end of segment (asked on the last SEGMENT_END_WINDOW s of steps, so the cost of a
-        tick does not grow with the segment), or an interruption (``interrupted``)."""
+        task's end of segment (asked, when the task has its own ``segment_end``, on the last
+        SEGMENT_END_WINDOW s of steps, so the cost of a tick does not grow with the segment), or
+        an interruption (``interrupted``)."""
         if self.interrupted:
             return True
         qd = self.scene.qvel(states[k + 1 : k + 2])[:, self.scene.dof_adr]
         if velocity_over_limit(qd, self.robot.velocity_limit) is not None:
             return True
+        if not self._ends_segments:
+            return False
         s = self.scene
         rows = slice(max(k + 1 - self._steps(SEGMENT_END_WINDOW), 0), k + 1)
         pre, sensed = states[rows], sensordata[rows]
@@ -455,17 +463,19 @@ class EpisodeMachine:
             hold = Desired.hold(self._hold_q, n_steps)
             record = self._run_motion(hold) if self.episode is not None and self._motion_steps is not None \
                 else self.sim.run(hold, self._gains, self._feedback)
+            if self.episode is not None:
+                self._held.append(record)
+                if sum(map(len, self._held)) >= self._steps(HELD_BLOCK):
+                    self._log_held()
         except Exception as exc:  # noqa: BLE001 - a paced loop must go on ticking
             _log.exception("holding failed")
             self._held = []
             self._fail(None, Flag.INTERNAL_ERROR, f"holding failed ({type(exc).__name__}: {exc})")
-            return
-        if self.episode is not None:
-            self._held.append(record)
 
     def _log_held(self) -> None:
-        """Log the steps held since the last command as one block (a tick at a time would make
-        thousands of one-row blocks)."""
+        """Log the steps held since the last command or block as one block (a tick at a time
+        would make thousands of one-row blocks; all at the next command, a long hold would be
+        logged on the tick that command arrives)."""
         if self._held:
             held, self._held = StepRecord.join(self._held), []
             self._record(held, self._next_index - 1)
@@ -483,7 +493,7 @@ class EpisodeMachine:
         ep.success = flag == Flag.OK and self.task.success(self.current_task_state())
         ep.wall_time = time.perf_counter() - self._started_at
         if self.sim.pacer is not None:
-            ep.timing = self.sim.pacer.timing(since=self._tick_mark).as_attrs()
+            ep.ticks = (self._tick_mark, self.sim.pacer.mark())
         self.episode = None
         self._motion_steps = None  # failures still due do not come; failed joints stay passive until the next start
         self._aborted = (ep.episode_id, flag, message) if flag != Flag.OK else (None, Flag.OK, "")
@@ -517,23 +527,29 @@ class EpisodeMachine:
         self._task_state = (self.sim.version, self.task.state(view)[0])
         return self._task_state[1].copy()
 
-    def _record(self, record: StepRecord, index: int, task_state=None, rewards=None, view=None) -> None:
-        """Append a record's steps to the episode's per-step columns."""
+    def _joint_velocities(self, record: StepRecord) -> np.ndarray:
+        """The robot's joint velocities (n + 1, n_dofs) rad/s before each step of ``record`` and after its last."""
+        return self.scene.qvel(record.state)[:, self.scene.dof_adr]
+
+    def _record(self, record: StepRecord, index: int, task_state=None, rewards=None, view=None,
+                qd: np.ndarray | None = None) -> None:
+        """Append a record's steps to the episode's per-step columns, each in its log dtype
+        (episodic.columns); ``qd``: the record's ``_joint_velocities`` when already at hand."""
         if self.episode is None or len(record) == 0:
             return
-        s, n = self.scene, len(record)
+        s, n, first = self.scene, len(record), self._steps_in_command
         view = view or self._view(record)
         if task_state is None:
             task_state = self.task.state(view)
-        qa, va = s.qpos_adr, s.dof_adr
-        qd_all = s.qvel(record.state)[:, va]
+        if qd is None:
+            qd = self._joint_velocities(record)
         block = {
             "time": record.state[:-1, 0],
-            "machine_state": np.full(n, int(self.state)),
-            "index": np.full(n, index),
-            "step": np.arange(n) + self._steps_in_command,
-            "q": view.qpos[:, qa], "qd": qd_all[:-1],
-            "qdd": np.diff(qd_all, axis=0) / self.robot.control_dt,
+            "machine_state": np.full(n, self.state, STEP_DTYPES["machine_state"]),
+            "index": np.full(n, index, STEP_DTYPES["index"]),
+            "step": np.arange(first, first + n, dtype=STEP_DTYPES["step"]),
+            "q": view.qpos[:, s.qpos_adr], "qd": qd[:-1],
+            "qdd": np.diff(qd, axis=0) / self.robot.control_dt,
             "q_d": self.robot.clamp(record.desired.q), "qd_d": record.desired.qd,
             "qdd_d": record.desired.qdd,
             "u": view.u, "u_ff": record.u_ff,

@@ -6,8 +6,8 @@ import pytest
 
 from episodic.commands import (Feedforward, GainsCommand, ResetCommand, StartCommand,
                                TrajectoryCommand)
-from episodic.machine import Flag, MachineState
-from episodic.runner import Runner
+from episodic.machine import HELD_BLOCK, Flag, MachineState
+from episodic.runner import Runner, StepCursor
 from episodic.tasks import TASKS, make_task
 from tests.helpers import run_episode, wave
 
@@ -167,6 +167,22 @@ def test_idle_holds_the_posture_and_logs_the_steps(runner):
     runner.send(ResetCommand(1))
     steps = runner.episodes[0].steps()
     assert (steps["machine_state"] == MachineState.WAIT_FOR_START).sum() == 500
+
+
+def test_a_long_hold_is_logged_while_it_lasts(runner):
+    """Held steps are logged a HELD_BLOCK at a time while the robot holds, so the tick a
+    command arrives on logs at most one block, whatever the length of the wait."""
+    runner.send(StartCommand(1, 1))
+    block = int(HELD_BLOCK * runner.control_rate)
+    for _ in range(3 * block + 7):
+        runner.idle(1)
+    _, blocks = runner.steps_since(StepCursor())
+    held = [len(b["time"]) for b in blocks if b["machine_state"][0] == MachineState.WAIT_FOR_START]
+    assert held == [block] * 3
+    runner.send(ResetCommand(1))
+    steps = runner.episodes[0].steps()
+    assert (steps["machine_state"] == MachineState.WAIT_FOR_START).sum() == 3 * block + 7
+    assert (np.diff(steps["time"]) > 0).all()
 
 
 def test_task_gains_for_a_task_without_feedback_law_are_invalid(runner):

@@ -14,6 +14,7 @@ import pytest
 from episodic.bridge import Client
 from episodic.commands import StartCommand, TrajectoryCommand
 from episodic.log import read_episodes, read_metadata
+from episodic.pacing import Pacer, Timing
 from episodic.protocol import Flag, MachineState
 from episodic.runner import Runner
 from episodic.tasks import make_task
@@ -67,6 +68,19 @@ c = Client(sys.argv[1], timeout=10)
 c.start_episode(max_commands=5, episode_id=9)
 os._exit(0)
 """
+
+
+def test_the_tick_statistics_between_two_marks_count_the_ticks_between():
+    pacer = Pacer(0.001)
+    for _ in range(5):
+        pacer.wait()
+    start = pacer.mark()
+    for _ in range(7):
+        pacer.wait()
+    end = pacer.mark()
+    assert Timing.between(start, end).ticks == 7 and Timing.between(None, end).ticks == 12
+    assert Timing.between(start, end) == pacer.timing(since=start)
+    assert Timing.between(None, end).period_error_max >= Timing.between(start, end).period_error_max
 
 
 def test_late_early_malformed_and_dead_learners(tmp_path):
