@@ -235,25 +235,22 @@ def info(log: str) -> None:
         rejected = f["rejected"].shape[0] if "rejected" in f else None
         run_timing = _timing(dict(f.attrs))
     if len(rows):
-        click.echo()
-        timings = [_timing(dict(zip(rows.dtype.names, row.item()))) for row in rows]
-        timed, batched = any(timings), bool((rows["batch"] >= 0).any())
+        timed, batched = bool(rows["timing_ticks"].any()), bool((rows["batch"] >= 0).any())
         head = f"{'episode':>7} {'id':>8} {'return':>12} {'flag':<18} {'success':>7} {'steps':>7} {'wall ms':>9}"
         if batched:
             head += f" {'batch:pos':>9}"
         if timed:
             head += f" {TIMING_HEAD}"
-        click.echo(head)
-        click.echo("-" * len(head))
-        for row, timing in zip(rows, timings):
-            flag = int(row["flag"])
+        lines = ["", head, "-" * len(head)]
+        for row in (dict(zip(rows.dtype.names, values)) for values in rows.tolist()):
+            flag = row["flag"]
             name = Flag(flag).name if flag in Flag._value2member_map_ else str(flag)
-            mark = "*" if f"{int(row['number']):06d}" in partial else ""
-            click.echo(f"{int(row['number']):>7} {int(row['episode_id']):>8} {float(row['return']):>12.5g} "
-                       f"{name + mark:<18} {'yes' if row['success'] else 'no':>7} {int(row['n_steps']):>7} "
-                       f"{float(row['wall_time']) * 1e3:>9.1f}" + (f" {_batch_place(row):>9}" if batched else "")
-                       + (f" {timing}" if timed else ""))
-        click.echo(f"{int(rows['success'].astype(bool).sum())} of {len(rows)} episodes successful")
+            mark = "*" if f"{row['number']:06d}" in partial else ""
+            lines.append(f"{row['number']:>7} {row['episode_id']:>8} {row['return']:>12.5g} {name + mark:<18} "
+                         f"{'yes' if row['success'] else 'no':>7} {row['n_steps']:>7} {row['wall_time'] * 1e3:>9.1f}"
+                         + (f" {_batch_place(row):>9}" if batched else "") + (f" {_timing(row)}" if timed else ""))
+        lines.append(f"{int(rows['success'].astype(bool).sum())} of {len(rows)} episodes successful")
+        click.echo("\n".join(lines))  # one write: a line each costs more than the rest of a long table
     if partial:
         listed = ", ".join(f"{int(name)} ({why})" for name, why in sorted(partial.items()))
         click.echo(f"* not written whole, so not replayable: episode {listed}")

@@ -11,8 +11,8 @@ import numpy as np
 
 from episodic.commands import Limits
 from episodic.columns import STEP_DTYPES
-from episodic.log import (EpisodeBuffer, StoredEpisode, command_from_record, partial_episodes,
-                          read_episodes, read_metadata, software_versions)
+from episodic.log import (EpisodeBuffer, StoredEpisode, command_from_record, iter_episodes, read_metadata,
+                          read_summary, software_versions)
 from episodic.protocol import Flag
 from episodic.runner import Runner
 from episodic.tasks import make_task
@@ -119,25 +119,31 @@ def replay(path: str | Path, episodes: list[int] | None = None,
     """Re-execute the commands of ``episodes`` (sequence numbers; all when None) of the log
     at ``path`` from each episode's recorded initial state, and compare. Episodes not written
     whole are skipped (listed in the report's ``skipped``) when all are replayed, and a
-    ValueError when asked for by number. ``progress(done, total)`` is called after each
-    episode replayed (e.g. a progress bar's update)."""
-    meta = read_metadata(path)
+    ValueError when asked for by number. The episodes are read one at a time as they are
+    replayed, so the cost and the memory grow with what is replayed, not with the log.
+    ``progress(done, total)`` is called after each episode replayed (e.g. a progress bar's
+    update)."""
+    meta = read_metadata(path, count_episodes=False)
     check_replayable(path, meta)
-    stored = read_episodes(path, episodes)
-    runner = runner_for(path, meta)
-    report = ReplayReport(skipped={} if episodes is not None else partial_episodes(path))
+    if episodes is None:
+        rows, skipped = read_summary(path)
+        total = len(rows) - len(skipped)
+    else:
+        skipped, total = {}, len(set(episodes))
+    report = ReplayReport(skipped=skipped)
     now = software_versions()
     report.version_changes = {k: (v, now.get(k, "missing")) for k, v in meta.get("versions", {}).items()
                               if now.get(k) != v and k != "episodic"}
-    for done, ep in enumerate(stored, 1):
-        produced = replay_commands(runner, ep)
-        report.episodes.append(ep.name)
-        if len(produced) != 1:
-            report.differences.append(Difference(ep.name, "episodes",
-                                                 f"replay produced {len(produced)} episodes, expected 1"))
-        else:
-            report.differences += compare(ep, produced[0])
-        if progress is not None:
-            progress(done, len(stored))
-    runner.close()
+    stored = iter_episodes(path, episodes)
+    with runner_for(path, meta) as runner:
+        for done, ep in enumerate(stored, 1):
+            produced = replay_commands(runner, ep)
+            report.episodes.append(ep.name)
+            if len(produced) != 1:
+                report.differences.append(Difference(ep.name, "episodes",
+                                                     f"replay produced {len(produced)} episodes, expected 1"))
+            else:
+                report.differences += compare(ep, produced[0])
+            if progress is not None:
+                progress(done, total)
     return report

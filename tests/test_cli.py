@@ -359,6 +359,18 @@ def test_replay_selected_episodes(demo_log):
     assert "no episode" in result.output
 
 
+def test_replaying_an_episode_reads_no_other(log_copy):
+    """A replay of some episodes opens only theirs: the others' data may be gone (here their
+    groups are emptied; they stay listed) and the chosen ones still replay bit-identically."""
+    with h5py.File(log_copy, "r+") as f:
+        for name in ("000000", "000002", "000004"):
+            for part in ("steps", "segments", "commands", "initial_state"):
+                del f["episodes"][name][part]
+    result = invoke("replay", str(log_copy), "--episode", "1", "--episode", "3")
+    assert result.exit_code == 0, result.output
+    assert "2 episodes replayed bit-identically" in result.output
+
+
 def test_replay_reports_a_changed_command_value(log_copy):
     with h5py.File(log_copy, "r+") as f:
         q = f["episodes/000000/commands/001/q"]
@@ -406,6 +418,19 @@ def test_version():
     result = invoke("--version")
     assert result.exit_code == 0
     assert episodic.__version__ in result.output
+
+
+@pytest.mark.parametrize("args", [["--help"], ["info", "--help"], ["serve", "--help"], ["replay", "--help"]])
+def test_help_imports_nothing_heavy(args):
+    """The CLI imports simulation, HDF5, numerics and plotting in the commands that use them, so
+    help answers at once: in a fresh interpreter none of those modules is loaded after it."""
+    heavy = ("mujoco", "h5py", "scipy", "matplotlib", "dask", "distributed", "numpy", "posix_ipc")
+    code = (f"import sys\nfrom episodic.cli import main\ntry:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Usage:" in done.stdout
+    assert done.stderr.strip() == "[]"
 
 
 # -- the installed console script ---------------------------------------------------

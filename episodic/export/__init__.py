@@ -1,18 +1,15 @@
 """Exports of a run log to the formats of other tools: SL's MRDPLOT files
 (:mod:`episodic.export.mrdplot`, one file per episode, and trajectory files read back as
 commands) and robomimic's HDF5 layout (:mod:`episodic.export.robomimic`). Both read the log
-with :func:`episodic.log.read_episodes`, a few episodes at a time, so a long log is never held
+with :func:`episodic.log.iter_episodes`, one episode at a time, so a long log is never held
 in memory whole; `episodic export` is their command line.
 """
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
-from episodic.log import StoredEpisode, read_episodes, read_summary
-
-CHUNK = 32  # episodes read from the log at a time
+from episodic.log import read_summary
 
 
 class ExportError(ValueError):
@@ -39,12 +36,6 @@ def select_episodes(log: str | Path, numbers: list[int] | None = None) -> tuple[
     if broken:
         raise ExportError(f"episode {', '.join(broken)} of {log} was not written whole; it cannot be exported")
     return wanted, {}
-
-
-def iter_episodes(log: str | Path, numbers: list[int], chunk: int = CHUNK) -> Iterator[StoredEpisode]:
-    """The episodes ``numbers`` of ``log`` in that order, read ``chunk`` at a time."""
-    for i in range(0, len(numbers), chunk):
-        yield from read_episodes(log, numbers[i:i + chunk])
 
 
 def check_target(path: Path, overwrite: bool) -> None:

@@ -46,8 +46,8 @@ from pathlib import Path
 import numpy as np
 
 from episodic.commands import TrajectoryCommand
-from episodic.export import ExportError, check_target, iter_episodes, replace_atomically, select_episodes
-from episodic.log import StoredEpisode, read_metadata
+from episodic.export import ExportError, check_target, replace_atomically, select_episodes
+from episodic.log import StoredEpisode, iter_episodes, read_metadata
 from episodic.robot import Robot, load_robot
 from episodic.trajectory import resample
 
