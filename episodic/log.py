@@ -17,6 +17,7 @@ File layout (one file per run; see the README):
 from __future__ import annotations
 
 import errno
+import importlib.metadata
 import json
 import logging
 import os
@@ -62,11 +63,12 @@ COMMAND_ARRAYS = ("posture", "context", "q", "qd", "qdd", "kp", "kd", "ki", "tas
 
 
 def software_versions() -> dict[str, str]:
-    import mujoco, scipy  # noqa: E401  (imported here: only needed for metadata)
+    import mujoco  # imported here: only needed for metadata
     import episodic
 
+    # scipy's version from its metadata: importing it would cost a runner's start-up a third
     return {"episodic": episodic.__version__, "mujoco": mujoco.__version__, "numpy": np.__version__,
-            "scipy": scipy.__version__, "h5py": h5py.__version__, "hdf5": h5py.version.hdf5_version,
+            "scipy": importlib.metadata.version("scipy"), "h5py": h5py.__version__, "hdf5": h5py.version.hdf5_version,
             "python": platform.python_version()}
 
 
