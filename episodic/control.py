@@ -1,6 +1,7 @@
 """SL's control law, ``u = kp (q_d - q) + kd (qd_d - qd) + ki I + u_ff``, one control tick at a
-time: what the simulation's Python loop and a robot driver's loop both run, and the joint
-velocity check the episode machine applies to every step.
+time: what the simulation's Python loop and a robot driver's loop both run (the simulation's
+compiled loop, episodic/native/control.c, runs the same tick in C), and the joint velocity check
+the episode machine applies to every step.
 
 The law is split between the runner and whoever closes the loop. Each tick the runner's
 ``Controller.tick`` fixes the desired q_d (clamped to the joint range, plus the task's feedback
@@ -98,8 +99,8 @@ class Controller:
         self.dt = scene.robot.control_dt
         self._qpos_adr, self._dof_adr = scene.qpos_adr, scene.dof_adr
         self.integral = np.zeros(scene.robot.n_dofs)
-        self._dynamics = scene.dynamics
-        self._dyn_data = mujoco.MjData(scene.dynamics)
+        self.dynamics = scene.dynamics  # the robot and its tool alone, and its data: inverse dynamics
+        self.dynamics_data = mujoco.MjData(scene.dynamics)
         self._zero = np.zeros(scene.robot.n_dofs)
         self.passive = scene.passive  # the task's passive joints, left out of every segment's law
 
@@ -110,11 +111,11 @@ class Controller:
     def inverse_dynamics(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
         """Joint torques N m (n_dofs,) of the robot and its tool at state (q rad, qd rad/s,
         qdd rad/s^2), each (n_dofs,)."""
-        d = self._dyn_data
+        d = self.dynamics_data
         d.qpos[:] = q
         d.qvel[:] = qd
         d.qacc[:] = qdd
-        mujoco.mj_inverse(self._dynamics, d)
+        mujoco.mj_inverse(self.dynamics, d)
         return d.qfrc_inverse.copy()
 
     def plan(self, desired: Desired, gains: Gains, feedback: Feedback | None,
@@ -131,10 +132,10 @@ class Controller:
         return Segment(gains, feedback, mode, q_d, desired.qd, desired.qdd, gains.reference(q_d, desired.qd),
                        np.zeros_like(q_d))
 
-    def _feedforward(self, seg: Segment, k: int, q: np.ndarray | None, data: mujoco.MjData | None) -> np.ndarray:
+    def _feedforward(self, seg: Segment, k: int, q: np.ndarray, data: mujoco.MjData) -> np.ndarray:
         """u_ff N m (n_dofs,) of step k at the measured q rad (n_dofs,) and the velocities in
         ``data``; FEEDFORWARD's is the inverse dynamics of the desired state without the feedback
-        offset (q, data unused). 0 on passive joints."""
+        offset. 0 on passive joints."""
         mode = seg.feedforward
         if mode == Feedforward.FEEDFORWARD:
             u_ff = self.inverse_dynamics(seg.q_d[k], seg.qd_d[k], seg.qdd_d[k])
@@ -147,15 +148,10 @@ class Controller:
         passive = seg.gains.passive
         return u_ff if passive is None else np.where(passive, 0.0, u_ff)
 
-    def plan_feedforward(self, seg: Segment) -> None:
-        """Fill all of seg.u_ff ahead of the run (a mode that needs no measured state: a whole
-        segment in one piece)."""
-        if seg.feedforward == Feedforward.FEEDFORWARD:
-            seg.u_ff[:] = [self._feedforward(seg, k, None, None) for k in range(len(seg))]
-
     def tick(self, seg: Segment, k: int, data: mujoco.MjData) -> np.ndarray:
-        """Control step k with ``data`` the scene's present state (the simulated robot, or the
-        measured joints written into the mirror; what the task's feedback law reads): sets
+        """Control step k with ``data`` the scene's present state, its position and velocity
+        stages current (the simulated robot after mj_step1, or the measured joints written into
+        the mirror and mj_forward; what the task's feedback law reads): sets
         seg.u_ff[k], adds the feedback offset to seg.q_d[k] (clamped) and updates
         seg.reference[k], advances the integral by (q_d - q) dt. Returns the integral term ki I
         N m (n_dofs,) of this step (I before the update); the command is then q_d, qd_d,

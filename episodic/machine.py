@@ -219,8 +219,7 @@ class EpisodeMachine:
         return self._segment(cmd, desired)
 
     def _task_feedback(self, task_gains: np.ndarray) -> Feedback:
-        model, task = self.sim.model, self.task
-        return lambda data: task.feedback(model, data, task_gains)
+        return self.task.feedback_law(self.sim.model, task_gains)
 
     def _steps(self, seconds: float) -> int:
         return int(round(seconds * self.robot.control_rate))

@@ -1,11 +1,12 @@
 """MuJoCo backend: runs a desired trajectory under SL's control law and returns what
 happened at every control step.
 
-Segments whose feedforward is known in advance (none, gravity compensation,
-feedforward inverse dynamics) with no integral gain run in C through ``mujoco.rollout``;
-inverse dynamics at the measured state and integral action step in Python, one
-``episodic.control.Controller.tick`` per control step (the tick a robot driver's loop runs).
-Both give bit-identical results for the same ctrl sequence (tested).
+A blocking run goes whole through the compiled loop of ``episodic.native`` (C: the control tick,
+inverse dynamics at the measured state, the integral term and the task's compiled feedback law
+between MuJoCo's steps, the GIL released). A paced run, or one under a feedback law written in
+Python, steps in Python, one ``episodic.control.Controller.tick`` per control step (the tick a
+robot driver's loop runs). Both give bit-identical results, and those of ``mujoco.rollout`` for
+the same ctrl sequence (tested).
 """
 from __future__ import annotations
 
@@ -14,16 +15,15 @@ from typing import Callable
 
 import mujoco
 import numpy as np
-from mujoco import rollout
 
+from episodic import native
 from episodic.commands import Feedforward
 from episodic.control import Controller, Feedback, Gains, Segment, Stop
+from episodic.native import CompiledLaw
 from episodic.pacing import Pacer
 from episodic.scene import ROLLOUT_SPEC, STATE_SPEC, Scene
 from episodic.trajectory import Desired
 
-CONTROL_SPEC = int(mujoco.mjtState.mjSTATE_CTRL | mujoco.mjtState.mjSTATE_MOCAP_POS
-                   | mujoco.mjtState.mjSTATE_MOCAP_QUAT)
 # |ctrl| N m at most: far above every torque limit (the joint torque saturates there anyway) and
 # below MuJoCo's "huge value" threshold (1e10), past which it would zero the controls
 CTRL_BOUND = 1e9
@@ -85,8 +85,13 @@ class Simulation:
         self.model = scene.model
         self.data = mujoco.MjData(self.model)
         self.controller = Controller(scene)
-        self._rollout = rollout.Rollout(nthread=0)
         self.nstate = mujoco.mj_stateSize(self.model, ROLLOUT_SPEC)
+        # what the compiled loop takes: the robot's qpos and dof addresses and actuators (int32),
+        # its joint range rad
+        self._native_ids = tuple(np.ascontiguousarray(a, dtype=np.int32)
+                                 for a in (scene.qpos_adr, scene.dof_adr, scene.actuator))
+        self._range = (np.ascontiguousarray(scene.robot.range_lower, dtype=float),
+                       np.ascontiguousarray(scene.robot.range_upper, dtype=float))
         self.version = 0  # bumped by every change of the state through this class (see touch)
 
     def touch(self) -> None:
@@ -145,10 +150,12 @@ class Simulation:
         """Run len(desired) control steps from the current state under ``gains``.
 
         ``feedback(data)``, when given, is called before each step with the present state and
-        returns offsets (n_dofs,) rad added to that step's desired q (a task's feedback law);
-        the record holds the desired q actually used. ``stop(k, states, sensordata)`` is asked
-        after step k when stepping one step at a time (paced, or state-dependent control) and
-        ends the run there when true; a run in one piece ignores it and the caller truncates.
+        returns offsets (n_dofs,) rad added to that step's desired q (a task's feedback law;
+        ``Task.feedback_law``); the record holds the desired q actually used. A blocking run
+        under no law or a compiled one (``episodic.native.CompiledLaw``) runs in C in one piece;
+        otherwise it steps in Python. ``stop(k, states, sensordata)`` is asked after step k when
+        stepping in Python and ends the run there when true; a run in one piece ignores it and
+        the caller truncates.
         """
         if len(desired) == 0:
             return StepRecord(desired, self.get_state(ROLLOUT_SPEC)[None], np.zeros((0, self.model.nsensordata)),
@@ -157,10 +164,10 @@ class Simulation:
         self.touch()
         start, warnings = self.get_state(ROLLOUT_SPEC), self._warnings()
         seg = self.controller.plan(desired, gains, feedback, plant_gravity=True)
-        if gains.state_dependent or feedback is not None or self.pacer is not None:
-            states, sensordata, ctrl = self._run_python(seg, stop)
+        if self.pacer is None and (feedback is None or isinstance(feedback, CompiledLaw)):
+            states, sensordata, ctrl = self._run_compiled(seg)
         else:
-            states, sensordata, ctrl = self._run_rollout(seg)
+            states, sensordata, ctrl = self._run_python(seg, stop)
         n = len(sensordata)
         u_ff = seg.u_ff[:n]
         if gains.feedforward == Feedforward.GRAVITY_COMPENSATION:
@@ -179,39 +186,53 @@ class Simulation:
         """Counts of MuJoCo's instability warnings so far."""
         return tuple(int(self.data.warning[w].number) for w in UNSTABLE_WARNINGS)
 
-    def _run_rollout(self, seg: Segment) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The whole segment in one ``mujoco.rollout`` call (u_ff known ahead, no integral term):
-        states (n + 1, nstate), sensordata (n, nsensordata), ctrl (n, n_dofs) N m (what each
-        control step starts with; see ``_run_python`` for the physics steps within it)."""
+    def _run_compiled(self, seg: Segment) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The segment in C (episodic.native: the loop of ``_run_python`` with ``Controller.tick``
+        and the task's compiled feedback law, operation for operation): states (n + 1, nstate),
+        sensordata (n, nsensordata), ctrl (n, n_dofs) N m. Fills seg.q_d, reference and u_ff as
+        the ticks would and advances the controller's integral. mujoco.FatalError when MuJoCo
+        met an error (the MjData left where it stopped); ValueError on arrays of the wrong shape
+        (which C would read past)."""
         n = len(seg)
-        self.controller.plan_feedforward(seg)
-        ctrl = np.clip(seg.reference + seg.u_ff, -CTRL_BOUND, CTRL_BOUND)
-        sub = self.scene.substeps
-        if sub > 1:  # the reference ramps within each control step, exactly as in _run_python
-            step = np.zeros_like(seg.reference)
-            step[:-1] = seg.reference[1:] - seg.reference[:-1]
-            ramp = seg.reference[:, None] + (np.arange(sub) / sub)[None, :, None] * step[:, None]
-            per_step = np.clip(ramp + seg.u_ff[:, None], -CTRL_BOUND, CTRL_BOUND).reshape(n * sub, -1)
-        else:
-            per_step = ctrl
-        # rollout resets the inputs it is not given, so mocap poses travel with ctrl
-        control = np.zeros((n * sub, self.model.nu))
-        control[:, self.scene.actuator] = per_step
-        mocap = np.concatenate([self.data.mocap_pos.ravel(), self.data.mocap_quat.ravel()])
-        control = np.hstack([control, np.broadcast_to(mocap, (n * sub, mocap.size))])
-        start = self.get_state(ROLLOUT_SPEC)
-        state, sensordata = self._rollout.rollout(
-            self.model, self.data, start, control[None],
-            control_spec=CONTROL_SPEC, initial_warmstart=self.data.qacc_warmstart.copy()[None],
-        )
-        states = np.vstack([start[None], state[0, sub - 1 :: sub]])
-        return states, sensordata[0, ::sub], ctrl
+        m, c, gains, robot = self.model, self.controller, seg.gains, self.scene.robot
+        kp, kd, ki = (np.ascontiguousarray(g, dtype=float) for g in (gains.kp, gains.kd, gains.ki))
+        qd_d, qdd_d = np.ascontiguousarray(seg.qd_d, dtype=float), np.ascontiguousarray(seg.qdd_d, dtype=float)
+        passive = np.ascontiguousarray(gains.passive_mask, dtype=np.uint8)
+        shapes = [a.shape for a in (kp, kd, ki, passive)] + [a.shape[1:] for a in (seg.q_d, qd_d, qdd_d)]
+        if set(shapes) != {(robot.n_dofs,)} or qd_d.shape[0] != n or qdd_d.shape[0] != n:
+            raise ValueError(f"a run needs desired q, qd, qdd of shape (n, {robot.n_dofs}) and gains of shape "
+                             f"({robot.n_dofs},); got q {seg.q_d.shape}, qd {qd_d.shape}, qdd {qdd_d.shape}, "
+                             f"kp {kp.shape}, kd {kd.shape}, ki {ki.shape}")
+        states = np.empty((n + 1, self.nstate))
+        sensordata = np.empty((n, m.nsensordata))
+        ctrl = np.empty_like(seg.reference)
+        law = seg.feedback
+        ids = self._native_ids
+        args = native.SegmentArgs(
+            model=m._address, data=self.data._address, dynamics=c.dynamics._address,
+            dynamics_data=c.dynamics_data._address, n=n, n_dofs=robot.n_dofs, substeps=self.scene.substeps,
+            feedforward=int(seg.feedforward), state_spec=int(ROLLOUT_SPEC),
+            qpos_adr=native.address(ids[0], np.int32), dof_adr=native.address(ids[1], np.int32),
+            actuator=native.address(ids[2], np.int32), lower=native.address(self._range[0]),
+            upper=native.address(self._range[1]), kp=native.address(kp), kd=native.address(kd),
+            ki=native.address(ki), passive=native.address(passive, np.uint8), dt=c.dt, ctrl_bound=CTRL_BOUND,
+            q_d=native.address(seg.q_d), qd_d=native.address(qd_d), qdd_d=native.address(qdd_d),
+            reference=native.address(seg.reference), u_ff=native.address(seg.u_ff),
+            integral=native.address(c.integral), law=None if law is None else law.function,
+            law_param=None if law is None else native.address(law.param),
+            law_memory=None if law is None else native.address(law.memory),
+            states=native.address(states), sensordata=native.address(sensordata), ctrl=native.address(ctrl))
+        native.run(args)
+        return states, sensordata, ctrl
 
     def _run_python(self, seg: Segment, stop: Stop | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The segment one control tick at a time (``Controller.tick``), paced when there is a
         pacer, until ``stop``: states (n + 1, nstate), sensordata (n, nsensordata), ctrl
         (n, n_dofs) N m, n the steps run.
 
+        Each control step's first physics step is split around the tick: mj_step1 computes the
+        present state's positions and velocities (what the tick and the task's feedback law
+        read), mj_step2 finishes the step under the tick's ctrl (together exactly mj_step).
         With several physics steps per control step (scene.substeps = S), the reference share
         kp q_d + kd qd_d ramps linearly within control step k from its sample k towards sample
         k + 1, as planned before the task's feedback offsets (physics step s gets s / S of the
@@ -234,18 +255,17 @@ class Simulation:
         for k in range(n):
             if self.pacer is not None:
                 self.pacer.wait()
+            mujoco.mj_step1(m, d)
             u_i = tick(seg, k, d)
             ctrl[k] = np.clip(seg.reference[k] + u_i + seg.u_ff[k], -CTRL_BOUND, CTRL_BOUND)
             d.ctrl[act] = ctrl[k]
+            mujoco.mj_step2(m, d)
+            sensordata[k] = d.sensordata
             if sub > 1:
                 step = planned[k + 1] - planned[k] if k + 1 < n else np.zeros_like(step)
-            for s in range(sub):
-                if s > 0:
-                    d.ctrl[act] = np.clip(seg.reference[k] + weights[s] * step + u_i + seg.u_ff[k],
-                                          -CTRL_BOUND, CTRL_BOUND)
+            for s in range(1, sub):
+                d.ctrl[act] = np.clip(seg.reference[k] + weights[s] * step + u_i + seg.u_ff[k], -CTRL_BOUND, CTRL_BOUND)
                 mujoco.mj_step(m, d)
-                if s == 0:
-                    sensordata[k] = d.sensordata
             mujoco.mj_getState(m, d, states[k + 1], ROLLOUT_SPEC)
             if self.pacer is not None and self.between_ticks is not None:
                 self.between_ticks()

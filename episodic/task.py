@@ -7,17 +7,18 @@ and meaning; :func:`choice`: one of named options; checked whenever a task is bu
 per-episode state (:class:`Episode`, with the model's named objects bound to ids once in
 :class:`Ids`), a tool on the flange (:func:`add_tool_body`), a free ball (:func:`add_free_ball`,
 :func:`place_free_ball`), a target marker (:func:`add_target`, :func:`place_target`), frame
-sensors (:func:`add_frame_sensors`) and what a feedback law reads and returns
-(:func:`update_kinematics`, :func:`body_velocity`, :meth:`Task.last_joint_offset`)."""
+sensors (:func:`add_frame_sensors`) and what task code reads of a state
+(:func:`update_kinematics`, :func:`body_velocity`)."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import mujoco
 import numpy as np
 
+from episodic.native import CompiledLaw
 from episodic.robot import Robot
 
 TARGET = "target"  # the target marker's mocap body, and the prefix of its position sensor
@@ -399,18 +400,30 @@ class Task:
         if not self.gains_help:
             raise TaskError(f"task '{self.name}' has no feedback law; send a gains command without task gains")
 
+    def feedback_law(self, model: mujoco.MjModel, task_gains: np.ndarray) -> Callable[[mujoco.MjData], np.ndarray]:
+        """The feedback law with (checked) ``task_gains`` for the running episode, as the runner
+        calls it every control step: data -> offsets (n_dofs,) rad. The compiled law when the
+        task has one (:meth:`compiled_law`; a blocking simulation then runs whole segments in
+        C), else :meth:`feedback`."""
+        law = self.compiled_law(model, task_gains)
+        return law if law is not None else lambda data: self.feedback(model, data, task_gains)
+
+    def compiled_law(self, model: mujoco.MjModel, task_gains: np.ndarray) -> CompiledLaw | None:
+        """The task's feedback law written in C (``tasks/<name>.c``, compiled into episodic's
+        native library) bound to the running episode and ``task_gains``, or None when the law
+        is :meth:`feedback`, in Python."""
+        return None
+
     def feedback(self, model: mujoco.MjModel, data: mujoco.MjData, task_gains: np.ndarray) -> np.ndarray:
         """Offsets (n_dofs,) rad to the desired joint positions at the present state, from the
-        task's feedback law with ``task_gains``. Read data.qpos / data.qvel (current); derived
-        fields such as xpos are one step old here (see :func:`update_kinematics`)."""
-        raise NotImplementedError(f"task '{self.name}' has no feedback law")
-
-    def last_joint_offset(self, offset: float, limit: float) -> np.ndarray:
-        """Feedback offsets (n_dofs,) rad: ``offset`` rad clipped to +-``limit`` rad on the
-        robot's last joint (the one that turns the tool), 0 on the others."""
-        out = np.zeros(self.episode.ids.arm_dof.size)
-        out[-1] = min(max(offset, -limit), limit)
-        return out
+        task's feedback law with ``task_gains``: a law in Python overrides this; a compiled one
+        (:meth:`compiled_law`) is evaluated once here. data's positions and velocities and what
+        is computed from them (xpos, xmat, com-based velocities: the position and velocity
+        stages of mj_step1 or mj_forward) are current."""
+        law = self.compiled_law(model, task_gains)
+        if law is None:
+            raise NotImplementedError(f"task '{self.name}' has no feedback law")
+        return law(data)
 
     # -- per step ------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:
@@ -520,10 +533,11 @@ def place_free_ball(data: mujoco.MjData, ids: Ids, name: str, position: np.ndarr
     data.qvel[va + 3 : va + 6] = angular_velocity
 
 
-# -- feedback laws ----------------------------------------------------------------
+# -- reading a state --------------------------------------------------------------
 def update_kinematics(model: mujoco.MjModel, data: mujoco.MjData) -> None:
     """Recompute the poses (xpos, xmat, ...) and the com-based velocities from data.qpos and
-    data.qvel: what :func:`body_velocity` needs, and stale when a feedback law runs."""
+    data.qvel: what :func:`body_velocity` needs, and stale after mj_step (which leaves them at
+    the state before the step) or after data.qpos was written."""
     mujoco.mj_kinematics(model, data)
     mujoco.mj_comPos(model, data)
     mujoco.mj_comVel(model, data)

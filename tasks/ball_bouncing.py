@@ -45,13 +45,13 @@ slipping at (vx, vy). The face must be within 0.2 rad of horizontal at the start
 (``StartCommand``'s posture may differ from ``START``), the offset within the face and the speed
 at most 1 m/s.
 
-Feedback law (a gains command's task gains [k_r, k_v], rad/m and rad s/m): a mirror law for
-the sideways motion. Each control step the face is tilted toward the face's centre, by the
-horizontal vector t = -(k_r r + k_v v) rad (clipped to ``max_tilt``), where r m is the ball's
-horizontal offset from the face's centre and v m/s its horizontal velocity relative to the face:
-the wrist joints j5, j6, j7 get the offsets that turn the face normal by t (its horizontal
-components) without turning the racket about it (damped least squares on the wrist's angular
-Jacobian: j5 and j7 line up where j6 passes 0). An open-loop
+Feedback law (a gains command's task gains [k_r, k_v], rad/m and rad s/m; in C,
+tasks/ball_bouncing.c): a mirror law for the sideways motion. Each control step the face is
+tilted toward the face's centre, by the horizontal vector t = -(k_r r + k_v v) rad (clipped to
+``max_tilt``), where r m is the ball's horizontal offset from the face's centre and v m/s its
+horizontal velocity relative to the face: the wrist joints j5, j6, j7 get the offsets that turn
+the face normal by t (its horizontal components) without turning the racket about it (damped
+least squares on the wrist's angular Jacobian: j5 and j7 line up where j6 passes 0). An open-loop
 stroke alone cannot keep the ball on this arm's racket: a hit off the centre turns the racket
 about the wrist, tilting the face toward where the ball hit while they touch (a hit 2 cm off the
 centre leaves 0.017 m/s faster outward along the flange axis, 0.06 m/s across it, than one at
@@ -99,6 +99,7 @@ from episodic.contact import (
     add_bouncing_pairs,
     solref_for_restitution,
 )
+from episodic.native import CompiledLaw
 from episodic.robot import Robot
 from episodic.task import (
     Episode,
@@ -142,8 +143,7 @@ class Bounces(Episode):
     take_off: m, the height it left at; launch_lateral: m, its sideways distance then;
     apex_seen: the flight's apex has been scored; run, best_run: good bounces in a row now and
     at most; bounces, good: bounces so far and the good ones; apexes: (time s, apex height m,
-    good) of each bounce; floored: the ball has touched the floor; jacobians: the feedback
-    law's (3, nv) buffers."""
+    good) of each bounce; floored: the ball has touched the floor."""
 
     last: tuple | None = None
     airborne: bool = False
@@ -157,7 +157,6 @@ class Bounces(Episode):
     good: int = 0
     apexes: list = field(default_factory=list)
     floored: bool = False
-    jacobians: tuple = ()
 
 
 @dataclass
@@ -285,34 +284,18 @@ class BallBouncing(Task):
         target = np.array([centre[0], centre[1], position[2] + apex])
         place_target(data, ids, target)
         self.episode.last = (None, position[2], 0.0, True, True, float(np.hypot(*offset)))
-        self.episode.jacobians = (np.zeros((3, model.nv)), np.zeros((3, model.nv)))
 
     # -- feedback law --------------------------------------------------------------
     def check_gains(self, task_gains: np.ndarray) -> None:
         if task_gains.size != 2:
             raise TaskError(f"ball_bouncing's task gains are {self.gains_help}; got {task_gains.size} values")
 
-    def feedback(self, model, data, task_gains) -> np.ndarray:
+    def compiled_law(self, model, task_gains) -> CompiledLaw:
+        """The mirror law of the module docstring, in tasks/ball_bouncing.c."""
         ids = self.episode.ids
-        mujoco.mj_kinematics(model, data)
-        mujoco.mj_comPos(model, data)
-        site = ids.site["racket_face"]
-        jacp, jacr = self.episode.jacobians
-        mujoco.mj_jacSite(model, data, jacp, jacr, site)
-        qa, va = ids.qpos["ball"], ids.dof["ball"]
-        offset = data.qpos[qa : qa + 2] - data.site_xpos[site, :2]
-        velocity = data.qvel[va : va + 2] - jacp[:2] @ data.qvel
-        tilt = -(float(task_gains[0]) * offset + float(task_gains[1]) * velocity)
-        size = float(np.hypot(*tilt))
-        if size > self.max_tilt:
-            tilt *= self.max_tilt / size
-        wrist = jacr[:, ids.arm_dof[-3:]]
-        out = np.zeros(ids.arm_dof.size)
-        # turn the normal by the tilt (about z x tilt), not about the normal itself: damped least
-        # squares, since j5 and j7 line up when j6 passes 0 (the stroke crosses it)
-        turn = np.array([-tilt[1], tilt[0], 0.0])
-        out[-3:] = wrist.T @ np.linalg.solve(wrist @ wrist.T + WRIST_DAMPING * np.eye(3), turn)
-        return out
+        param = [ids.site["racket_face"], ids.qpos["ball"], ids.dof["ball"], task_gains[0], task_gains[1],
+                 self.max_tilt, WRIST_DAMPING, *ids.arm_dof[-3:]]
+        return CompiledLaw(model, self.name, ids.arm_dof.size, np.array(param, dtype=float))
 
     # -- per step ----------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:

@@ -40,7 +40,8 @@ Context (command 0): nothing (the ball starts at rest at ``x0``), [x0] m, or [x0
 the ball's start position and rolling velocity along the beam (|x0| < beam_length/2 - ball_radius).
 The ball is placed on the beam, rolling without slipping, once the arm has reached the start.
 
-Feedback law (task_gains of a gains command): [k_x, k_v] in rad/m and rad s/m:
+Feedback law (task_gains of a gains command; in C, tasks/ball_on_beam.c): [k_x, k_v] in rad/m
+and rad s/m:
     q7_desired = q7_held + clip(k_x * x + k_v * xd, -max_tilt, max_tilt)
 with x, xd measured at the present state each control step (all other joints keep their held
 posture). Near the start posture the beam angle is q7, so positive gains are restoring: a ball
@@ -70,6 +71,7 @@ import mujoco
 import numpy as np
 
 from episodic.contact import MATERIALS, ROLLING_SOLIMP, add_bouncing_pairs
+from episodic.native import CompiledLaw
 from episodic.robot import Robot
 from episodic.task import (
     StepView,
@@ -79,7 +81,6 @@ from episodic.task import (
     body_velocity,
     param,
     place_free_ball,
-    update_kinematics,
 )
 
 BEAM = "beam"
@@ -217,29 +218,11 @@ class BallOnBeam(Task):
         if task_gains.size != 2:
             raise TaskError(f"ball_on_beam's task gains are {self.gains_help}; got {task_gains.size} values")
 
-    def ball_along_beam(self, model: mujoco.MjModel, data: mujoco.MjData) -> tuple[float, float]:
-        """(x m, xd m/s) of the ball along the beam at data's present qpos, qvel (the derived
-        fields are recomputed here: they are one step old when a feedback law runs)."""
-        update_kinematics(model, data)
+    def compiled_law(self, model, task_gains) -> CompiledLaw:
+        """The law of the module docstring, in tasks/ball_on_beam.c."""
         ids = self.episode.ids
-        beam, qa, va = ids.body[BEAM], ids.qpos[BALL], ids.dof[BALL]
-        wx, wy, wz, vx, vy, vz = body_velocity(model, data, beam).tolist()
-        ox, oy, oz = data.xpos[beam].tolist()
-        r = data.xmat[beam].tolist()
-        ex, ey, ez = r[0], r[3], r[6]  # the beam's axis, world frame
-        px, py, pz = data.qpos[qa : qa + 3].tolist()
-        bx, by, bz = data.qvel[va : va + 3].tolist()
-        rx, ry, rz = px - ox, py - oy, pz - oz
-        x = rx * ex + ry * ey + rz * ez
-        # d/dt ((p - o) . e) = (v_ball - v_o) . e + (p - o) . (w x e)
-        xd = ((bx - vx) * ex + (by - vy) * ey + (bz - vz) * ez
-              + rx * (wy * ez - wz * ey) + ry * (wz * ex - wx * ez) + rz * (wx * ey - wy * ex))
-        return x, xd
-
-    def feedback(self, model, data, task_gains) -> np.ndarray:
-        x, xd = self.ball_along_beam(model, data)
-        tilt = float(task_gains[0]) * x + float(task_gains[1]) * xd
-        return self.last_joint_offset(tilt, self.max_tilt)
+        param = [ids.body[BEAM], ids.qpos[BALL], ids.dof[BALL], task_gains[0], task_gains[1], self.max_tilt]
+        return CompiledLaw(model, self.name, ids.arm_dof.size, np.array(param, dtype=float))
 
     # -- per step ------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:

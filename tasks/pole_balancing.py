@@ -39,12 +39,12 @@ j7's upper stop.
 Context (command 0): nothing (the pole hangs at rest), [phi0] rad, or [phi0, phi_d0] rad, rad/s,
 set once the arm has reached the start; a phi0 that lies beyond j7's stops is refused.
 
-Feedback law (task_gains of a gains command): a pivot offset u m along h, added to the desired
-posture as joint offsets v u rad every control step. v (n_dofs,) rad/m is fixed at the start of
-the episode: the joint motion of least kinetic energy that moves the pivot 1 m along h keeping
-its height and the hinge's direction, passive joints left out (at the start posture
-[0, 1.11, 0, -2.72, 0, 0, 0] rad/m). s = h.(p - p0) m is the pivot's travel along h since the
-start (p0), s_d = h.p_dot m/s.
+Feedback law (task_gains of a gains command; in C, tasks/pole_balancing.c): a pivot offset u m
+along h, added to the desired posture as joint offsets v u rad every control step. v (n_dofs,)
+rad/m is fixed at the start of the episode: the joint motion of least kinetic energy that moves
+the pivot 1 m along h keeping its height and the hinge's direction, passive joints left out (at
+the start posture [0, 1.11, 0, -2.72, 0, 0, 0] rad/m). s = h.(p - p0) m is the pivot's travel
+along h since the start (p0), s_d = h.p_dot m/s.
     4 values [k_phi, k_phid, k_s, k_sd]: balance,
         u_b = k_phi phi + k_phid phi_d + k_s s + k_sd s_d
     8 values [k_phi, k_phid, k_s, k_sd, k_E, a_swing, phi_catch, theta_back]: swing up, then
@@ -63,7 +63,7 @@ with E = phi_d^2 / (2 w0^2) + cos(phi) the pole's energy in units of m g d (1 up
 hanging at rest; w0 = sqrt(m g d / I) from the model). u is clipped to +-``max_offset`` m.
 Balance gains: k_phi, k_phid > 0 (a pole leaning towards +h needs the pivot moved under it), and
 k_s, k_sd > 0 too (to bring the pivot back, first let the pole lean back); k_E > 0 pumps energy
-in. The law keeps g and the last phi_d in the episode between control steps.
+in. The law keeps g and the last phi_d in the episode (its ``memory``) between control steps.
 
 State columns: pole_angle rad, pole_velocity rad/s, pivot_x, pivot_y, pivot_z m (world).
 
@@ -103,6 +103,7 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
+from episodic.native import CompiledLaw
 from episodic.robot import Robot
 from episodic.task import Episode, StepView, Task, TaskError, body_velocity, param, update_kinematics
 
@@ -122,7 +123,6 @@ UPRIGHT_TO_STOP = 0.4  # rad from upright (over the front) on to j7's lower stop
 # the hinge (link 7's axis) is then parallel to j2 and j4, world +y (j6's stop lies at 1.5707 or
 # 1.6 rad in versions of the model; a posture beyond it is clamped, 0.1 mrad off)
 START = (0.0, 0.3, 0.0, 2.5, -math.pi / 2, -math.pi / 2)
-SWING_BAND = 0.45      # the pump's energy (units of m g d) per half swing at full gain, about (see feedback)
 _UP = np.array([0.0, 0.0, 1.0])
 QD_SENSOR = "qd/"  # prefix of the robot's joint velocity sensors (rad/s) the effort term reads
 
@@ -137,14 +137,14 @@ class PoleEpisode(Episode):
     """What the feedback law uses, fixed when command 0's start was reached: the joint direction
     v (n_dofs,) rad/m that moves the pivot along h (3,) (unit, world), the pivot's start position
     p0 (3,) m and the pole's small-swing frequency omega0 rad/s; and what it carries from one
-    control step to the next: the pump's gain for the present half swing and the last phi_d."""
+    control step to the next, ``memory`` (2,): the last phi_d rad/s and the pump's gain for the
+    present half swing (the compiled law changes it in place)."""
 
     v: np.ndarray = field(default_factory=lambda: np.zeros(0))
     h: np.ndarray = field(default_factory=lambda: np.zeros(3))
     p0: np.ndarray = field(default_factory=lambda: np.zeros(3))
     omega0: float = 1.0
-    pump_gain: float = 0.0
-    last_phid: float = 0.0
+    memory: np.ndarray = field(default_factory=lambda: np.zeros(2))
 
 
 @dataclass
@@ -359,28 +359,15 @@ class PoleBalancing(Task):
         """The pole's energy in units of m g d: 1 upright at rest, -1 hanging at rest."""
         return phid**2 / (2 * self.episode.omega0**2) + np.cos(phi)
 
-    def feedback(self, model, data, task_gains) -> np.ndarray:
-        update_kinematics(model, data)
-        phi, phid = self._pole(model, data)
+    def compiled_law(self, model, task_gains) -> CompiledLaw:
+        """The law of the module docstring, in tasks/pole_balancing.c (what it carries between
+        control steps is the episode's ``memory``)."""
         episode = self.episode
-        pole = episode.ids.body[POLE]
-        h = episode.h
-        s = float(h @ (data.xpos[pole] - episode.p0))
-        sd = float(h @ body_velocity(model, data, pole)[3:])
-        k_phi, k_phid, k_s, k_sd = task_gains[:4].tolist()
-        u = k_phi * phi + k_phid * phid + k_s * s + k_sd * sd
-        if task_gains.size == 8:
-            k_e, a_swing, phi_catch, theta_back = task_gains[4:].tolist()
-            if phid * episode.last_phid <= 0 and phid != 0:  # a turning point: the next half swing's gain
-                energy = phid * phid / (2 * episode.omega0**2) + math.cos(phi)  # as energy() does
-                target = 1.0 if phid < 0 else -math.cos(theta_back)
-                episode.pump_gain = (min(max((target - energy) / SWING_BAND, 0.0), 1.0)
-                                     / max(math.sqrt(max(energy + 1.0, 0.0) / 2), 0.1))
-            pump = k_e * episode.pump_gain * phid * math.cos(phi) / episode.omega0
-            weight = min(max(2.0 - 2.0 * abs(phi) / phi_catch, 0.0), 1.0) if phi_catch > 0 else 0.0
-            u = weight * u + (1.0 - weight) * min(max(pump, -a_swing), a_swing)
-        episode.last_phid = phid
-        return episode.v * min(max(u, -self.max_offset), self.max_offset)
+        gains = np.zeros(8)
+        gains[: task_gains.size] = task_gains
+        param = np.concatenate([[episode.ids.body[POLE], task_gains.size, self.max_offset, episode.omega0],
+                                episode.h, episode.p0, gains, episode.v])
+        return CompiledLaw(model, self.name, episode.v.size, param, episode.memory)
 
     # -- per step ------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:

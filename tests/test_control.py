@@ -9,6 +9,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
+from mujoco import rollout
 
 from episodic.commands import Feedforward
 from episodic.control import velocity_over_limit
@@ -178,53 +179,85 @@ def test_pd_alone_sags_by_gravity_over_kp(robot, scene, sim):
     np.testing.assert_allclose(offset[loaded], expected[loaded], rtol=0.2)
 
 
-# ------------------------------------------------------- rollout vs. Python stepping
+# ------------------------------------------------------- compiled vs. Python stepping
 
 
-def _both_paths(sim, robot, desired, g, q0, qd0):
-    """Run the same segment through _run_rollout and _run_python from one state: each path's
-    (states, sensordata, ctrl, u_ff) and the state it left the MjData in."""
+def _both_loops(sim, desired, g, q0, qd0, plant_gravity=True):
+    """Run the same segment through the compiled loop and the Python loop from one state (the
+    warmstart included): each loop's (states, sensordata, ctrl, u_ff, q_d, integral) and the
+    state it left the MjData in. ``plant_gravity``: False sends gravity compensation in u_ff (as
+    to a driven robot) with MuJoCo's own switched off."""
     start_at(sim, q0, qd0)
     state0 = sim.get_state()
-    sim.apply_gains(g)
-    seg = sim.controller.plan(desired, g, None, plant_gravity=True)
-    fast = (*sim._run_rollout(seg), seg.u_ff)
-    end_fast = sim.get_state()
-    sim.set_state(state0)
-    sim.reset_integral()
-    seg = sim.controller.plan(desired, g, None, plant_gravity=True)
-    slow = (*sim._run_python(seg, None), seg.u_ff)
-    end_slow = sim.get_state()
-    return fast, slow, end_fast, end_slow
+    out = []
+    for loop in (sim._run_compiled, lambda seg: sim._run_python(seg, None)):
+        sim.set_state(state0)
+        sim.reset_integral()
+        sim.apply_gains(g)
+        if not plant_gravity:
+            sim.model.body_gravcomp[sim.scene.arm_bodies] = 0.0
+        seg = sim.controller.plan(desired, g, None, plant_gravity=plant_gravity)
+        out.append((*loop(seg), seg.u_ff, seg.q_d, sim.controller.integral.copy(), sim.get_state()))
+    return out
 
 
-@pytest.mark.parametrize("mode", [NONE, GRAVITY, FEEDFORWARD])
-def test_rollout_and_python_paths_are_bit_identical(robot, sim, mode):
+@pytest.mark.parametrize("mode,ki,plant", [(NONE, 0.0, True), (GRAVITY, 0.0, True), (FEEDFORWARD, 0.0, True),
+                                           (INVERSE, 0.0, True), (GRAVITY, 5.0, True), (INVERSE, 5.0, True),
+                                           (GRAVITY, 0.0, False)])
+def test_compiled_and_python_loops_are_bit_identical(robot, sim, mode, ki, plant):
+    """The C loop repeats the Python loop's operations in the same order (compiled without fused
+    multiply-adds), so every number is the same to the bit: states, sensors, ctrl, u_ff (inverse
+    dynamics at the desired or the measured state, or at rest), the integral term, the state
+    left behind."""
     desired = smooth_trajectory(robot, duration=0.5)
-    fast, slow, end_fast, end_slow = _both_paths(sim, robot, desired, gains(robot, mode),
-                                                 desired.q[0], desired.qd[0])
-    for name, a, b in zip(("states", "sensordata", "ctrl", "u_ff"), fast, slow):
+    fast, slow = _both_loops(sim, desired, gains(robot, mode, ki=ki), desired.q[0] + 0.01, desired.qd[0], plant)
+    for name, a, b in zip(("states", "sensordata", "ctrl", "u_ff", "q_d", "integral", "end state"), fast, slow):
         assert a.shape == b.shape, name
         assert np.array_equal(a, b), f"{name} differ by up to {np.max(np.abs(a - b))}"
-    assert np.array_equal(end_fast, end_slow), "MjData left in different states"
+    if mode in (FEEDFORWARD, INVERSE) or not plant:
+        assert np.abs(fast[3]).max() > 1.0  # the inverse dynamics did run
+    if ki:
+        assert np.abs(fast[5]).max() > 0.0
 
 
-@pytest.mark.parametrize("mode", [NONE, GRAVITY, FEEDFORWARD])
-def test_run_gives_the_same_record_on_both_paths(robot, scene, sim, mode):
-    """Public API: ki = 1e-300 forces the Python path without changing any ctrl value."""
+def test_compiled_loop_steps_exactly_as_mujoco_rollout(robot, scene, sim):
+    """An independent check of the law and the stepping: ctrl rebuilt from the record by SL's law
+    (kp q_d + kd qd_d + ki I + u_ff, I summed step by step) and replayed through mujoco.rollout
+    from the same state gives the same states and sensors to the bit."""
+    desired = smooth_trajectory(robot, duration=0.5)
+    g = gains(robot, INVERSE, ki=5.0)
+    start_at(sim, desired.q[0], desired.qd[0])
+    start, warmstart = sim.get_state(ROLLOUT_SPEC), sim.data.qacc_warmstart.copy()
+    record = sim.run(desired, g)
+    q = joint_q(scene, record)
+    integral = np.zeros(robot.n_dofs)
+    control = np.zeros((len(desired), sim.model.nu))
+    for k, (q_d, qd_d, u_ff) in enumerate(zip(record.desired.q, record.desired.qd, record.u_ff)):
+        control[k, scene.actuator] = g.kp * q_d + g.kd * qd_d + g.ki * integral + u_ff
+        integral += (q_d - q[k]) * robot.control_dt
+    assert scene.substeps == 1 and np.abs(integral).max() > 0
+    states, sensordata = rollout.rollout(sim.model, mujoco.MjData(sim.model), start, control[None],
+                                         control_spec=int(mujoco.mjtState.mjSTATE_CTRL),
+                                         initial_warmstart=warmstart[None])
+    assert np.array_equal(states[0], record.state[1:])
+    assert np.array_equal(sensordata[0], record.sensordata)
+
+
+@pytest.mark.parametrize("mode", [NONE, GRAVITY, FEEDFORWARD, INVERSE])
+def test_run_gives_the_same_record_on_both_loops(robot, scene, sim, mode):
+    """Public API: a feedback law written in Python (here offsets of 0) makes run step in Python."""
     desired = smooth_trajectory(robot, duration=0.5)
     g = gains(robot, mode)
-    tiny = Gains(g.kp, g.kd, np.full(robot.n_dofs, 1e-300), g.feedforward)
-    assert not g.state_dependent and tiny.state_dependent
     fast = track(sim, robot, desired, g)
-    slow = track(sim, robot, desired, tiny)
+    start_at(sim, desired.q[0], desired.qd[0])
+    slow = sim.run(desired, g, feedback=lambda data: np.zeros(robot.n_dofs))
     assert np.array_equal(fast.state, slow.state)
     assert np.array_equal(fast.sensordata, slow.sensordata)
     assert np.array_equal(fast.u_ff, slow.u_ff)
 
 
 def test_feedforward_with_integral_gain_still_tracks(robot, scene, sim):
-    """An integral gain switches to the Python path; the feedforward must come along."""
+    """An integral gain with the feedforward of the desired motion: both act."""
     desired = smooth_trajectory(robot)
     err = tracking_error(scene, track(sim, robot, desired, gains(robot, FEEDFORWARD, ki=1.0)))
     assert err < 1e-3  # measured 0.150 rad: plain PD without any feedforward

@@ -1,6 +1,6 @@
 """Passive joints and joint failures with real MuJoCo: a joint a task leaves passive
 (``Task.passive_joints``), or one that fails during an episode (``Task.joint_failures``), gets no
-torque at all in every step, in the rollout path, the per-tick Python path and on a driven robot,
+torque at all in every step, in the compiled loop, the per-tick Python loop and on a driven robot,
 and moves freely under gravity; GOTO_START neither drives nor waits for it; a run that straddles
 a failure is split there, and replays bit-identically."""
 from __future__ import annotations
@@ -28,8 +28,10 @@ from tests.helpers import run_commands, wave
 ROBOT = load_robot("wam")
 LIMP_AT = 5  # the WAM's j6: at the robot's home posture gravity turns the hand down
 LIMP = ROBOT.joint_names[LIMP_AT]
-PATHS = {"rollout": dict(feedforward="gravity_compensation"),  # plant gravity compensation: one rollout call
-         "python": dict(feedforward="inverse_dynamics")}       # inverse dynamics at the measured state: per tick
+PATHS = {"compiled": dict(feedforward="gravity_compensation"),  # plant gravity compensation, in C
+         "compiled_inverse": dict(feedforward="inverse_dynamics"),  # inverse dynamics at the measured state, in C
+         # a feedback law written in Python: the per-tick Python loop
+         "python": dict(feedforward="inverse_dynamics", task_gains=np.zeros(1))}
 
 
 def limp(passive=(), failures=None) -> Task:
@@ -40,7 +42,11 @@ def limp(passive=(), failures=None) -> Task:
     class Limp(Task):
         name: ClassVar[str] = "limp"
         columns: ClassVar[tuple[str, ...]] = ("hand_z",)
+        gains_help: ClassVar[str] = "[any] (a feedback law written in Python that leaves q_d as it is)"
         passive_joints: ClassVar[tuple[str, ...]] = tuple(passive)
+
+        def feedback(self, model, data, task_gains):
+            return np.zeros(ROBOT.n_dofs)
 
         def joint_failures(self, robot):
             return dict(failures or {})
@@ -156,7 +162,7 @@ def test_a_failure_at_a_segment_boundary_and_the_next_episode():
 @pytest.mark.parametrize("fail_time", [0.0, 0.25])
 def test_a_failure_in_a_blocking_run_replays_bit_identically(tmp_path, fail_time):
     """A registered task's failure (pole_balancing: j7 passive, fail_joint = 6) at the motion's
-    start or inside a segment run in one piece, then the Python path."""
+    start or inside a segment run in one piece, then under inverse dynamics at the measured state."""
     task = make_task("pole_balancing", {"fail_joint": 6, "fail_time": fail_time})
     posture = task.start_posture(ROBOT)
     move = min_jerk(posture, posture + 0.05, 0.4, ROBOT.control_dt).q

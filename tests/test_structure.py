@@ -116,6 +116,9 @@ def test_an_install_adds_exactly_one_top_level_name(wheel):
     for needed in ("episodic/bridge/client.py", "episodic/tasks/reach.py", "episodic/robots/wam/wam.xml",
                    "episodic/robots/wam/robot.toml", "episodic/task.py"):
         assert needed in files
+    # the compiled part (setup.py): its library, not its C sources
+    assert [f for f in files if f.startswith("episodic/native/_library.") and f.endswith(".so")]
+    assert not [f for f in files if f.endswith((".c", ".h"))]
 
 
 SHADOWS = {"tasks.py": "TASKS = 'not the runner\\'s'\n", "bridge.py": "Client = None\n",
@@ -169,6 +172,9 @@ def test_a_non_editable_install_runs_the_demo_from_an_empty_folder(wheel, tmp_pa
                    check=True, capture_output=True)
     env = dict(os.environ, PYTHONPATH=str(target))
     code = "import episodic, sys; print(episodic.__file__)"
+    assert _run([sys.executable, "-c", code], empty, env).startswith(str(target))
+    # the compiled part loads with the installed MuJoCo (built against the same version)
+    code = "from episodic.native import library; print(library()._name)"
     assert _run([sys.executable, "-c", code], empty, env).startswith(str(target))
     out = _run([sys.executable, "-m", "episodic", "demo", "--quick", "--out", "demo.h5"], empty, env)
     assert "log written to demo.h5" in out and (empty / "demo.h5").is_file()

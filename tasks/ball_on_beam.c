@@ -1,0 +1,28 @@
+/* ball_on_beam's feedback law (tasks/ball_on_beam.py):
+ *   q7_desired = q7_held + clip(k_x x + k_v xd, -max_tilt, max_tilt)
+ * with x m, xd m/s the ball's centre along the beam and its rate in the beam's frame.
+ * param: beam body id, ball qpos address, ball dof address, k_x rad/m, k_v rad s/m, max_tilt rad
+ * (BallOnBeam.compiled_law builds it); no memory. */
+#include "episodic.h"
+
+enum { BEAM, BALL_QPOS, BALL_DOF, K_X, K_V, MAX_TILT };
+
+void episodic_law_ball_on_beam(const mjModel* m, mjData* d, int n, const mjtNum* param, mjtNum* memory,
+                               mjtNum* offset) {
+  (void)memory;
+  int beam = (int)param[BEAM], qa = (int)param[BALL_QPOS], va = (int)param[BALL_DOF];
+  mjtNum spin[6];
+  mj_objectVelocity(m, d, mjOBJ_XBODY, beam, spin, 0);
+  mjtNum wx = spin[0], wy = spin[1], wz = spin[2], vx = spin[3], vy = spin[4], vz = spin[5];
+  const mjtNum* o = d->xpos + 3 * beam;
+  const mjtNum* r = d->xmat + 9 * beam;
+  mjtNum ex = r[0], ey = r[3], ez = r[6];  /* the beam's axis, world frame */
+  mjtNum rx = d->qpos[qa] - o[0], ry = d->qpos[qa + 1] - o[1], rz = d->qpos[qa + 2] - o[2];
+  const mjtNum* b = d->qvel + va;
+  mjtNum x = rx * ex + ry * ey + rz * ez;
+  /* d/dt ((p - o) . e) = (v_ball - v_o) . e + (p - o) . (w x e) */
+  mjtNum xd = (b[0] - vx) * ex + (b[1] - vy) * ey + (b[2] - vz) * ez
+              + rx * (wy * ez - wz * ey) + ry * (wz * ex - wx * ez) + rz * (wx * ey - wy * ex);
+  mjtNum tilt = param[K_X] * x + param[K_V] * xd, limit = param[MAX_TILT];
+  offset[n - 1] = tilt < -limit ? -limit : (tilt > limit ? limit : tilt);
+}

@@ -1,0 +1,60 @@
+/* pole_balancing's feedback law (tasks/pole_balancing.py): a pivot offset u m along h, sent as
+ * joint offsets v u rad,
+ *   u_b = k_phi phi + k_phid phi_d + k_s s + k_sd s_d                     (balance)
+ *   u = w u_b + (1 - w) clip(u_E, -a_swing, a_swing)                      (with the swing-up)
+ * clipped to +-max_offset. param: pole body id, number of gains (4 or 8), max_offset m, omega0
+ * rad/s, h (3), p0 (3) m, the gains (8; the last 4 unused with 4 gains), v (n) rad/m
+ * (PoleBalancing.compiled_law builds it); memory: the last phi_d rad/s and the pump's gain. */
+#include <math.h>
+
+#include "episodic.h"
+
+enum { POLE, N_GAINS, MAX_OFFSET, OMEGA0, H, P0 = H + 3, GAINS = P0 + 3, V = GAINS + 8 };
+enum { LAST_PHID, PUMP_GAIN };
+/* the pump's energy (units of m g d) per half swing at full gain, about */
+static const mjtNum SWING_BAND = 0.45;
+
+/* Python's max(x, y) and min(max(x, low), high): a NaN x stays NaN */
+static mjtNum larger(mjtNum x, mjtNum y) {
+  return y > x ? y : x;
+}
+
+static mjtNum clamp(mjtNum x, mjtNum low, mjtNum high) {
+  return x < low ? low : (x > high ? high : x);
+}
+
+void episodic_law_pole_balancing(const mjModel* m, mjData* d, int n, const mjtNum* param, mjtNum* memory,
+                                 mjtNum* offset) {
+  int pole = (int)param[POLE];
+  const mjtNum *h = param + H, *p0 = param + P0, *g = param + GAINS, *v = param + V;
+  mjtNum omega0 = param[OMEGA0];
+  const mjtNum* r = d->xmat + 9 * pole;
+  mjtNum hx = r[0], hy = r[3], hz = r[6];  /* hinge axis (the pole frame's x), world */
+  mjtNum ax = r[2], ay = r[5], az = r[8];  /* along the pole (its z), world */
+  /* angle about the hinge from up to the pole: atan2((up x along) . hinge, along . up) */
+  mjtNum phi = atan2(-ay * hx + ax * hy, az);
+  mjtNum vel[6];
+  mj_objectVelocity(m, d, mjOBJ_XBODY, pole, vel, 0);
+  mjtNum phid = vel[0] * hx + vel[1] * hy + vel[2] * hz;
+  const mjtNum* p = d->xpos + 3 * pole;
+  mjtNum s = h[0] * (p[0] - p0[0]) + h[1] * (p[1] - p0[1]) + h[2] * (p[2] - p0[2]);
+  mjtNum sd = h[0] * vel[3] + h[1] * vel[4] + h[2] * vel[5];
+  mjtNum u = g[0] * phi + g[1] * phid + g[2] * s + g[3] * sd;
+  if (param[N_GAINS] == 8) {
+    mjtNum k_e = g[4], a_swing = g[5], phi_catch = g[6], theta_back = g[7];
+    if (phid * memory[LAST_PHID] <= 0 && phid != 0) {  /* a turning point: the next half swing's gain */
+      mjtNum energy = phid * phid / (2 * (omega0 * omega0)) + cos(phi);
+      mjtNum target = phid < 0 ? 1.0 : -cos(theta_back);
+      memory[PUMP_GAIN] = clamp((target - energy) / SWING_BAND, 0.0, 1.0)
+                          / larger(sqrt(larger(energy + 1.0, 0.0) / 2), 0.1);
+    }
+    mjtNum pump = k_e * memory[PUMP_GAIN] * phid * cos(phi) / omega0;
+    mjtNum weight = phi_catch > 0 ? clamp(2.0 - 2.0 * fabs(phi) / phi_catch, 0.0, 1.0) : 0.0;
+    u = weight * u + (1.0 - weight) * clamp(pump, -a_swing, a_swing);
+  }
+  memory[LAST_PHID] = phid;
+  u = clamp(u, -param[MAX_OFFSET], param[MAX_OFFSET]);
+  for (int j = 0; j < n; j++) {
+    offset[j] = v[j] * u;
+  }
+}
