@@ -5,8 +5,8 @@ The control law (SL's PD + feedforward; docs/architecture.md) runs inside MuJoCo
 general actuator with force ``ctrl - kp q - kd qd`` (gain 1, affine bias), so
 ``ctrl = kp q_d + kd qd_d + ki I + u_ff``; gravity compensation is MuJoCo's body
 gravcomp routed through the actuators (``actuatorgravcomp``), and the total joint torque
-saturates at the robot's torque limit (``actuatorfrcrange``). A whole segment then runs
-in C (``mujoco.rollout``) whenever u_ff does not depend on the measured state.
+saturates at the robot's torque limit (``actuatorfrcrange``). A blocking segment runs whole in
+C (``episodic.native``), the task's feedback law and any state-dependent u_ff included.
 
 Passive joints (a task's ``passive_joints``, and joints that fail during an episode) keep their
 actuator, sensor and log columns but get no torque at all: :meth:`Scene.set_passive` zeroes the

@@ -368,8 +368,8 @@ class Task:
         the first step for an event at 0 s). It may change the simulation's physics state in
         ``data``: what mjSTATE_FULLPHYSICS holds (qpos, qvel, act, ...), which the runs carry from
         step to step, the log records and a shortened segment puts back. Not the model, and not
-        the inputs (ctrl, mocap poses, eq_active: mujoco.rollout resets eq_active to the model's
-        default at every run). Default: nothing."""
+        the inputs (ctrl, mocap poses, eq_active: the log does not record them, so a replay would
+        not repeat such a change). Default: nothing."""
 
     # -- episode start -------------------------------------------------------
     def reset(self, model: mujoco.MjModel, data: mujoco.MjData, context: np.ndarray,

@@ -11,7 +11,8 @@ reference's throw, 0.03 mm at its release). Each actuator's force is its activat
 times the spring's: activation 1 holds, 0 releases. The activation has no input of its own (an
 integrator whose control stays 0), so it is part of the physics state (mjSTATE_FULLPHYSICS) that
 every run carries, the log records and a replay repeats. (A weld equality switched off by
-``eq_active`` is not: mujoco.rollout resets eq_active to the model's default at every run.)
+``eq_active`` is not: it is an input, which the log does not record, so a replay would not
+repeat the release.)
 The ball does not turn with the holder: it leaves without spin.
 
 A table (``table_length`` x ``table_width`` m, its playing surface ``table_height`` m above the
