@@ -86,12 +86,21 @@ class Simulation:
         self.data = mujoco.MjData(self.model)
         self.controller = Controller(scene)
         self.nstate = mujoco.mj_stateSize(self.model, ROLLOUT_SPEC)
-        # what the compiled loop takes: the robot's qpos and dof addresses and actuators (int32),
-        # its joint range rad
-        self._native_ids = tuple(np.ascontiguousarray(a, dtype=np.int32)
-                                 for a in (scene.qpos_adr, scene.dof_adr, scene.actuator))
-        self._range = (np.ascontiguousarray(scene.robot.range_lower, dtype=float),
-                       np.ascontiguousarray(scene.robot.range_upper, dtype=float))
+        # the compiled loop's arguments that stay the same from run to run, worked out once: the
+        # structs' addresses, the robot's qpos and dof addresses and actuators (int32) and its joint
+        # range rad (arrays kept here, so that their addresses stay valid)
+        self._native_arrays = (*(np.ascontiguousarray(a, dtype=np.int32)
+                                 for a in (scene.qpos_adr, scene.dof_adr, scene.actuator)),
+                               np.ascontiguousarray(scene.robot.range_lower, dtype=float),
+                               np.ascontiguousarray(scene.robot.range_upper, dtype=float))
+        qpos_adr, dof_adr, actuator, lower, upper = self._native_arrays
+        c = self.controller
+        self._native_fixed = dict(
+            model=self.model._address, data=self.data._address, dynamics=c.dynamics._address,
+            dynamics_data=c.dynamics_data._address, n_dofs=scene.robot.n_dofs, substeps=scene.substeps,
+            state_spec=int(ROLLOUT_SPEC), qpos_adr=native.address(qpos_adr, np.int32),
+            dof_adr=native.address(dof_adr, np.int32), actuator=native.address(actuator, np.int32),
+            lower=native.address(lower), upper=native.address(upper), dt=c.dt, ctrl_bound=CTRL_BOUND)
         self.version = 0  # bumped by every change of the state through this class (see touch)
 
     def touch(self) -> None:
@@ -207,15 +216,9 @@ class Simulation:
         sensordata = np.empty((n, m.nsensordata))
         ctrl = np.empty_like(seg.reference)
         law = seg.feedback
-        ids = self._native_ids
         args = native.SegmentArgs(
-            model=m._address, data=self.data._address, dynamics=c.dynamics._address,
-            dynamics_data=c.dynamics_data._address, n=n, n_dofs=robot.n_dofs, substeps=self.scene.substeps,
-            feedforward=int(seg.feedforward), state_spec=int(ROLLOUT_SPEC),
-            qpos_adr=native.address(ids[0], np.int32), dof_adr=native.address(ids[1], np.int32),
-            actuator=native.address(ids[2], np.int32), lower=native.address(self._range[0]),
-            upper=native.address(self._range[1]), kp=native.address(kp), kd=native.address(kd),
-            ki=native.address(ki), passive=native.address(passive, np.uint8), dt=c.dt, ctrl_bound=CTRL_BOUND,
+            **self._native_fixed, n=n, feedforward=int(seg.feedforward), kp=native.address(kp),
+            kd=native.address(kd), ki=native.address(ki), passive=native.address(passive, np.uint8),
             q_d=native.address(seg.q_d), qd_d=native.address(qd_d), qdd_d=native.address(qdd_d),
             reference=native.address(seg.reference), u_ff=native.address(seg.u_ff),
             integral=native.address(c.integral), law=None if law is None else law.function,
