@@ -23,6 +23,5 @@ void episodic_law_ball_on_beam(const mjModel* m, mjData* d, int n, const mjtNum*
   /* d/dt ((p - o) . e) = (v_ball - v_o) . e + (p - o) . (w x e) */
   mjtNum xd = (b[0] - vx) * ex + (b[1] - vy) * ey + (b[2] - vz) * ez
               + rx * (wy * ez - wz * ey) + ry * (wz * ex - wx * ez) + rz * (wx * ey - wy * ex);
-  mjtNum tilt = param[K_X] * x + param[K_V] * xd, limit = param[MAX_TILT];
-  offset[n - 1] = tilt < -limit ? -limit : (tilt > limit ? limit : tilt);
+  offset[n - 1] = episodic_clip(param[K_X] * x + param[K_V] * xd, -param[MAX_TILT], param[MAX_TILT]);
 }

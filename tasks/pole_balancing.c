@@ -14,13 +14,9 @@ enum { LAST_PHID, PUMP_GAIN };
 /* the pump's energy (units of m g d) per half swing at full gain, about */
 static const mjtNum SWING_BAND = 0.45;
 
-/* Python's max(x, y) and min(max(x, low), high): a NaN x stays NaN */
+/* Python's max(x, y): a NaN x stays NaN */
 static mjtNum larger(mjtNum x, mjtNum y) {
   return y > x ? y : x;
-}
-
-static mjtNum clamp(mjtNum x, mjtNum low, mjtNum high) {
-  return x < low ? low : (x > high ? high : x);
 }
 
 void episodic_law_pole_balancing(const mjModel* m, mjData* d, int n, const mjtNum* param, mjtNum* memory,
@@ -45,15 +41,15 @@ void episodic_law_pole_balancing(const mjModel* m, mjData* d, int n, const mjtNu
     if (phid * memory[LAST_PHID] <= 0 && phid != 0) {  /* a turning point: the next half swing's gain */
       mjtNum energy = phid * phid / (2 * (omega0 * omega0)) + cos(phi);
       mjtNum target = phid < 0 ? 1.0 : -cos(theta_back);
-      memory[PUMP_GAIN] = clamp((target - energy) / SWING_BAND, 0.0, 1.0)
+      memory[PUMP_GAIN] = episodic_clip((target - energy) / SWING_BAND, 0.0, 1.0)
                           / larger(sqrt(larger(energy + 1.0, 0.0) / 2), 0.1);
     }
     mjtNum pump = k_e * memory[PUMP_GAIN] * phid * cos(phi) / omega0;
-    mjtNum weight = phi_catch > 0 ? clamp(2.0 - 2.0 * fabs(phi) / phi_catch, 0.0, 1.0) : 0.0;
-    u = weight * u + (1.0 - weight) * clamp(pump, -a_swing, a_swing);
+    mjtNum weight = phi_catch > 0 ? episodic_clip(2.0 - 2.0 * fabs(phi) / phi_catch, 0.0, 1.0) : 0.0;
+    u = weight * u + (1.0 - weight) * episodic_clip(pump, -a_swing, a_swing);
   }
   memory[LAST_PHID] = phid;
-  u = clamp(u, -param[MAX_OFFSET], param[MAX_OFFSET]);
+  u = episodic_clip(u, -param[MAX_OFFSET], param[MAX_OFFSET]);
   for (int j = 0; j < n; j++) {
     offset[j] = v[j] * u;
   }

@@ -57,11 +57,6 @@ static int guarded(void (*body)(void*), void* arg, mjData* d, char* text) {
   return failed;
 }
 
-static mjtNum clip(mjtNum x, mjtNum low, mjtNum high) {
-  /* numpy's clip: a NaN stays NaN */
-  return x < low ? low : (x > high ? high : x);
-}
-
 /* u_ff (n_dofs,) N m of step k (Controller._feedforward): inverse dynamics of the desired state
  * (FEEDFORWARD), at the measured q, qd with the desired qdd (INVERSE_DYNAMICS) or at rest at the
  * measured q (GRAVITY_COMPENSATION); 0 on passive joints */
@@ -115,7 +110,7 @@ static void run(void* arg) {
       mju_zero(offset, nd);
       s->law(m, d, nd, s->law_param, s->law_memory, offset);
       for (int j = 0; j < nd; j++) {
-        q_d[j] = clip(q_d[j] + offset[j], s->lower[j], s->upper[j]);
+        q_d[j] = episodic_clip(q_d[j] + offset[j], s->lower[j], s->upper[j]);
         reference[j] = s->kp[j] * q_d[j] + s->kd[j] * s->qd_d[k * nd + j];
       }
     }
@@ -125,7 +120,7 @@ static void run(void* arg) {
     }
     /* the physics steps of the control step, the reference ramping towards the next step's */
     for (int j = 0; j < nd; j++) {
-      ctrl[j] = clip(reference[j] + u_i[j] + u_ff[j], -s->ctrl_bound, s->ctrl_bound);
+      ctrl[j] = episodic_clip(reference[j] + u_i[j] + u_ff[j], -s->ctrl_bound, s->ctrl_bound);
       d->ctrl[s->actuator[j]] = ctrl[j];
       step[j] = k + 1 < n ? s->reference[(k + 1) * nd + j] - planned[j] : 0.0;
     }
@@ -134,8 +129,8 @@ static void run(void* arg) {
     for (int i = 1; i < sub; i++) {
       mjtNum weight = (mjtNum)i / sub;
       for (int j = 0; j < nd; j++) {
-        d->ctrl[s->actuator[j]] = clip(reference[j] + weight * step[j] + u_i[j] + u_ff[j],
-                                       -s->ctrl_bound, s->ctrl_bound);
+        d->ctrl[s->actuator[j]] = episodic_clip(reference[j] + weight * step[j] + u_i[j] + u_ff[j],
+                                                -s->ctrl_bound, s->ctrl_bound);
       }
       mj_step(m, d);
     }

@@ -59,6 +59,11 @@ typedef struct {
 
 #define EPISODIC_ERROR_SIZE 1024
 
+/* x clipped to [low, high] as numpy's clip does it: a NaN stays NaN */
+static inline mjtNum episodic_clip(mjtNum x, mjtNum low, mjtNum high) {
+  return x < low ? low : (x > high ? high : x);
+}
+
 /* Run a segment (see episodic.simulation.Simulation._run_python, which this mirrors step for
  * step). Returns 0, or 1 when MuJoCo met an error (mju_error: the arena overflowing, ...), its
  * text in s->error: the run ends there instead of the process, d is left mid-step. */
