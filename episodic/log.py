@@ -23,6 +23,7 @@ import logging
 import os
 import platform
 import shutil
+import threading
 import time
 from collections import deque
 from collections.abc import Generator, Iterator
@@ -155,6 +156,18 @@ class LogError(Exception):
     the path cannot be written); the message says why and what to do."""
 
 
+WRITERS = ("inline", "thread", "ticks")  # how a RunLog writes (RunLog's docstring)
+
+
+@dataclass
+class _Job:
+    """A queued write: what it is (for messages), its pieces, and the bytes it will add."""
+
+    what: str
+    pieces: Iterator[None]
+    n_bytes: int
+
+
 class RunLog:
     """One HDF5 file per run, always a new file: an existing one is refused unless ``overwrite``
     (and even then one that another process has open is refused). A symbolic link as ``path`` is
@@ -162,22 +175,34 @@ class RunLog:
     mid-episode leaves a readable file holding every finished episode; its group is marked
     ``complete`` last, and a row is then appended to /summary.
 
-    ``incremental``: ``write_episode`` only queues the episode and ``work(budget)`` writes it a
-    piece at a time (an attribute, a dataset, or PIECE_BYTES of a dataset's rows), so a paced
-    loop can spend its spare time per tick on it instead of stalling for the milliseconds a whole
-    episode takes (h5py holds the interpreter while it writes, so a thread would not help).
+    ``writer`` says where the writing happens (writes are queued and done in order either way):
+    - "inline": in ``write_episode`` (and ``reject``, ``set_attrs``) itself, before it returns;
+    - "thread" (a blocking runner's): on a writer thread, started when a write is queued and
+      ended when none is left, so a finished episode is written while the next one runs (h5py
+      lets the interpreter go while it reads and writes datasets, and the simulation runs in C
+      without it: on two cores neither waits for the other). ``close`` waits for the queue;
+      a process killed outright (SIGKILL) loses what was still queued, the last few ms;
+    - "ticks" (a paced runner's): ``work(budget)`` writes a piece at a time (an attribute, a
+      dataset, or PIECE_BYTES of a dataset's rows), so a paced loop spends its spare time per
+      tick on it instead of stalling for the milliseconds a whole episode takes (a thread would
+      take the interpreter from the tick loop at random moments).
     A write that fails (e.g. a full disk) is reported on the ``episodic.log`` logger, counted in
     ``failed_writes`` and kept for ``pop_failures``; the run goes on. An episode the disk has no
-    room for is refused whole when its write starts (at once when not incremental); one whose
-    write fails part-way keeps ``complete`` = 0.
+    room for (beside what is queued) is refused whole when it is queued, so the caller's reply
+    can say so; one whose write fails part-way keeps ``complete`` = 0.
     """
 
-    def __init__(self, path: str | Path, metadata: dict, incremental: bool = False, overwrite: bool = False):
+    def __init__(self, path: str | Path, metadata: dict, writer: str = "inline", overwrite: bool = False):
+        if writer not in WRITERS:
+            raise ValueError(f"unknown log writer '{writer}'; use one of {', '.join(WRITERS)}")
         self.path = Path(path)
         self.failed_writes = 0
-        self.incremental = incremental
-        self._pending: deque[tuple[str, Iterator[None]]] = deque()
+        self.writer = writer
+        self._pending: deque[_Job] = deque()
+        self._queued_bytes = 0  # of the queued writes, not yet on disk
         self._failures: list[str] = []
+        self._lock = threading.Lock()  # guards the queue's bookkeeping, the failures and the writer thread
+        self._thread: threading.Thread | None = None
         self._file = _create(self.path, overwrite)
         for key, value in metadata.items():
             if key == "model_xml":
@@ -191,9 +216,33 @@ class RunLog:
         self._rejected: h5py.Dataset | None = None
         self._file.flush()
 
-    def _submit(self, what: str, job: Iterator[None]) -> None:
-        self._pending.append((what, job))
-        if not self.incremental:
+    def _submit(self, what: str, pieces: Iterator[None], n_bytes: int = 0) -> None:
+        """Queue a write of about ``n_bytes`` bytes (0: too small to check) unless the disk
+        cannot take it beside what is queued, and start it as the writer says."""
+        with self._lock:
+            queued = self._queued_bytes
+        if n_bytes:
+            try:
+                self._check_space(n_bytes + queued)
+            except OSError as exc:
+                self._failed(what, exc)
+                return
+        with self._lock:
+            self._pending.append(_Job(what, pieces, n_bytes))
+            self._queued_bytes += n_bytes
+            if self.writer == "thread" and self._thread is None:
+                self._thread = threading.Thread(target=self._drain, name="episodic-log-writer")
+                self._thread.start()
+        if self.writer == "inline":
+            self.work()
+
+    def _drain(self) -> None:
+        """The writer thread: write until the queue is empty, then end."""
+        while True:
+            with self._lock:
+                if not self._pending:
+                    self._thread = None
+                    return
             self.work()
 
     def work(self, budget: float = float("inf")) -> bool:
@@ -201,39 +250,47 @@ class RunLog:
         the last one would still end within the budget; True while some remain."""
         end = time.perf_counter() + budget
         while self._pending:
-            what, job = self._pending[0]
+            job = self._pending[0]
             started = time.perf_counter()
             try:
-                next(job)
+                next(job.pieces)
             except StopIteration:
-                self._pending.popleft()
-            except (OSError, ValueError, RuntimeError, KeyError) as exc:
-                self._pending.popleft()
-                self._failed(what, exc)
+                self._done(job)
+            except Exception as exc:  # noqa: BLE001 - a failed write is reported, and the run goes on
+                self._done(job)
+                self._failed(job.what, exc)
             now = time.perf_counter()
             if 2 * now - started > end:
                 break
         return bool(self._pending)
 
+    def _done(self, job: _Job) -> None:
+        with self._lock:
+            self._pending.popleft()
+            self._queued_bytes -= job.n_bytes
+
     def _failed(self, what: str, exc: Exception) -> None:
-        self.failed_writes += 1
-        self._failures.append(f"{what} was not logged in full ({exc})")
+        with self._lock:
+            self.failed_writes += 1
+            self._failures.append(f"{what} was not logged in full ({exc})")
         _log.error("could not write %s to %s (%s); the run goes on", what, self.path, exc)
 
     def pop_failures(self) -> list[str]:
-        """What could not be logged since the last call, one sentence each (for the next reply)."""
-        failures, self._failures = self._failures, []
+        """What could not be logged since the last call, one sentence each (for the next reply;
+        with the "thread" writer, a failure part-way through a write comes in a later one)."""
+        with self._lock:
+            failures, self._failures = self._failures, []
         return failures
 
     def write_episode(self, ep: EpisodeBuffer) -> None:
-        """Write a finished episode (queued when incremental: nothing is done here, so that the
-        tick that ends an episode does not pay for it); refused when its write starts if the
-        disk has no room for it."""
-        self._submit(f"episode {ep.number:06d} (id {ep.episode_id})", self._write_episode(ep))
+        """Write a finished episode (only queued unless the writer is "inline": the command
+        that ends an episode does not wait for it); refused here if the disk has no room for it."""
+        self._submit(f"episode {ep.number:06d} (id {ep.episode_id})", self._write_episode(ep), _data_bytes(ep))
 
     def reject(self, episode_id, index, flag: int) -> None:
         """Note a command refused while no episode ran (a row appended to /rejected)."""
-        self._submit(f"the refusal of command {index} of episode {episode_id}", self._reject(episode_id, index, flag))
+        self._submit(f"the refusal of command {index} of episode {episode_id}", self._reject(episode_id, index, flag),
+                     REJECTED_CHUNK * 24)
 
     def set_attrs(self, attrs: dict) -> None:
         """Run-level attributes known only at the end (e.g. the whole run's tick timing)."""
@@ -250,10 +307,8 @@ class RunLog:
 
     def _write_episode(self, ep: EpisodeBuffer) -> Iterator[None]:
         """Write ``ep`` in pieces (module docstring's layout): one attribute or dataset each, or
-        at most PIECE_BYTES of a dataset's rows when incremental; the group is marked complete
-        after its last dataset, then its /summary row is appended and the file flushed."""
-        self._check_space(_data_bytes(ep))
-        yield
+        at most PIECE_BYTES of a dataset's rows when written between ticks; the group is marked
+        complete after its last dataset, then its /summary row is appended and the file flushed."""
         head = {"episode_id": ep.episode_id, "flag": ep.flag, "flag_name": ep.flag_name, "message": ep.message,
                 "return": ep.episode_return, "success": ep.success, "n_steps": ep.n_steps,
                 "wall_time": ep.wall_time, "rng_seed": list(ep.rng_seed), "batch": ep.batch,
@@ -286,13 +341,13 @@ class RunLog:
                  dtype: type | None = None) -> Generator[None, None, h5py.h5d.DatasetID]:
         """Create dataset ``name`` of ``parent`` holding ``parts`` (arrays alike but in their
         first dimension) one after the other, as ``dtype`` (theirs when None), and write it in
-        one piece, or when incremental and larger than PIECE_BYTES a piece per PIECE_BYTES of
+        one piece, or when written between ticks and larger than PIECE_BYTES a piece per PIECE_BYTES of
         rows (each part written where it goes, not joined first). Returns the dataset."""
         dtype = np.dtype(dtype or parts[0].dtype)
         shape = (sum(len(p) for p in parts), *parts[0].shape[1:]) if parts[0].ndim else ()
         dset = h5py.h5d.create(parent, name.encode(), _types(dtype)[0], h5py.h5s.create_simple(shape),
                                dcpl=_DATASET_CREATION, lcpl=_LINK_CREATION)
-        if not self.incremental or (len(parts) == 1 and parts[0].nbytes <= PIECE_BYTES):
+        if self.writer != "ticks" or (len(parts) == 1 and parts[0].nbytes <= PIECE_BYTES):
             if 0 not in shape:  # one write of the whole dataset, which HDF5 takes straight from the array
                 values = np.ascontiguousarray(parts[0], dtype) if len(parts) == 1 \
                     else np.concatenate(parts, out=np.empty(shape, dtype), casting="unsafe")
@@ -309,7 +364,6 @@ class RunLog:
         return dset
 
     def _reject(self, episode_id, index, flag: int) -> Iterator[None]:
-        self._check_space(REJECTED_CHUNK * 24)
         if self._rejected is None:
             self._rejected = self._file.create_dataset("rejected", shape=(0, 3), maxshape=(None, 3), dtype=np.int64,
                                                        chunks=(REJECTED_CHUNK, 3))
@@ -324,7 +378,11 @@ class RunLog:
         yield
 
     def close(self) -> None:
-        """Finish pending writes and close the file."""
+        """Finish pending writes (waiting for the writer thread) and close the file."""
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join()
         if self._file.id.valid:
             self.work()
             self._file.close()
@@ -403,7 +461,7 @@ def _append(dataset: h5py.h5d.DatasetID, row: np.ndarray) -> None:
 # 107 us per dataset and 66 us per attribute, several times HDF5's own work. What they make is
 # what h5py's high-level calls make: contiguous datasets and groups without time stamps, names in
 # UTF-8, text as variable-length UTF-8 strings, bool as h5py's enum.
-PIECE_BYTES = 1 << 16  # bytes of a dataset's rows an incremental write writes at a time (tens of us)
+PIECE_BYTES = 1 << 16  # bytes of a dataset's rows a write between ticks writes at a time (tens of us)
 _TEXT = h5py.string_dtype()
 _SCALAR = h5py.h5s.create(h5py.h5s.SCALAR)
 _LINK_CREATION = h5py.h5p.create(h5py.h5p.LINK_CREATE)

@@ -46,9 +46,11 @@ class Runner(Sender):
     ``robot`` (a Robot or the name of a folder under robots/).
 
     ``log``: HDF5 file for the run (None keeps episodes in memory only, in ``episodes``); a new
-    file: an existing one is refused (episodic.log.LogError) unless ``overwrite``. An episode
-    that could not be logged (e.g. a full disk) is named in the message of the reply that ended
-    it (blocking mode; in realtime mode a write that fails after that reply, in the next reply).
+    file: an existing one is refused (episodic.log.LogError) unless ``overwrite``. Finished
+    episodes are written while the run goes on (blocking mode: on a writer thread while the
+    next episode runs; realtime mode: in the spare time of the ticks); ``close`` waits for them.
+    An episode the disk has no room for is named in the message of the reply that ended it, a
+    write that fails part-way (e.g. the disk filled meanwhile) in a later reply.
     ``seed``: the run's seed; episode k's random generator is seeded with (seed, k).
     ``mode``: "blocking" (time stops between commands; an episode depends only on its own
     commands, the task, the seed and the software versions: each starts from the exact start
@@ -84,8 +86,8 @@ class Runner(Sender):
         self.keep_episodes = log is None if keep_episodes is None else keep_episodes
         self.episodes: list[EpisodeBuffer] = []
         self.batches = 0  # batches of episodes handed to this runner so far (episodic.batch.evaluate_into)
-        self.log = RunLog(log, self.metadata(), incremental=self.mode == "realtime", overwrite=overwrite) \
-            if log is not None else None
+        writer = "ticks" if self.mode == "realtime" else "thread"  # episodic.log.RunLog
+        self.log = RunLog(log, self.metadata(), writer, overwrite) if log is not None else None
         self.machine = self._new_machine()
         self._built_state = self.sim.get_state() if self.mode == "blocking" else None
 
