@@ -9,14 +9,22 @@ The learner runs reach episodes (start + 3 one-second segments) with think times
 ``--think`` s (default 0.3) between commands, so the runner both moves and holds; ``--think 0``
 is a prompt learner that leaves the runner almost no idle tick, so its log is written in the
 ticks of the segments. The runner is pinned to one core and the learner to the other.
+``--priority N`` serves the runner under SCHED_FIFO at priority N with its memory locked
+(`episodic serve --priority`; root or CAP_SYS_NICE). ``--floor S`` first runs a bare Pacer loop
+(no work at all) for S s on the runner's core under the same scheduling, in a process of its
+own, and prints its missed ticks and p99 beside the runner's: the misses the machine itself
+causes (other processes, interrupts, a hypervisor taking the core away).
 
-    python benchmarks/realtime.py [--seconds 60] [--think 0.3]
+    python benchmarks/realtime.py [--seconds 60] [--think 0.3] [--priority 80] [--floor 30]
 """
 from __future__ import annotations
 
 import argparse
+import json
+import multiprocessing
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -24,6 +32,9 @@ import h5py
 import numpy as np
 
 from episodic.bridge import Client
+from episodic.pacing import Pacer, Timing
+from episodic.robot import load_robot
+from episodic.scheduling import Scheduling, describe, set_realtime
 from episodic.served import ServedRunner, fresh_channel
 from episodic.trajectory import min_jerk
 from process import MULTI_CORE, pin, rss_kib
@@ -41,6 +52,24 @@ def slope(memory: list[tuple[float, float]]) -> float:
     t, mb = np.array(memory).T
     return float(np.polyfit(t - t[0], mb, 1)[0] * 60)
 
+
+
+def bare_loop(seconds: float, dt: float, priority: int | None) -> tuple[Timing, Scheduling]:
+    """A Pacer ticking every ``dt`` s for ``seconds`` s with no work, on the runner's core and
+    under SCHED_FIFO at ``priority`` with locked memory (None: as this process is scheduled);
+    its tick statistics and the scheduling it had. Run it in a process of its own."""
+    pin(RUNNER_CORE)
+    scheduling = describe() if priority is None else set_realtime(priority)
+    pacer = Pacer(dt)
+    for _ in range(round(seconds / dt)):
+        pacer.wait()
+    return pacer.timing(), scheduling
+
+
+def floor(seconds: float, dt: float, priority: int | None) -> tuple[Timing, Scheduling]:
+    """``bare_loop`` in a forked process (its scheduling ends with it)."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        return pool.submit(bare_loop, seconds, dt, priority).result()
 
 
 def learn(channel: str, seconds: float, think: float, rng: np.random.Generator, at_rss: Callable[[], None]) -> int:
@@ -68,11 +97,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--think", type=float, default=0.3, help="longest think time before a segment, s")
+    parser.add_argument("--priority", type=int, choices=range(1, 100), metavar="1..99", default=None,
+                        help="serve the runner under SCHED_FIFO at this priority, memory locked (default: serve's, 50 where permitted)")
+    parser.add_argument("--floor", type=float, default=0.0, metavar="SECONDS",
+                        help="first run a bare Pacer loop this long on the runner's core, same scheduling (0: skip)")
     args = parser.parse_args()
+    bare = floor(args.floor, load_robot().control_dt, args.priority) if args.floor > 0 else None
     channel = fresh_channel("rtbench")
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "realtime.h5"
-        with ServedRunner(channel, task="reach", log=log, mode="realtime",
+        with ServedRunner(channel, task="reach", log=log, mode="realtime", priority=args.priority,
                           cores={RUNNER_CORE} if MULTI_CORE else None) as runner:
             pin(LEARNER_CORE)
             memory = []
@@ -88,10 +122,17 @@ def main() -> None:
     us = 1e6
     print(f"realtime runner at {1 / dt:g} Hz for {ticks * dt:.1f} s ({ticks} ticks, {episodes} learner episodes), "
           f"runner on core {RUNNER_CORE}, learner on core {LEARNER_CORE}, think times 0-{args.think:g} s")
+    print(f"  scheduling       {scheduled(run.get('scheduling'))}")
     print(f"  period error p50 {run['timing_period_error_p50'] * us:8.1f} us")
     print(f"  period error p99 {run['timing_period_error_p99'] * us:8.1f} us   (goal < 200 us)")
     print(f"  period error max {run['timing_period_error_max'] * us:8.1f} us")
     print(f"  missed deadlines {missed:8d}      ({100 * missed / max(ticks, 1):.3f} % of ticks; goal 0)")
+    if bare is not None:
+        timing, scheduling = bare
+        print(f"  machine floor    {timing.missed:8d}      ({100 * timing.missed / max(timing.ticks, 1):.3f} % of "
+              f"{timing.ticks} ticks), p99 {timing.period_error_p99 * us:.1f} us, max "
+              f"{timing.period_error_max * us:.1f} us: a bare Pacer loop, no work, {args.floor:g} s on core "
+              f"{RUNNER_CORE} before the run, {scheduling.summary()}")
     first, last = memory[0][1], memory[-1][1]
     print(f"  runner memory    {first:8.1f} MB after {RSS_AFTER:g} s, {last:.1f} MB at the end "
           f"({slope(memory):+.2f} MB/min; {slope(memory[len(memory) // 2:]):+.2f} MB/min over the second half)")
@@ -102,6 +143,16 @@ def main() -> None:
         late = sum(int(e["timing_missed"]) > 0 for e in timed)
         print(f"  per-episode p99: median {np.median(p99) * us:.1f} us, worst {p99.max() * us:.1f} us "
               f"over {p99.size} episodes; {late} episodes with a missed deadline")
+
+
+def scheduled(attr: str | bytes | None) -> str:
+    """The runner's scheduling as its log's root attribute 'scheduling' (JSON) records it."""
+    if attr is None:
+        return "not recorded"
+    scheduling = Scheduling(**json.loads(attr))
+    throttling = {-1: "off", None: "unknown"}.get(scheduling.rt_runtime_us,
+                                                   f"{scheduling.rt_runtime_us} us of {scheduling.rt_period_us}")
+    return f"{scheduling.summary()}; kernel RT throttling {throttling}"
 
 
 if __name__ == "__main__":

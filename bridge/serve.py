@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import signal
 from typing import Callable
 
@@ -14,26 +13,30 @@ from episodic.bridge.channel import ChannelError
 from episodic.bridge.endpoint import BatchEvaluator, Endpoint
 from episodic.log import EpisodeBuffer
 from episodic.runner import Runner
+from episodic.scheduling import SchedulingError, set_realtime
 
 log = logging.getLogger("episodic.serve")
 REALTIME_PRIORITY = 50  # SCHED_FIFO priority of a realtime runner (1..99)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # each ends serving cleanly
 
 
-def _realtime_priority() -> None:
-    """Best effort for a paced loop: FIFO scheduling (needs root or CAP_SYS_NICE) and no
-    garbage-collector passes over the objects that exist at start-up."""
+def _realtime_priority(priority: int | None) -> None:
+    """For a paced loop: no garbage-collector passes over the objects that exist at start-up,
+    and SCHED_FIFO with locked memory (episodic.scheduling): at ``priority``, or when None at
+    REALTIME_PRIORITY as far as this process may (a warning when it may not)."""
     gc.freeze()
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(REALTIME_PRIORITY))
-    except (PermissionError, AttributeError, OSError) as exc:
+        set_realtime(REALTIME_PRIORITY if priority is None else priority)
+    except SchedulingError as exc:
+        if priority is not None:
+            raise
         log.warning("running the realtime loop without real-time scheduling (%s); expect more jitter", exc)
 
 
 def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.0, max_log_steps: int = 60_000,
           ready: Callable[[Endpoint], None] | None = None,
           on_episode: Callable[[EpisodeBuffer], None] | None = None, batch: BatchEvaluator | None = None,
-          batch_sizes: tuple[int, int, int] | None = None) -> None:
+          batch_sizes: tuple[int, int, int] | None = None, priority: int | None = None) -> None:
     """Serve ``runner``'s episodes on ``channel`` until a terminating signal (STOP_SIGNALS); then
     the channel's objects are removed and the runner closed (an unfinished episode is kept with
     Flag.INTERRUPTED; paced motion stops at the next tick). The handlers are installed before the
@@ -41,7 +44,9 @@ def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.
     ``ready(endpoint)`` is called once the channel exists; ``on_episode(episode)`` after each
     episode ends and has been handed to the log (see :func:`also_on_episode`). ``batch`` evaluates
     the episodes of a batch command (None: batches are refused), ``batch_sizes`` are (max_batch,
-    max_batch_commands, max_batch_values) of the channel's batch block (None: the defaults)."""
+    max_batch_commands, max_batch_values) of the channel's batch block (None: the defaults).
+    A paced runner runs under SCHED_FIFO at ``priority`` (episodic.scheduling.SchedulingError
+    when not permitted), or when None at REALTIME_PRIORITY if permitted."""
     stopping: list[int] = []
     if on_episode is not None:
         also_on_episode(runner, on_episode)
@@ -53,7 +58,7 @@ def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
         if runner.paced:
-            _realtime_priority()
+            _realtime_priority(priority)
         try:
             endpoint = Endpoint(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps,
                                 batch=batch, batch_sizes=batch_sizes)

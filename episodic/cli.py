@@ -407,6 +407,10 @@ def _channel_name(ctx, param, value: str) -> str:
 @click.option("--mode", type=click.Choice(["blocking", "realtime"]), default="blocking", show_default=True,
               help="blocking: time stops while the runner waits (reproducible); realtime: the simulation "
                    "ticks at the control rate and the robot holds while the learner is silent.")
+@click.option("--priority", type=click.IntRange(1, 99), default=None,
+              help="Realtime mode: run the loop under SCHED_FIFO at this priority, its memory locked (root, "
+                   "CAP_SYS_NICE or an rtprio limit; exit 1 when not permitted). Default: 50 where permitted, "
+                   "else normal scheduling.")
 @click.option("--quiet", "-q", is_flag=True, help="No line per finished episode.")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(min=1),
               help="Threads that evaluate a batch of episodes (a learner's Client.evaluate).")
@@ -417,8 +421,8 @@ def _channel_name(ctx, param, value: str) -> str:
 @click.option("--max-batch-values", default=1 << 21, show_default=True, type=click.IntRange(1, 1 << 36),
               help="Most float64 values (trajectories, gains, contexts) in one batch.")
 def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path: str | None, overwrite: bool,
-          seed: int, learner_timeout: float, max_log_steps: int, mode: str, quiet: bool, threads: int,
-          max_batch: int, max_batch_commands: int, max_batch_values: int) -> None:
+          seed: int, learner_timeout: float, max_log_steps: int, mode: str, priority: int | None, quiet: bool,
+          threads: int, max_batch: int, max_batch_commands: int, max_batch_values: int) -> None:
     """Serve episodes to a learner over a shared-memory channel until Ctrl-C, SIGTERM, SIGHUP or SIGQUIT.
 
     The channel name is 1 to 64 letters, digits, '_' or '-' (per user: two users may both serve
@@ -438,19 +442,39 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
 
     A batch command (a learner's population, docs/protocol.md section 8) is evaluated on
     --threads threads, each episode as the first of a fresh runner (bit-identical to it sent
-    alone to a new runner), and logged with its batch number; a realtime runner refuses batches."""
+    alone to a new runner), and logged with its batch number; a realtime runner refuses batches.
+
+    A realtime runner runs under SCHED_FIFO with its memory locked, as a robot's control thread
+    runs: at --priority (exit 1, saying what would allow it, when not permitted), else at 50 if
+    permitted. The log's root attribute 'scheduling' records how the run was scheduled."""
+    import json
+
     from episodic.batch import evaluate_into
     from episodic.bridge.serve import serve as run_serve
     from episodic.log import LogError
     from episodic.progress import Lines
     from episodic.robot import RobotError
     from episodic.runner import Runner
+    from episodic.scheduling import describe
     from episodic.task import TaskError
     from episodic.tasks import make_task
 
+    if priority is not None and mode != "realtime":
+        raise click.ClickException("--priority is for --mode realtime (a blocking runner does not keep to the wall clock): "
+                                   "add --mode realtime or leave out --priority")
+    if priority is not None:
+        _realtime_scheduling(priority)  # before the runner exists: a refusal leaves no log file behind
+
     def ready(endpoint) -> None:
-        click.echo(f"serving task {task} on robot {robot}, {mode} mode, channel '{channel}' (pid {os.getpid()})"
-                   f"{f', log {log_path}' if log_path else ''}; stop with Ctrl-C")
+        scheduling = describe()  # as episodic.bridge.serve left it (a realtime runner: SCHED_FIFO if permitted)
+        if runner.log is not None:
+            runner.log.set_attrs({"scheduling": json.dumps(scheduling.as_dict())})
+        for warning in (scheduling.memory_note, scheduling.throttling_warning()):
+            if warning:
+                click.echo(warning, err=True)
+        how = "" if priority is None else f", {scheduling.summary()}"
+        click.echo(f"serving task {task} on robot {robot}, {mode} mode{how}, channel '{channel}' "
+                   f"(pid {os.getpid()}){f', log {log_path}' if log_path else ''}; stop with Ctrl-C")
 
     try:
         runner = Runner(make_task(task, _parse_params(params)), robot, log=log_path, seed=seed,
@@ -462,9 +486,20 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
         run_serve(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps, ready=ready,
                   on_episode=None if quiet else lambda ep: lines(_episode_line(ep)),
                   batch=batch if mode == "blocking" else None,
-                  batch_sizes=(max_batch, max_batch_commands, max_batch_values))
+                  batch_sizes=(max_batch, max_batch_commands, max_batch_values), priority=priority)
     except (TaskError, RobotError, LogError, ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _realtime_scheduling(priority: int):
+    """SCHED_FIFO at ``priority`` and locked memory for this process (episodic.scheduling): the
+    Scheduling obtained, or a ClickException saying what would allow it when not permitted."""
+    from episodic.scheduling import SchedulingError, set_realtime
+
+    try:
+        return set_realtime(priority)
+    except SchedulingError as exc:
+        raise click.ClickException(f"{exc}; or leave out --priority") from None
 
 
 def _batch_setup(batch, task: str | None, robot: str | None, params: tuple[str, ...],

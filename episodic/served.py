@@ -50,7 +50,8 @@ class ServedRunner:
 
     ``task``, ``params`` (task parameters, NAME -> value), ``log`` (HDF5 file, resolved against
     this process's working directory), ``seed`` and ``mode`` ("blocking" or "realtime") become
-    the matching ``serve`` options; None leaves ``serve``'s default. ``args`` are further
+    the matching ``serve`` options, and so does ``priority`` (SCHED_FIFO priority of a realtime
+    runner, 1..99); None leaves ``serve``'s default. ``args`` are further
     ``serve`` options as they would be typed (e.g. ``("--learner-timeout", "1")``). ``cores``:
     CPU cores the runner is pinned to (default: not pinned). ``stderr``: None for a private
     temporary file (read with ``stderr_text``), or ``subprocess.PIPE`` to read ``proc.stderr``.
@@ -58,12 +59,13 @@ class ServedRunner:
 
     def __init__(self, channel: str, *, task: str | None = None, params: Mapping[str, object] | None = None,
                  log: str | Path | None = None, seed: int | None = None, mode: str | None = None,
-                 args: Sequence[str] = (), cores: Iterable[int] | None = None, stderr: int | None = None):
+                 priority: int | None = None, args: Sequence[str] = (), cores: Iterable[int] | None = None,
+                 stderr: int | None = None):
         self.channel = channel
         self.banner = ""
         cmd = [sys.executable, "-m", "episodic", "serve", "--channel", channel]
         options = {"--task": task, "--log": None if log is None else Path(log).resolve(), "--seed": seed,
-                   "--mode": mode}
+                   "--mode": mode, "--priority": priority}
         cmd += [str(part) for option, value in options.items() if value is not None for part in (option, value)]
         cmd += [part for name, value in (params or {}).items() for part in ("--param", f"{name}={value}")]
         cmd += list(args)
