@@ -54,6 +54,8 @@ robot nothing is restored: the episode starts where the go-to-start left the rob
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import logging
 import time
 from typing import Callable
@@ -93,6 +95,7 @@ class EpisodeMachine:
         self.on_reject = on_reject or (lambda cmd, flag: None)
         self.state = MachineState.RESTART
         self.episode: EpisodeBuffer | None = None
+        self._kept = None  # the command last added to an episode's record, as it arrived
         self.last_episode: EpisodeBuffer | None = None  # the running one, else the one that ended last
         self.episodes_started = 0
         self._max_commands = 0
@@ -178,7 +181,7 @@ class EpisodeMachine:
         if isinstance(cmd, ResetCommand):
             if self.episode is None:
                 return self._reply(cmd, Flag.OK, message="no episode was running")
-            self.episode.commands.append(raw)
+            self._keep(raw)
             self.abort(Flag.ABORTED_BY_LEARNER, "the learner reset the episode")
             return self._reply(cmd, Flag.ABORTED_BY_LEARNER, done=True, message="episode aborted")
         if self.episode is None and self._aborted[0] == cmd.episode_id:
@@ -215,7 +218,7 @@ class EpisodeMachine:
                                     f"{self.robot.joint_names[j]} (at most {self.robot.max_start_jump} rad); "
                                     f"start it at the held posture {held} rad (the last reply's posture)")
             desired = desired.then_hold(self._steps(cmd.wait_time))
-        self.episode.commands.append(raw)
+        self._keep(raw)
         return self._segment(cmd, desired)
 
     def _task_feedback(self, task_gains: np.ndarray) -> Feedback:
@@ -231,8 +234,8 @@ class EpisodeMachine:
         if self.episode is None:
             self.on_reject(raw, flag)
         else:
-            if raw is not None and not (self.episode.commands and self.episode.commands[-1] is raw):
-                self.episode.commands.append(raw)
+            if raw is not None and raw is not self._kept:
+                self._keep(raw)
             self.abort(flag, message)
         return self._refusal(raw, flag, message)
 
@@ -241,6 +244,12 @@ class EpisodeMachine:
         integers, NaN task state, the posture held."""
         return Reply(_int(getattr(raw, "episode_id", -1)), _int(getattr(raw, "index", -1)), flag, 0.0,
                      self._no_state(), 0, True, message, self.state, self._hold_q.copy())
+
+    def _keep(self, raw) -> None:
+        """Add a command as received to the running episode's record, its arrays and lists
+        copied: the record is logged after the reply, and a learner may reuse them meanwhile."""
+        self.episode.commands.append(_as_received(raw))
+        self._kept = raw
 
     def _no_state(self) -> np.ndarray:
         return np.full(len(self.task.columns), np.nan)
@@ -258,7 +267,7 @@ class EpisodeMachine:
         rng_seed = (int(self.seed), number)
         self.episode = EpisodeBuffer(number, cmd.episode_id, self.sim.get_state(), rng_seed, self.task.columns)
         self.last_episode = self.episode
-        self.episode.commands.append(raw)
+        self._keep(raw)
         self._started_at = time.perf_counter()
         self._steps_in_command = 0
         self._tick_mark = self.sim.pacer.mark() if self.sim.pacer is not None else None
@@ -558,6 +567,15 @@ class EpisodeMachine:
         }
         self.episode.blocks.append(block)
         self._steps_in_command += n
+
+
+def _as_received(raw):
+    """``raw`` (a command dataclass, or whatever arrived) with its array and list fields copied."""
+    if not dataclasses.is_dataclass(raw) or isinstance(raw, type):
+        return raw
+    copies = {f.name: copy.deepcopy(value) for f in dataclasses.fields(raw)
+              if f.init and isinstance(value := getattr(raw, f.name, None), (np.ndarray, list))}
+    return dataclasses.replace(raw, **copies) if copies else raw
 
 
 def _int(value) -> int:

@@ -86,6 +86,29 @@ def test_stored_episode_matches_replies(tmp_path):
     assert ep.attrs["episode_id"] == 4 and ep.attrs["flag_name"] == "OK"
 
 
+def test_a_learner_reusing_its_arrays_leaves_the_commands_as_sent(tmp_path):
+    """A learner that fills one buffer in place for every segment (and sends a list once):
+    the episodes are logged after their replies, yet each command is logged as it was sent,
+    so the log replays bit-identically."""
+    path = tmp_path / "reuse.h5"
+    with Runner(make_task("reach"), log=path) as r:
+        buffer = wave(r.robot.home)
+        sent = []
+        for episode_id in (1, 2):
+            r.send(StartCommand(episode_id, 2))
+            for k in (1, 2):
+                buffer[:] = wave(r.robot.home, amplitude=0.05 * (2 * episode_id + k))
+                sent.append(buffer.copy())
+                q = buffer.tolist() if k == 2 else buffer
+                assert r.send(TrajectoryCommand(episode_id, k, 2, q)).flag == Flag.OK
+                buffer[:] = 0.0  # reused (here: scribbled over) as soon as the reply is back
+                if isinstance(q, list):
+                    q[0][0] = 99.0
+    logged = [arrays["q"] for e in read_episodes(path) for _, arrays in e.commands[1:]]
+    assert all(np.array_equal(a, b) for a, b in zip(logged, sent, strict=True))
+    assert replay(path).identical
+
+
 def test_closing_mid_episode_keeps_its_steps(tmp_path):
     path = tmp_path / "r.h5"
     with Runner(make_task("reach"), log=path) as r:
