@@ -140,22 +140,28 @@ def command_from(s: Sizes, c: CommandFields | BatchCommandFields,
     if not 0 <= n_context <= s.max_context:
         return MalformedCommand(**head, reason=f"n_context {n_context} outside 0..{s.max_context}")
     if kind == Kind.START:
-        return StartCommand(c.episode_id, c.max_commands, a["posture"].copy() if c.has_posture else None,
-                            a["context"][:n_context].copy(), index=c.index)
+        return StartCommand(c.episode_id, c.max_commands, _frozen(a["posture"]) if c.has_posture else None,
+                            _frozen(a["context"][:n_context]), index=c.index)
     if kind == Kind.TRAJECTORY:
         n = c.n_samples
         if not 1 <= n <= s.max_samples:
             return MalformedCommand(**head, reason=f"n_samples {n} outside 1..{s.max_samples}")
-        return TrajectoryCommand(**head, q=a["q"][:n].copy(), qd=a["qd"][:n].copy() if c.has_qd else None,
-                                 qdd=a["qdd"][:n].copy() if c.has_qdd else None,
+        return TrajectoryCommand(**head, q=_frozen(a["q"][:n]), qd=_frozen(a["qd"][:n]) if c.has_qd else None,
+                                 qdd=_frozen(a["qdd"][:n]) if c.has_qdd else None,
                                  rate=None if c.rate == 0 else c.rate, wait_time=c.wait_time)
     if kind == Kind.GAINS:
-        return GainsCommand(**head, kp=a["kp"].copy(), kd=a["kd"].copy(), ki=a["ki"].copy() if c.has_ki else None,
+        return GainsCommand(**head, kp=_frozen(a["kp"]), kd=_frozen(a["kd"]), ki=_frozen(a["ki"]) if c.has_ki else None,
                             feedforward=c.feedforward, wait_time=c.wait_time,
-                            task_gains=a["context"][:n_context].copy() if n_context else None)
+                            task_gains=_frozen(a["context"][:n_context]) if n_context else None)
     if kind == Kind.RESET:
         return ResetCommand(**head)
     return MalformedCommand(**head, reason=f"unknown command kind {kind}; use 0 start, 1 trajectory, 2 gains, 3 reset")
+
+
+def _frozen(values: np.ndarray) -> np.ndarray:
+    """A copy of ``values`` that nothing can change: over an immutable bytes object, so read-only for
+    good (the runner keeps such an array in the episode's record as it is, without a copy of its own)."""
+    return np.frombuffer(values.tobytes(), values.dtype).reshape(values.shape)
 
 
 def encode_reply(blocks: Blocks, answer: ReplyBlock) -> None:

@@ -99,7 +99,7 @@ class Endpoint:
         'reply ready' (None, and no reply, when the block holds the command read last: posted twice)."""
         with locked(self.channel.lock):
             c = read_command_fields(self.blocks)
-            self.blocks.header["taken_seq"] = c.seq  # a client may write its next command now
+            self.blocks.mark_taken(c.seq)  # a client may write its next command now
             if (c.seq, c.client_pid) == self._last_taken:
                 return None  # a second post of a block already read (and answered)
             self._last_taken = (c.seq, c.client_pid)

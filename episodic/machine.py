@@ -299,24 +299,32 @@ class EpisodeMachine:
 
     def _goto(self, target: np.ndarray) -> None:
         """Minimum-jerk move to ``target`` within the goto limits, then hold until close and slow
-        (passive joints, which cannot be driven, are neither moved nor waited for)."""
+        (passive joints, which cannot be driven, are neither moved nor waited for). The move and
+        its holds are logged as one block (also when a run fails part-way: what ran is kept), so
+        that the log and the bridge's log block take the go-to-start in one piece."""
         goto = self.robot.goto
         q0 = self.sim.q
         driven = ~self._passive
         goal = np.where(driven, target, q0)
         stop = (lambda *_: self.interrupted) if self.sim.pacer is not None else None
         duration = min_jerk_duration(q0, goal, goto.max_velocity, goto.max_acceleration)
-        if duration > 0:
-            self._record(self.sim.run(min_jerk(q0, goal, duration, self.robot.control_dt), self._gains,
-                                      stop=stop), index=0)
-        self._hold_q = target.copy()
-        chunk = max(self._steps(SETTLE_CHUNK), 1)
-        for _ in range(int(np.ceil(goto.settle_time / SETTLE_CHUNK))):
-            if (np.max(np.abs(self.sim.q - target)[driven], initial=0.0) < goto.tolerance_q
-                    and np.max(np.abs(self.sim.qd)[driven], initial=0.0) < goto.tolerance_qd) \
-                    or (stop is not None and self.interrupted):
-                break
-            self._record(self.sim.run(Desired.hold(target, chunk), self._gains, stop=stop), index=0)
+        records: list[StepRecord] = []
+        try:
+            if duration > 0:
+                records.append(self.sim.run(min_jerk(q0, goal, duration, self.robot.control_dt), self._gains,
+                                            stop=stop))
+            self._hold_q = target.copy()
+            chunk = max(self._steps(SETTLE_CHUNK), 1)
+            for _ in range(int(np.ceil(goto.settle_time / SETTLE_CHUNK))):
+                if (np.max(np.abs(self.sim.q - target)[driven], initial=0.0) < goto.tolerance_q
+                        and np.max(np.abs(self.sim.qd)[driven], initial=0.0) < goto.tolerance_qd) \
+                        or (stop is not None and self.interrupted):
+                    break
+                records.append(self.sim.run(Desired.hold(target, chunk), self._gains, stop=stop))
+        finally:
+            records = [r for r in records if len(r)]
+            if records:
+                self._record(records[0] if len(records) == 1 else StepRecord.join(records), index=0)
 
     def _restart_exactly(self, target: np.ndarray) -> None:
         """After the go-to-start: keep the state it reached in ``settled_state``, shift the time
@@ -451,7 +459,7 @@ class EpisodeMachine:
         an interruption (``interrupted``)."""
         if self.interrupted:
             return True
-        qd = self.scene.qvel(states[k + 1 : k + 2])[:, self.scene.dof_adr]
+        qd = self.scene.joint_velocities(states[k + 1 : k + 2])
         if velocity_over_limit(qd, self.robot.velocity_limit) is not None:
             return True
         if not self._ends_segments:
@@ -537,7 +545,7 @@ class EpisodeMachine:
 
     def _joint_velocities(self, record: StepRecord) -> np.ndarray:
         """The robot's joint velocities (n + 1, n_dofs) rad/s before each step of ``record`` and after its last."""
-        return self.scene.qvel(record.state)[:, self.scene.dof_adr]
+        return self.scene.joint_velocities(record.state)
 
     def _record(self, record: StepRecord, index: int, task_state=None, rewards=None, view=None,
                 qd: np.ndarray | None = None) -> None:
@@ -556,7 +564,7 @@ class EpisodeMachine:
             "machine_state": np.full(n, self.state, STEP_DTYPES["machine_state"]),
             "index": np.full(n, index, STEP_DTYPES["index"]),
             "step": np.arange(first, first + n, dtype=STEP_DTYPES["step"]),
-            "q": view.qpos[:, s.qpos_adr], "qd": qd[:-1],
+            "q": s.joint_positions(record.state[:-1]), "qd": qd[:-1],
             "qdd": np.diff(qd, axis=0) / self.robot.control_dt,
             "q_d": self.robot.clamp(record.desired.q), "qd_d": record.desired.qd,
             "qdd_d": record.desired.qdd,
@@ -570,12 +578,21 @@ class EpisodeMachine:
 
 
 def _as_received(raw):
-    """``raw`` (a command dataclass, or whatever arrived) with its array and list fields copied."""
+    """``raw`` (a command dataclass, or whatever arrived) with its array and list fields copied,
+    but for arrays that nothing can change (over immutable memory: the bridge decodes commands so)."""
     if not dataclasses.is_dataclass(raw) or isinstance(raw, type):
         return raw
     copies = {f.name: copy.deepcopy(value) for f in dataclasses.fields(raw)
-              if f.init and isinstance(value := getattr(raw, f.name, None), (np.ndarray, list))}
+              if f.init and isinstance(value := getattr(raw, f.name, None), (np.ndarray, list))
+              and not _immutable(value)}
     return dataclasses.replace(raw, **copies) if copies else raw
+
+
+def _immutable(value) -> bool:
+    """Whether ``value`` is an array over an immutable bytes object (which no one can make writeable)."""
+    while isinstance(value, np.ndarray):
+        value = value.base
+    return isinstance(value, bytes)
 
 
 def _int(value) -> int:

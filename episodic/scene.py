@@ -21,6 +21,7 @@ joint's torque limits, and the actuator's zero gain and bias.)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import mujoco
 import numpy as np
@@ -74,9 +75,9 @@ class Scene:
         return sensordata[..., self.sensors[name]]
 
     def applied_torque(self, sensordata: np.ndarray) -> np.ndarray:
-        """Joint torques u (..., n_dofs) N m after saturation, gravity compensation included."""
-        cols = [self.sensors[f"u/{name}"].start for name in self.robot.joint_names]
-        return sensordata[..., cols]
+        """Joint torques u (..., n_dofs) N m after saturation, gravity compensation included
+        (C-ordered)."""
+        return _take(sensordata, self._torque_columns)
 
     def qpos(self, states: np.ndarray) -> np.ndarray:
         """All qpos (..., nq) from mjSTATE_FULLPHYSICS rows (time, qpos, qvel, ...)."""
@@ -86,6 +87,42 @@ class Scene:
         """All qvel (..., nv) from mjSTATE_FULLPHYSICS rows."""
         nq = self.model.nq
         return states[..., 1 + nq : 1 + nq + self.model.nv]
+
+    def joint_positions(self, states: np.ndarray) -> np.ndarray:
+        """The robot's joint positions (..., n_dofs) rad from mjSTATE_FULLPHYSICS rows (C-ordered)."""
+        return _take(states, self._q_columns)
+
+    def joint_velocities(self, states: np.ndarray) -> np.ndarray:
+        """The robot's joint velocities (..., n_dofs) rad/s from mjSTATE_FULLPHYSICS rows (C-ordered)."""
+        return _take(states, self._qd_columns)
+
+    # where the robot's columns are in a state row and in sensordata (see _columns)
+    @cached_property
+    def _q_columns(self) -> slice | np.ndarray:
+        return _columns(1 + self.qpos_adr)
+
+    @cached_property
+    def _qd_columns(self) -> slice | np.ndarray:
+        return _columns(1 + self.model.nq + self.dof_adr)
+
+    @cached_property
+    def _torque_columns(self) -> slice | np.ndarray:
+        return _columns(np.array([self.sensors[f"u/{name}"].start for name in self.robot.joint_names]))
+
+
+def _columns(index: np.ndarray) -> slice | np.ndarray:
+    """``index`` (k,) as a slice when it is a run of consecutive columns (the usual case: the
+    robot's joints come first and in order), else as it is."""
+    start = int(index[0])
+    return slice(start, start + len(index)) if np.array_equal(index, start + np.arange(len(index))) else index
+
+
+def _take(values: np.ndarray, columns: slice | np.ndarray) -> np.ndarray:
+    """values[..., columns] as a fresh C-ordered array (an index array on the last axis would give a
+    column-major one, which costs every later row-wise copy of it a strided read)."""
+    if isinstance(columns, slice):
+        return values[..., columns].copy()
+    return np.take(values, columns, axis=-1)
 
 
 def _robot_spec(robot: Robot, substeps: int) -> mujoco.MjSpec:

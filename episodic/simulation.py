@@ -181,8 +181,8 @@ class Simulation:
         u_ff = seg.u_ff[:n]
         if gains.feedforward == Feedforward.GRAVITY_COMPENSATION:
             # MuJoCo adds the gravity torque to the actuator force; recover its share
-            q = self.scene.qpos(states[:-1])[:, self.scene.qpos_adr]
-            qd = self.scene.qvel(states[:-1])[:, self.scene.dof_adr]
+            q = self.scene.joint_positions(states[:-1])
+            qd = self.scene.joint_velocities(states[:-1])
             u_ff = self.scene.applied_torque(sensordata) - (ctrl - gains.kp * q - gains.kd * qd)
         if self._warnings() != warnings:
             self.set_state(start, ROLLOUT_SPEC)

@@ -74,6 +74,23 @@ def test_commands_round_trip(blocks, command):
     same(round_trip(blocks, command), command)
 
 
+@pytest.mark.parametrize("command", COMMANDS[1:-1], ids=lambda c: type(c).__name__)
+def test_a_decoded_command_owns_arrays_nothing_can_change(blocks, command):
+    """A decoded command's arrays are copies over immutable bytes: the next command written into
+    the block leaves them alone, and no one can make them writeable (so the runner keeps them
+    in the episode's record without a copy of its own)."""
+    decoded = round_trip(blocks, command)
+    arrays = [v for v in vars(decoded).values() if isinstance(v, np.ndarray) and v.size]
+    assert arrays
+    before = [a.copy() for a in arrays]
+    for values in blocks.command_arrays.values():
+        values[:] = 12345.0
+    for a, b in zip(arrays, before):
+        assert np.array_equal(a, b) and not a.flags.writeable
+        with pytest.raises(ValueError):
+            a.flags.writeable = True
+
+
 @settings(max_examples=50, deadline=None)
 @given(q=hnp.arrays(float, st.tuples(st.integers(1, MAX_SAMPLES), st.just(N)),
                     elements=st.floats(-1e6, 1e6, allow_nan=False)),

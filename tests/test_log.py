@@ -109,6 +109,20 @@ def test_a_learner_reusing_its_arrays_leaves_the_commands_as_sent(tmp_path):
     assert replay(path).identical
 
 
+def test_arrays_nothing_can_change_are_kept_without_a_copy():
+    """The episode's record copies what a learner could change after the reply and keeps as they
+    are the arrays over immutable memory (what the bridge decodes), which no one can change."""
+    with Runner(make_task("reach")) as r:
+        r.send(StartCommand(1, 2))
+        q = wave(r.robot.home)
+        frozen = np.frombuffer(q.tobytes()).reshape(q.shape)
+        assert r.send(TrajectoryCommand(1, 1, 2, frozen)).flag == Flag.OK
+        assert r.send(TrajectoryCommand(1, 2, 2, q)).flag == Flag.OK
+        kept = [c.q for c in r.episodes[-1].commands[1:]]
+    assert kept[0] is frozen
+    assert kept[1] is not q and np.array_equal(kept[1], q)
+
+
 def test_closing_mid_episode_keeps_its_steps(tmp_path):
     path = tmp_path / "r.h5"
     with Runner(make_task("reach"), log=path) as r:

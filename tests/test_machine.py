@@ -92,6 +92,19 @@ def test_goto_start_is_smooth_and_reaches_the_posture(runner):
     assert np.all(np.abs(steps["qd"]) <= robot.goto.max_velocity * 1.2 + 0.05)
 
 
+def test_the_go_to_start_and_its_holds_are_one_block_of_steps(runner):
+    """The move and the holds until the robot settles reach the episode's per-step blocks (what
+    the log and the bridge's log block copy) in one piece, numbered 0..n-1, ending at time 0."""
+    target = runner.robot.home + 0.3
+    reply = runner.send(StartCommand(1, 1, posture=target))
+    (block,) = runner.machine.last_episode.blocks
+    n = len(block["time"])
+    assert n == reply.n_steps and n > int(0.05 * runner.control_rate)  # longer than one hold
+    np.testing.assert_array_equal(block["step"], np.arange(n))
+    assert block["time"][-1] == pytest.approx(-1 / runner.control_rate)
+    assert all(np.shape(column)[0] == n for column in block.values())
+
+
 def test_start_posture_outside_range_and_bad_context_are_invalid(runner):
     posture = runner.robot.home.copy()
     posture[0] = 10.0
