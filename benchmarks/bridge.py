@@ -41,24 +41,31 @@ from episodic.served import fresh_channel
 from episodic.tasks import make_task
 from process import MULTI_CORE, pin
 
-# the runner of ``episodic serve --task reach``, timing its own handling of each command (s, in
-# the order the commands came) into the file argv[2] when it stops
+# the runner of ``episodic serve --task reach``, timing its own handling of every command
+# (Runner.send) and the endpoint's whole handling of it (Endpoint.serve_one: reading the command,
+# running it, the log block and the reply), s in the order the commands came, into the .npz
+# file argv[2] when it stops
 SERVER = """
 import sys, time
 import numpy as np
 from episodic.bridge.serve import serve
 from episodic.runner import Runner
 from episodic.tasks import make_task
-runner = Runner(make_task("reach"))
-deliver, spent = runner._deliver, []
-def timed(command):
-    t0 = time.perf_counter()
-    reply = deliver(command)
-    spent.append(time.perf_counter() - t0)
-    return reply
-runner._deliver = timed
-serve(runner, sys.argv[1], ready=lambda endpoint: print("serving", flush=True))
-np.save(sys.argv[2], np.array(spent))
+runner = Runner(make_task("reach"), keep_episodes=False)  # as `episodic serve` builds it
+spent = {"send": [], "serve_one": []}
+def timed(function, times):
+    def call(*args):
+        t0 = time.perf_counter()
+        out = function(*args)
+        times.append(time.perf_counter() - t0)
+        return out
+    return call
+runner._deliver = timed(runner._deliver, spent["send"])
+def ready(endpoint):
+    endpoint.serve_one = timed(endpoint.serve_one, spent["serve_one"])
+    print("serving", flush=True)
+serve(runner, sys.argv[1], ready=ready)
+np.savez(sys.argv[2], **spent)
 """
 PONG = """
 import sys, posix_ipc
@@ -82,12 +89,12 @@ def segment(home: np.ndarray) -> np.ndarray:
 
 class TimedRunner:
     """The SERVER runner on ``channel`` in a subprocess pinned to ``core``; after the ``with``
-    block, ``spent`` holds its own time (s) for each command it handled, in order."""
+    block, ``send`` and ``serve_one`` hold its times (s) for each command it handled, in order."""
 
     def __init__(self, channel: str, core: int | None):
         self.channel = channel
-        self.spent = np.zeros(0)
-        self._file = tempfile.NamedTemporaryFile(suffix=".npy", delete=False)
+        self.send = self.serve_one = np.zeros(0)
+        self._file = tempfile.NamedTemporaryFile(suffix=".npz", delete=False)
         self._file.close()
         self.proc = subprocess.Popen([sys.executable, "-c", SERVER, channel, self._file.name],
                                      stdout=subprocess.PIPE, text=True,
@@ -103,7 +110,9 @@ class TimedRunner:
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=60)
         self.proc.stdout.close()
-        self.spent = np.load(self._file.name) if self.proc.returncode == 0 else self.spent
+        if self.proc.returncode == 0:
+            with np.load(self._file.name) as spent:
+                self.send, self.serve_one = spent["send"], spent["serve_one"]
         os.unlink(self._file.name)
 
 
@@ -139,14 +148,17 @@ class Segments:
                     self.bridge_log[copy].append(time.perf_counter() - t1)
         self.rows = len(log["time"])
 
-    def overhead(self, copy: bool, runner_spent: np.ndarray) -> np.ndarray:
-        """s per segment that the bridge adds: the client's send and get_episode minus the served
-        runner's own time for that segment (``runner_spent``: its times for every command, in
-        order: start, segment copied, start, segment as views, ...) minus the in-process
-        get_episode's median."""
-        own = runner_spent[1 if copy else 3 : 4 * len(self.local_send) : 4]
-        return (np.array(self.bridge_send[copy]) + np.array(self.bridge_log[copy]) - own
-                - np.median(self.local_log))
+    def overhead(self, copy: bool, served: TimedRunner) -> tuple[np.ndarray, np.ndarray]:
+        """s per segment that the bridge adds, and the runner's share of it. The overhead: the
+        client's send and get_episode minus the served runner's own time for that segment minus
+        the in-process get_episode's median; the runner's share: its endpoint's handling of the
+        segment minus its own time (the served runner's commands, in order: start, segment
+        copied, start, segment as views, ...)."""
+        rows = slice(1 if copy else 3, 4 * len(self.local_send), 4)
+        own = served.send[rows]
+        overhead = (np.array(self.bridge_send[copy]) + np.array(self.bridge_log[copy]) - own
+                    - np.median(self.local_log))
+        return overhead, served.serve_one[rows] - own
 
 
 def empty_commands(channel: str, n: int) -> np.ndarray:
@@ -198,15 +210,19 @@ def main() -> None:
     print(f"runner pinned to core {RUNNER_CORE}, learner to core {LEARNER_CORE} ({os.cpu_count()} cores)")
     print(f"2 s segment ({runs.rows} logged steps) + full log, median of {args.repeats} interleaved repeats;")
     print(f"the runner's own time for each segment taken out (in-process send {np.median(runs.local_send) * ms:.3f} ms, "
-          f"served {np.median(served.spent[1 : 4 * args.repeats : 2]) * ms:.3f} ms; "
+          f"served {np.median(served.send[1 : 4 * args.repeats : 2]) * ms:.3f} ms; "
           f"in-process get_episode {np.median(runs.local_log) * ms:.3f} ms)")
-    print(f"  {'':16s}{'in-process':>12s}{'bridge':>10s}{'difference':>12s}{'overhead':>10s}   "
-          f"goal {OVERHEAD_GOAL * ms:.1f} ms")
+    print(f"  {'':16s}{'in-process':>12s}{'bridge':>10s}{'difference':>12s}{'overhead':>10s}{'runner':>9s}"
+          f"{'learner':>9s}   goal {OVERHEAD_GOAL * ms:.1f} ms")
     for copy, label in ((True, "log copied"), (False, "log as views")):
         bridge = np.median(runs.bridge_send[copy]) + np.median(runs.bridge_log[copy])
-        overhead = np.median(runs.overhead(copy, served.spent))
+        overhead, runner_side = (np.median(part) for part in runs.overhead(copy, served))
         print(f"  {label:16s}{local * ms:9.3f} ms{bridge * ms:7.3f} ms{(bridge - local) * ms:9.3f} ms"
-              f"{overhead * ms:7.3f} ms   {overhead / OVERHEAD_GOAL:5.2f}x the goal")
+              f"{overhead * ms:7.3f} ms{runner_side * ms:6.3f} ms{(overhead - runner_side) * ms:6.3f} ms"
+              f"   {overhead / OVERHEAD_GOAL:5.2f}x the goal")
+    print("  (overhead: the learner's send and get_episode minus the served runner's own time for the segment;")
+    print("   runner: the served runner's bridge work, its endpoint's handling of the segment minus its own time;")
+    print("   learner: the rest, the client's work and the two wake-ups across processes)")
     print(f"empty command round trip, median of {n_empty}")
     print(f"  {'learner and runner on':24s}{'raw ping-pong':>14s}{'bridge':>10s}{'ratio':>8s}"
           f"   goal {ROUND_TRIP_GOAL:.0f}x on one core")
