@@ -91,6 +91,7 @@ class Client(Sender):
         self._unanswered = False  # the last command posted got no reply: the runner may not have taken it
         self._log_rows = 0
         self._log_views = self._read_only_log()
+        self._views: tuple[int, dict[str, np.ndarray]] = (-1, {})  # (rows, get_episode(copy=False)'s views)
 
     def _deliver(self, command: Command) -> Reply:
         return self._exchange(command, lambda seq: encode_command(self._blocks, command, seq, os.getpid()),
@@ -199,14 +200,18 @@ class Client(Sender):
         however long the episode): they stay valid only until the next command, whose steps
         overwrite the block; copy what must outlive it."""
         rows = self._log_rows
-        if copy:
-            with locked(self._channel.lock):
-                out = {name: view[:rows].copy() for name, view in self._log_views.items()}
-        else:
-            out = {name: view[:rows] for name, view in self._log_views.items()}
+        if not copy:
+            if self._views[0] != rows:  # views of the first rows rows: the same for every episode of that length
+                self._views = rows, self._named({name: view[:rows] for name, view in self._log_views.items()})
+            return dict(self._views[1])
+        with locked(self._channel.lock):
+            return self._named({name: view[:rows].copy() for name, view in self._log_views.items()})
+
+    def _named(self, columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``columns`` with each task state column under its own name as well."""
         for i, name in enumerate(self.state_names):
-            out[name] = out["task_state"][:, i]
-        return out
+            columns[name] = columns["task_state"][:, i]
+        return columns
 
     def _read_only_log(self) -> dict[str, np.ndarray]:
         """Read-only views of the whole log block, each column (max_log_steps,) or
@@ -217,7 +222,7 @@ class Client(Sender):
         return views
 
     def close(self) -> None:
-        self._log_views = {}
+        self._log_views, self._views = {}, (-1, {})
         self._blocks.release()
         self._channel.close()
 
