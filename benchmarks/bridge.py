@@ -11,7 +11,10 @@ Measured side by side in one run (medians of repeats); each line prints its rati
    learner builds the log's arrays too). The log is fetched as copies (``get_episode()``) and
    as views into the channel's log block (``get_episode(copy=False)``). The difference of the
    two medians (bridge segment, in-process segment) is printed beside it. Goal: overhead
-   <= 0.2 ms per segment.
+   <= 0.2 ms per segment. Beside it, the machine's floor for the same bytes: q written into
+   shared memory, copied out by a bare peer process that writes the log's values back, two
+   semaphores, the peer's caches as 2 s of physics leave them (32 MB touched before each) and
+   the learner idle as long as the physics takes, as it is between its commands.
 2. The round trip of an empty command (a reset with no episode running) against a raw
    posix_ipc two-semaphore ping-pong between two processes, with the two processes on
    different cores and on one core. Goal: within 3x of the raw ping-pong on one core (the
@@ -24,6 +27,8 @@ comparison run where they would in use.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import mmap
 import os
 import signal
 import subprocess
@@ -73,6 +78,26 @@ ping, pong = posix_ipc.Semaphore(sys.argv[1]), posix_ipc.Semaphore(sys.argv[2])
 print("ready", flush=True)
 while True:
     ping.acquire()
+    pong.release()
+"""
+# the machine's floor for a segment's bytes: on each ping, copy the command's q (argv[4] float64)
+# out of the shared memory argv[3] and write the log (argv[5] float64, after the command) into it,
+# from a private array, as a runner does; before each, touch 32 MB, as 2 s of physics leaves the
+# caches
+TRANSFER = """
+import mmap, sys, numpy as np, posix_ipc
+ping, pong = posix_ipc.Semaphore(sys.argv[1]), posix_ipc.Semaphore(sys.argv[2])
+shm = posix_ipc.SharedMemory(sys.argv[3])
+n_command, n_log = int(sys.argv[4]), int(sys.argv[5])
+shared = np.ndarray(n_command + n_log, "<f8", buffer=mmap.mmap(shm.fd, shm.size))
+log, physics = np.random.rand(n_log), np.zeros(4 << 20)
+print("ready", flush=True)
+while True:
+    physics += 1.0
+    log += 0.0
+    ping.acquire()
+    q = shared[:n_command].copy()
+    shared[n_command:] = log
     pong.release()
 """
 
@@ -146,7 +171,9 @@ class Segments:
                     log = client.get_episode(copy=copy)
                     self.bridge_send[copy].append(t1 - t0)
                     self.bridge_log[copy].append(time.perf_counter() - t1)
-        self.rows = len(log["time"])
+            self.rows = len(log["time"])
+            self.q = q
+            self.log_values = self.rows * sum(width for _, width in client.sizes.log_columns)
 
     def overhead(self, copy: bool, served: TimedRunner) -> tuple[np.ndarray, np.ndarray]:
         """s per segment that the bridge adds, and the runner's share of it. The overhead: the
@@ -171,13 +198,28 @@ def empty_commands(channel: str, n: int) -> np.ndarray:
     return np.array(times)
 
 
-def raw_ping_pong(n: int) -> np.ndarray:
+@contextlib.contextmanager
+def raw_peer(script: str, *args: str):
+    """``script`` in a process on the runner's core with two fresh semaphores, ping and pong, as
+    its first arguments and ``args`` after them; yields (ping, pong) once it is ready."""
     names = (f"/episodic-bench-ping-{os.getpid()}", f"/episodic-bench-pong-{os.getpid()}")
     ping, pong = (posix_ipc.Semaphore(name, posix_ipc.O_CREX, mode=0o600) for name in names)
-    proc = subprocess.Popen([sys.executable, "-c", PONG, *names], stdout=subprocess.PIPE, text=True,
+    proc = subprocess.Popen([sys.executable, "-c", script, *names, *args], stdout=subprocess.PIPE, text=True,
                             preexec_fn=lambda: pin(RUNNER_CORE))
     try:
         proc.stdout.readline()
+        yield ping, pong
+    finally:
+        proc.kill()
+        proc.wait()
+        for sem in (ping, pong):
+            sem.unlink()
+            sem.close()
+
+
+def raw_ping_pong(n: int) -> np.ndarray:
+    """s per round trip of n bare semaphore ping-pongs."""
+    with raw_peer(PONG) as (ping, pong):
         times = []
         for _ in range(n):
             t0 = time.perf_counter()
@@ -185,12 +227,31 @@ def raw_ping_pong(n: int) -> np.ndarray:
             pong.acquire()
             times.append(time.perf_counter() - t0)
         return np.array(times)
+
+
+def raw_transfer(n: int, q: np.ndarray, log_values: int, think: float) -> np.ndarray:
+    """s per round trip of n bare transfers of a segment's bytes (TRANSFER): q written into shared
+    memory, the peer copies it out and writes ``log_values`` float64 back; ``think`` s between
+    round trips, the time the peer runs its physics meanwhile."""
+    shm = posix_ipc.SharedMemory(f"/episodic-bench-transfer-{os.getpid()}", posix_ipc.O_CREX, mode=0o600,
+                                 size=8 * (q.size + log_values))
+    try:
+        with mmap.mmap(shm.fd, shm.size) as mm, raw_peer(TRANSFER, shm.name, str(q.size), str(log_values)) as (
+                ping, pong):
+            command = np.ndarray(q.size, "<f8", buffer=mm)
+            times = []
+            for _ in range(n):
+                time.sleep(think)
+                t0 = time.perf_counter()
+                command[:] = q.ravel()
+                ping.release()
+                pong.acquire()
+                times.append(time.perf_counter() - t0)
+            del command
+            return np.array(times)
     finally:
-        proc.kill()
-        proc.wait()
-        for sem in (ping, pong):
-            sem.unlink()
-            sem.close()
+        shm.close_fd()
+        shm.unlink()
 
 
 def main() -> None:
@@ -205,6 +266,8 @@ def main() -> None:
         for placement, core in (("other cores", LEARNER_CORE), ("one core", RUNNER_CORE)):
             pin(core)
             round_trips[placement] = (np.median(raw_ping_pong(n_empty)), np.median(empty_commands(channel, n_empty)))
+    pin(LEARNER_CORE)
+    floor = np.median(raw_transfer(args.repeats, runs.q, runs.log_values, think=np.median(runs.local_send)))
     ms, us = 1e3, 1e6
     local = np.median(runs.local_send) + np.median(runs.local_log)
     print(f"runner pinned to core {RUNNER_CORE}, learner to core {LEARNER_CORE} ({os.cpu_count()} cores)")
@@ -223,6 +286,9 @@ def main() -> None:
     print("  (overhead: the learner's send and get_episode minus the served runner's own time for the segment;")
     print("   runner: the served runner's bridge work, its endpoint's handling of the segment minus its own time;")
     print("   learner: the rest, the client's work and the two wake-ups across processes)")
+    print(f"  the machine's floor: the same bytes (q in, {runs.log_values} log values out) moved between two processes")
+    print(f"  by bare copies and semaphores, the peer's caches as its physics leaves them: {floor * ms:.3f} ms "
+          f"({floor / OVERHEAD_GOAL:.2f}x the goal)")
     print(f"empty command round trip, median of {n_empty}")
     print(f"  {'learner and runner on':24s}{'raw ping-pong':>14s}{'bridge':>10s}{'ratio':>8s}"
           f"   goal {ROUND_TRIP_GOAL:.0f}x on one core")
