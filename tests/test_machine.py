@@ -8,6 +8,7 @@ from episodic.commands import (Feedforward, GainsCommand, ResetCommand, StartCom
                                TrajectoryCommand)
 from episodic.machine import HELD_BLOCK, Flag, MachineState
 from episodic.runner import Runner, StepCursor
+from episodic.scene import _columns, _take
 from episodic.tasks import TASKS, make_task
 from tests.helpers import run_episode, wave
 
@@ -314,3 +315,17 @@ def test_a_learner_that_starts_at_the_reply_posture_is_never_discontinuous(task)
         r.send(StartCommand(2, 2))
         gains = r.send(GainsCommand(2, 1, 2, robot.kp, robot.kd, wait_time=0.05))
         np.testing.assert_array_equal(gains.posture, expected)
+
+
+@pytest.mark.parametrize("index", [[3, 4, 5], [5, 1, 2]], ids=["a run", "scattered"])
+def test_the_robots_columns_come_out_in_row_order_whatever_their_addresses(index):
+    """Scene's column selection (q, qd, u from states and sensordata): values[..., index] as a
+    fresh C-ordered array, through a slice where the addresses are a run (every robot and task
+    shipped), through np.take where they are not."""
+    columns = _columns(np.array(index))
+    assert isinstance(columns, slice) == (index == [3, 4, 5])
+    values = np.arange(60.0).reshape(10, 6)
+    for rows in (values, values[2], values[::3]):
+        out = _take(rows, columns)
+        np.testing.assert_array_equal(out, rows[..., index])
+        assert out.flags.c_contiguous and not np.shares_memory(out, values)
