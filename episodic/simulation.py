@@ -27,9 +27,10 @@ from episodic.trajectory import Desired
 # |ctrl| N m at most: far above every torque limit (the joint torque saturates there anyway) and
 # below MuJoCo's "huge value" threshold (1e10), past which it would zero the controls
 CTRL_BOUND = 1e9
-# MuJoCo's warnings that it met a non-finite or huge value and reset or zeroed something
-UNSTABLE_WARNINGS = tuple(int(w) for w in (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQPOS,
-                                            mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADCTRL))
+# MuJoCo's warnings that it met a non-finite or huge value and reset or zeroed something (indices
+# of MjData.warning)
+UNSTABLE_WARNINGS = np.array([int(w) for w in (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQPOS,
+                                               mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADCTRL)])
 
 
 class SimulationUnstable(RuntimeError):
@@ -193,7 +194,7 @@ class Simulation:
 
     def _warnings(self) -> tuple[int, ...]:
         """Counts of MuJoCo's instability warnings so far."""
-        return tuple(int(self.data.warning[w].number) for w in UNSTABLE_WARNINGS)
+        return tuple(self.data.warning.number[UNSTABLE_WARNINGS].tolist())
 
     def _run_compiled(self, seg: Segment) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The segment in C (episodic.native: the loop of ``_run_python`` with ``Controller.tick``
