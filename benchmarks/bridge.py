@@ -175,13 +175,17 @@ class Segments:
             self.q = q
             self.log_values = self.rows * sum(width for _, width in client.sizes.log_columns)
 
+    def segment_rows(self, copy: bool) -> slice:
+        """Where the segments with the log ``copy``-ed (else as views) are among the served runner's
+        commands, which came in the order start, segment copied, start, segment as views, ..."""
+        return slice(1 if copy else 3, 4 * len(self.local_send), 4)
+
     def overhead(self, copy: bool, served: TimedRunner) -> tuple[np.ndarray, np.ndarray]:
         """s per segment that the bridge adds, and the runner's share of it. The overhead: the
         client's send and get_episode minus the served runner's own time for that segment minus
         the in-process get_episode's median; the runner's share: its endpoint's handling of the
-        segment minus its own time (the served runner's commands, in order: start, segment
-        copied, start, segment as views, ...)."""
-        rows = slice(1 if copy else 3, 4 * len(self.local_send), 4)
+        segment minus its own time."""
+        rows = self.segment_rows(copy)
         own = served.send[rows]
         overhead = (np.array(self.bridge_send[copy]) + np.array(self.bridge_log[copy]) - own
                     - np.median(self.local_log))
@@ -273,7 +277,7 @@ def main() -> None:
     print(f"runner pinned to core {RUNNER_CORE}, learner to core {LEARNER_CORE} ({os.cpu_count()} cores)")
     print(f"2 s segment ({runs.rows} logged steps) + full log, median of {args.repeats} interleaved repeats;")
     print(f"the runner's own time for each segment taken out (in-process send {np.median(runs.local_send) * ms:.3f} ms, "
-          f"served {np.median(served.send[1 : 4 * args.repeats : 2]) * ms:.3f} ms; "
+          f"served {np.median(np.r_[tuple(served.send[runs.segment_rows(c)] for c in (True, False))]) * ms:.3f} ms; "
           f"in-process get_episode {np.median(runs.local_log) * ms:.3f} ms)")
     print(f"  {'':16s}{'in-process':>12s}{'bridge':>10s}{'difference':>12s}{'overhead':>10s}{'runner':>9s}"
           f"{'learner':>9s}   goal {OVERHEAD_GOAL * ms:.1f} ms")
