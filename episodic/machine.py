@@ -322,8 +322,7 @@ class EpisodeMachine:
                     break
                 records.append(self.sim.run(Desired.hold(target, chunk), self._gains, stop=stop))
         finally:
-            records = [r for r in records if len(r)]
-            if records:
+            if records:  # (_record skips an empty one; joined, an empty run adds no rows)
                 self._record(records[0] if len(records) == 1 else StepRecord.join(records), index=0)
 
     def _restart_exactly(self, target: np.ndarray) -> None:
