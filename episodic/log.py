@@ -90,6 +90,7 @@ class EpisodeBuffer:
     message: str = ""
     ticks: tuple[Mark, Mark] | None = None  # the pacer's tick record at the start and the end (non-blocking mode)
     success: bool = False
+    early_end: float = 0.0  # the charge for ending early, <= 0 (EpisodeMachine._early_end_charge)
     wall_time: float = 0.0
     batch: int = -1           # the batch's number in the run (episodic.batch), -1 when sent one by one
     batch_position: int = -1  # the episode's position in that batch
@@ -107,7 +108,8 @@ class EpisodeBuffer:
 
     @property
     def episode_return(self) -> float:
-        return float(sum(s["reward"] for s in self.segments))
+        """The rewards of the episode's segments and its early end's charge."""
+        return float(sum(s["reward"] for s in self.segments)) + self.early_end
 
     def column(self, name: str) -> np.ndarray:
         """One per-step column over the episode."""
@@ -310,7 +312,7 @@ class RunLog:
         at most PIECE_BYTES of a dataset's rows when written between ticks; the group is marked
         complete after its last dataset, then its /summary row is appended and the file flushed."""
         head = {"episode_id": ep.episode_id, "flag": ep.flag, "flag_name": ep.flag_name, "message": ep.message,
-                "return": ep.episode_return, "success": ep.success, "n_steps": ep.n_steps,
+                "return": ep.episode_return, "early_end": ep.early_end, "success": ep.success, "n_steps": ep.n_steps,
                 "wall_time": ep.wall_time, "rng_seed": list(ep.rng_seed), "batch": ep.batch,
                 "batch_position": ep.batch_position, **ep.timing}
         g = _group(self._episodes.id, f"{ep.number:06d}")

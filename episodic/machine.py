@@ -112,6 +112,10 @@ class EpisodeMachine:
         self._started_at = 0.0
         self._steps_in_command = 0  # the "step" column: steps since the current command began
         self._task_state: tuple[int, np.ndarray] = (-1, np.zeros(0))
+        # the running episode's control steps toward the task's scored duration, and the steps of
+        # the command in hand that have not run (what an early end now would leave out)
+        self._scored_steps = 0
+        self._pending_steps = 0
         self._aborted: tuple[int | None, Flag, str] = (None, Flag.OK, "")  # (episode id, flag, why) of the last abort
         # set (e.g. from a signal handler) to end paced motion at the next tick with Flag.INTERRUPTED
         self.interrupted = False
@@ -182,8 +186,9 @@ class EpisodeMachine:
             if self.episode is None:
                 return self._reply(cmd, Flag.OK, message="no episode was running")
             self._keep(raw)
+            ep = self.episode
             self.abort(Flag.ABORTED_BY_LEARNER, "the learner reset the episode")
-            return self._reply(cmd, Flag.ABORTED_BY_LEARNER, done=True, message="episode aborted")
+            return self._reply(cmd, Flag.ABORTED_BY_LEARNER, done=True, message="episode aborted", episode=ep)
         if self.episode is None and self._aborted[0] == cmd.episode_id:
             return self._refuse(raw, self._aborted[1], f"episode {cmd.episode_id} was aborted: {self._aborted[2]}")
         if self.episode is None:
@@ -197,6 +202,7 @@ class EpisodeMachine:
                                 f"expected index {self._next_index} of {self._max_commands}, "
                                 f"got index {cmd.index} of {cmd.max_commands}")
         if isinstance(cmd, GainsCommand):
+            self._pending_steps = self._steps(cmd.wait_time)
             if cmd.task_gains is not None:
                 try:
                     self.task.check_gains(cmd.task_gains)
@@ -208,6 +214,7 @@ class EpisodeMachine:
             desired = Desired.hold(self._hold_q, self._steps(cmd.wait_time))
         else:
             desired = resample(cmd.q, cmd.qd, cmd.qdd, cmd.rate, self.robot.control_rate)
+            self._pending_steps = len(desired) + self._steps(cmd.wait_time)
             jump = np.abs(self.robot.clamp(desired.q[0]) - self._hold_q)
             jump[self._passive] = 0.0  # a joint without actuation is not moved, so it cannot jump
             if jump.max() > self.robot.max_start_jump:
@@ -231,19 +238,22 @@ class EpisodeMachine:
         """End the episode (or note the refusal outside one) with ``flag``; ``raw`` is stored once
         in the episode's commands (it may be there already when it failed while running). The
         reply carries NaN as task state and the posture held (n_dofs,) rad."""
-        if self.episode is None:
+        ep = self.episode
+        if ep is None:
             self.on_reject(raw, flag)
         else:
             if raw is not None and raw is not self._kept:
                 self._keep(raw)
             self.abort(flag, message)
-        return self._refusal(raw, flag, message)
+        return self._refusal(raw, flag, message, ep)
 
-    def _refusal(self, raw, flag: Flag, message: str) -> Reply:
+    def _refusal(self, raw, flag: Flag, message: str, episode: EpisodeBuffer | None = None) -> Reply:
         """The reply to a refused (possibly malformed) command: its ids as far as they are
-        integers, NaN task state, the posture held."""
-        return Reply(_int(getattr(raw, "episode_id", -1)), _int(getattr(raw, "index", -1)), flag, 0.0,
-                     self._no_state(), 0, True, message, self.state, self._hold_q.copy())
+        integers, NaN task state, the posture held; when it ended ``episode``, that episode's
+        early-end charge as its reward and the episode's return."""
+        charge, total = (0.0, 0.0) if episode is None else (episode.early_end, episode.episode_return)
+        return Reply(_int(getattr(raw, "episode_id", -1)), _int(getattr(raw, "index", -1)), flag, charge,
+                     self._no_state(), 0, True, message, self.state, self._hold_q.copy(), False, total)
 
     def _keep(self, raw) -> None:
         """Add a command as received to the running episode's record, its arrays and lists
@@ -255,10 +265,17 @@ class EpisodeMachine:
         return np.full(len(self.task.columns), np.nan)
 
     def _reply(self, cmd, flag: Flag, reward: float = 0.0, n_steps: int = 0, done: bool = False,
-               message: str = "") -> Reply:
-        """The reply to ``cmd``, with the task state now and the posture held now (n_dofs,) rad."""
+               message: str = "", episode: EpisodeBuffer | None = None) -> Reply:
+        """The reply to ``cmd`` of ``episode`` (None: outside one), with the task state now and the
+        posture held now (n_dofs,) rad; when it ends the episode (``done``), its reward includes
+        the episode's early-end charge and it carries the episode's success."""
+        success, total = False, 0.0
+        if episode is not None:
+            total = episode.episode_return
+            if done:
+                reward, success = reward + episode.early_end, episode.success
         return Reply(cmd.episode_id, cmd.index, flag, reward, self.current_task_state(), n_steps, done, message,
-                     self.state, self._hold_q.copy())
+                     self.state, self._hold_q.copy(), success, total)
 
     # -- episode life --------------------------------------------------------
     def _start(self, raw, cmd: StartCommand) -> Reply:
@@ -272,6 +289,8 @@ class EpisodeMachine:
         self._steps_in_command = 0
         self._tick_mark = self.sim.pacer.mark() if self.sim.pacer is not None else None
         self._max_commands, self._next_index = cmd.max_commands, 1
+        self._scored_steps = self._pending_steps = 0
+        ep = self.episode
         self._passive, self._motion_steps = self.scene.passive.copy(), None
         self._schedule = self._failure_schedule()
         self._gains = self.default_gains()
@@ -282,7 +301,7 @@ class EpisodeMachine:
         self._goto(target)
         if self.sim.pacer is not None and self.interrupted:
             self.abort(Flag.INTERRUPTED, INTERRUPTED_MESSAGE)
-            return self._reply(cmd, Flag.INTERRUPTED, done=True, message=INTERRUPTED_MESSAGE)
+            return self._reply(cmd, Flag.INTERRUPTED, done=True, message=INTERRUPTED_MESSAGE, episode=ep)
         if self.exact_start:
             self._restart_exactly(target)
         self._events, self._events_done = [], 0
@@ -290,12 +309,12 @@ class EpisodeMachine:
             self.task.reset(self.sim.model, self.sim.data, cmd.context, default_rng(rng_seed))
         except TaskError as exc:
             self.abort(Flag.INVALID_PAYLOAD, str(exc))
-            return self._reply(cmd, Flag.INVALID_PAYLOAD, done=True, message=str(exc))
+            return self._reply(cmd, Flag.INVALID_PAYLOAD, done=True, message=str(exc), episode=ep)
         self._events = self._event_schedule()
         mujoco.mj_forward(self.sim.model, self.sim.data)
         self.sim.touch()
         self.state = MachineState.WAIT_FOR_START
-        return self._reply(cmd, Flag.OK, n_steps=self.episode.n_steps)
+        return self._reply(cmd, Flag.OK, n_steps=ep.n_steps, episode=ep)
 
     def _goto(self, target: np.ndarray) -> None:
         """Minimum-jerk move to ``target`` within the goto limits, then hold until close and slow
@@ -342,6 +361,8 @@ class EpisodeMachine:
     def _segment(self, cmd, desired: Desired) -> Reply:
         self.state = MachineState.DO_MOTION
         self._steps_in_command = 0
+        ep = self.episode
+        self._pending_steps = len(desired)
         stop = self._stop_early if self.sim.pacer is not None else None
         record = self._run_motion(desired, stop)
         view = self._view(record)
@@ -362,6 +383,9 @@ class EpisodeMachine:
                        f"{[self.robot.joint_names[j] for j in joints]}); segment aborted, robot holds")
         elif end is None and n < len(desired) and self.interrupted:  # stopped at a tick by _stop_early
             flag, message = Flag.INTERRUPTED, INTERRUPTED_MESSAGE
+        # toward the scored duration: the steps run, or the whole segment when the task ended it
+        self._scored_steps += len(desired) if flag == Flag.OK and end is not None else n
+        self._pending_steps = len(desired) - n if flag != Flag.OK else 0
         if n < len(record):
             self._set_motion_steps(self._motion_steps - len(record) + n)
             # the run went past step n, so the events due up to it came, and its state shows them;
@@ -380,14 +404,14 @@ class EpisodeMachine:
                 self._hold_q = self.robot.clamp(self.sim.q)
                 self._gains, self._feedback = self._holding_gains(), None
             self.abort(flag, message)
-            return self._reply(cmd, flag, reward, n, True, message)
+            return self._reply(cmd, flag, reward, n, True, message, ep)
         self._next_index += 1
         done = cmd.index == self._max_commands
         if done:
             self._finish(Flag.OK, "")
         else:
             self.state = MachineState.WAIT_FOR_COMMAND
-        return self._reply(cmd, Flag.OK, reward, n, done)
+        return self._reply(cmd, Flag.OK, reward, n, done, episode=ep)
 
     # -- passive joints and joint failures ---------------------------------------
     def _failure_schedule(self) -> list[tuple[int, int]]:
@@ -506,6 +530,7 @@ class EpisodeMachine:
         ep.flag, ep.flag_name = int(flag), flag.name
         ep.message = message
         ep.success = flag == Flag.OK and self.task.success(self.current_task_state())
+        ep.early_end = self._early_end_charge()
         ep.wall_time = time.perf_counter() - self._started_at
         if self.sim.pacer is not None:
             ep.ticks = (self._tick_mark, self.sim.pacer.mark())
@@ -514,6 +539,18 @@ class EpisodeMachine:
         self._aborted = (ep.episode_id, flag, message) if flag != Flag.OK else (None, Flag.OK, "")
         self.state = MachineState.RESTART
         self.on_episode(ep)
+
+    def _early_end_charge(self) -> float:
+        """What the running episode's early end costs (<= 0): the steps it leaves out, those of the
+        command in hand that did not run or the rest of the task's scored duration, whichever is
+        more, at the task's worst reward rate (Task.worst_reward_rate, Task.scored_duration)."""
+        left = max(self._pending_steps, self._steps(self.task.scored_duration()) - self._scored_steps)
+        if left <= 0:
+            return 0.0
+        rate = float(self.task.worst_reward_rate(self.sim.model, self.robot))
+        if not rate <= 0.0:
+            raise ValueError(f"task '{self.task.name}' gives a worst reward rate of {rate}/s; it must be <= 0")
+        return rate * left * self.robot.control_dt
 
     # -- logging -------------------------------------------------------------
     def _view(self, record: StepRecord) -> StepView:

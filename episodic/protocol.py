@@ -80,7 +80,14 @@ class Reply:
     the start posture reached; after a segment (or a refusal), where the next segment must start
     (its first sample within the robot's max_start_jump of it, else DISCONTINUOUS). None only in
     a reply built without the machine (the bridge's could-not-write-the-reply answer; NaN on
-    the wire)."""
+    the wire).
+
+    ``episode_return`` is the return of the command's episode so far: the rewards of its replies
+    up to this one, the charge for an early end included (what the log records as the episode's
+    return once it has ended). In the reply that ends an episode (``episode_done``), ``flag``
+    says how it ended and ``success`` whether the task counts it as solved (always False in any
+    other reply, and in an episode that did not end with Flag.OK). ``reward`` of that reply
+    includes the early end's charge (``Task.worst_reward_rate``, ``Task.scored_duration``)."""
 
     episode_id: int
     index: int
@@ -92,6 +99,8 @@ class Reply:
     message: str = ""
     machine_state: MachineState = MachineState.RESTART
     posture: np.ndarray | None = None
+    success: bool = False
+    episode_return: float = 0.0
 
 
 @dataclass(frozen=True)

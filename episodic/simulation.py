@@ -18,7 +18,7 @@ import numpy as np
 
 from episodic import native
 from episodic.commands import Feedforward
-from episodic.control import Controller, Feedback, Gains, Segment, Stop
+from episodic.control import Controller, Feedback, Gains, Segment, Stop, velocity_over_limit
 from episodic.native import CompiledLaw
 from episodic.pacing import Pacer
 from episodic.scene import ROLLOUT_SPEC, STATE_SPEC, Scene
@@ -175,7 +175,20 @@ class Simulation:
         start, warnings = self.get_state(ROLLOUT_SPEC), self._warnings()
         seg = self.controller.plan(desired, gains, feedback, plant_gravity=True)
         if self.pacer is None and (feedback is None or isinstance(feedback, CompiledLaw)):
+            integral = self.controller.integral.copy()
+            memory = None if feedback is None or feedback.memory is None else feedback.memory.copy()
             states, sensordata, ctrl = self._run_compiled(seg)
+            if self._warnings() != warnings:
+                # unstable somewhere in the run: run it again tick by tick, stopped where a paced
+                # run stops, at the first joint velocity over its limit, so that a segment that
+                # crosses the limit before it blows up is cut there in both modes
+                self.set_state(start, ROLLOUT_SPEC)
+                self.controller.integral[:] = integral
+                if memory is not None:
+                    feedback.memory[:] = memory
+                warnings = self._warnings()
+                seg = self.controller.plan(desired, gains, feedback, plant_gravity=True)
+                states, sensordata, ctrl = self._run_python(seg, self._over_velocity_limit)
         else:
             states, sensordata, ctrl = self._run_python(seg, stop)
         n = len(sensordata)
@@ -191,6 +204,11 @@ class Simulation:
                                      "acceleration, position, velocity or control); lower the gains or "
                                      "smooth the segment")
         return StepRecord(seg.desired(n), states, sensordata, u_ff)
+
+    def _over_velocity_limit(self, k: int, states: np.ndarray, sensordata: np.ndarray) -> bool:
+        """Whether a robot joint's velocity after step k is over its limit (a ``Stop``)."""
+        qd = self.scene.joint_velocities(states[k + 1 : k + 2])
+        return velocity_over_limit(qd, self.scene.robot.velocity_limit) is not None
 
     def _warnings(self) -> tuple[int, ...]:
         """Counts of MuJoCo's instability warnings so far."""

@@ -444,6 +444,25 @@ class Task:
         """Whether an episode ending in ``state`` (len(columns),) counts as solved."""
         return False
 
+    # -- ending early ----------------------------------------------------------
+    def worst_reward_rate(self, model: mujoco.MjModel, robot: Robot) -> float:
+        """The lowest step reward per second (reward/s, <= 0) the task can give in any state under
+        any torques within ``robot``'s limits: what every second an episode ends early is
+        charged, so that an episode cut short (a safety abort, an unstable simulation, a learner's
+        abort, a timeout, an interruption, a refused segment) never returns more than the same
+        episode completed by holding the posture where it was cut. Default 0: a task whose
+        rewards are earned (a catch, a hit, a closer approach), where an early end forfeits what
+        the rest would have earned and charging nothing keeps that rule."""
+        return 0.0
+
+    def scored_duration(self) -> float:
+        """s of motion every episode is scored over (0: none). An episode whose motion ends
+        sooner, however it ends (Flag.OK included), is charged the rest at
+        :meth:`worst_reward_rate`, so a task whose reward is a cost cannot be won by ending early.
+        A segment the task ends itself (:meth:`segment_end`) counts whole: the task prices its
+        own end. Default 0: no such duration (the tasks whose rewards are earned)."""
+        return 0.0
+
 
 # -- scene parts ------------------------------------------------------------------
 def add_free_ball(spec: mujoco.MjSpec, name: str, pos, radius: float, mass: float, **geom) -> mujoco.MjsBody:
