@@ -120,6 +120,8 @@ class BallOnBeam(Task):
     effort: float = param(0.01, "m^2/(N m)^2", "weight of u7^2 against x^2 in the step reward", ge=0)
     fall_cost: float = param(1.0, "m^2", "cost rate (like x^2) of the steps left when the ball falls off", ge=0)
     tolerance: float = param(0.03, "m", "success: |x| at the end below this", gt=0)
+    horizon: float = param(10.0, "s", "motion every episode is scored over: one that ends sooner is charged "
+                           "the rest at the worst cost rate (the reference's length)", ge=0)
 
     def check_params(self) -> None:
         if self.ball_radius * 8 > self.beam_length:
@@ -248,6 +250,15 @@ class BallOnBeam(Task):
     def segment_end(self, steps: StepView, state: np.ndarray) -> int | None:
         k = self._first_off(state)
         return None if k is None else k + 1
+
+    def scored_duration(self) -> float:
+        return self.horizon
+
+    def worst_reward_rate(self, model: mujoco.MjModel, robot: Robot) -> float:
+        """-(the larger of fall_cost and the largest on-beam cost rate: the ball at an end, j7 at
+        its torque limit) /s."""
+        on_beam = (self.beam_length / 2) ** 2 + self.effort * robot.torque_limit[-1] ** 2
+        return -max(self.fall_cost, on_beam)
 
     def success(self, state: np.ndarray) -> bool:
         return bool(state[3] > 0.5 and abs(state[0]) < self.tolerance)

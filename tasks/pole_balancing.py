@@ -175,6 +175,8 @@ class PoleBalancing(Task):
     max_offset: float = param(0.3, "m", "the feedback law's largest pivot offset", gt=0, le=1.0)
     fail_joint: int = param(0, "", "the joint (1..n_dofs) that fails, going passive at fail_time; 0: none", ge=0)
     fail_time: float = param(4.0, "s", "when fail_joint fails, after the motion starts", ge=0)
+    horizon: float = param(12.0, "s", "motion every episode is scored over: one that ends sooner is charged "
+                           "the rest at the worst cost rate (the reference's balancing time)", ge=0)
 
     def check_robot(self, robot: Robot) -> None:
         super().check_robot(robot)
@@ -381,6 +383,14 @@ class PoleBalancing(Task):
         qd = np.column_stack([steps.sensor(name) for name in steps.sensors if name.startswith(QD_SENSOR)])
         power = np.sum(np.abs(steps.u * qd), axis=1)
         return -((1 - np.cos(state[:, 0])) + self.effort * power) * steps.dt
+
+    def scored_duration(self) -> float:
+        return self.horizon
+
+    def worst_reward_rate(self, model: mujoco.MjModel, robot: Robot) -> float:
+        """-(2, the pole hanging, + effort times the most power the joints can spend: each at its
+        torque limit and velocity limit) /s."""
+        return -(2.0 + self.effort * float(np.sum(robot.torque_limit * robot.velocity_limit)))
 
     def success(self, state: np.ndarray) -> bool:
         return bool(abs(state[0]) < self.upright and abs(state[1]) < 1.0)

@@ -3,7 +3,10 @@
 Context (command 0): the target (x, y, z) m in the world frame, or nothing for
 (``target_x``, ``target_y``, ``target_z``). Step reward: ``-(|p_ee - p_target| + effort *
 |u|^2) * dt``, so the episode return is minus the time-integrated distance and effort.
-Success: the episode ends within ``tolerance`` m of the target.
+Success: the episode ends within ``tolerance`` m of the target. Every episode is scored over
+``horizon`` s of motion: one whose motion ends sooner, however it ends, is charged the rest at the
+worst cost rate (the target's distance from the arm's first joint plus the arm's reach, and every
+joint at its torque limit), so ending early never pays.
 """
 from __future__ import annotations
 
@@ -14,7 +17,12 @@ import mujoco
 import numpy as np
 
 from episodic.robot import Robot
-from episodic.task import StepView, Task, add_target, coordinate, param, place_target
+from episodic.task import Episode, StepView, Task, add_target, coordinate, param, place_target
+
+
+@dataclass
+class ReachEpisode(Episode):
+    target: np.ndarray | None = None  # (3,) m, world frame
 
 
 @dataclass
@@ -25,6 +33,7 @@ class Reach(Task):
     columns: ClassVar[tuple[str, ...]] = ("target_x", "target_y", "target_z", "distance")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 3)
     context_help: ClassVar[str] = "a target (x, y, z) m, or no context for the default"
+    episode_type: ClassVar[type[Episode]] = ReachEpisode
 
     effort: float = param(1e-4, "m/(N m)^2", "weight of the squared joint torques against the distance "
                           "in the step reward", ge=0)
@@ -32,6 +41,8 @@ class Reach(Task):
     target_x: float = coordinate(0.0, "x", "the target without a context")
     target_y: float = coordinate(0.45, "y", "the target without a context")
     target_z: float = coordinate(1.55, "z", "the target without a context")
+    horizon: float = param(1.2, "s", "motion every episode is scored over: one that ends sooner is charged "
+                           "the rest at the worst cost rate (the shortest move and hold of the reference)", ge=0)
 
     def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
         add_target(spec, self.default_context(), 0.02, [0.9, 0.2, 0.2, 0.5])
@@ -42,6 +53,7 @@ class Reach(Task):
 
     def initialize_episode(self, model, data, context, rng) -> None:
         place_target(data, self.episode.ids, context)
+        self.episode.target = context.copy()
 
     def state(self, steps: StepView) -> np.ndarray:
         target = steps.sensor("target_pos")
@@ -53,3 +65,31 @@ class Reach(Task):
 
     def success(self, state: np.ndarray) -> bool:
         return bool(state[3] < self.tolerance)
+
+    def scored_duration(self) -> float:
+        return self.horizon
+
+    def worst_reward_rate(self, model: mujoco.MjModel, robot: Robot) -> float:
+        """-(the farthest the end effector can be from the episode's target + effort times every
+        joint at its torque limit squared) /s."""
+        target = self.default_context() if self._episode is None or self.episode.target is None \
+            else self.episode.target
+        anchor, radius = arm_reach(model, robot)
+        return -(float(np.linalg.norm(target - anchor)) + radius + self.effort * float(np.sum(robot.torque_limit**2)))
+
+
+def arm_reach(model: mujoco.MjModel, robot: Robot) -> tuple[np.ndarray, float]:
+    """The anchor (3,) m of the arm's first joint, fixed in the world, and a bound m of the end
+    effector's distance from it in any posture: the lengths of the offsets along the chain from
+    that joint to the end-effector site added up (no posture can make the chain longer)."""
+    joints = [model.joint(name) for name in robot.joint_names]
+    first = joints[0]
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)
+    site = model.site(robot.end_effector_site)
+    radius, body = float(np.linalg.norm(site.pos)), int(site.bodyid[0])
+    while body != int(first.bodyid[0]) and body > 0:
+        radius += float(np.linalg.norm(model.body_pos[body]))
+        body = int(model.body_parentid[body])
+    radius += float(np.linalg.norm(first.pos)) + sum(float(np.linalg.norm(j.pos)) for j in joints[1:])
+    return data.xanchor[first.id].copy(), radius
