@@ -20,9 +20,10 @@ trajectory segment, whose last posture is then held ``hold`` s. Joints not chose
 posture.
 
 The episode. ``step`` sends a start command (index 0, the task's start posture, the context),
-then that segment; the reward is the episode's return (the sum of its step rewards; plus
-``penalty`` when the episode ended with a flag other than OK, e.g. a joint over its velocity
-limit: SAFETY_ABORT, so that stopping a motion early cannot pay); ``terminated`` is always True,
+then that segment; the reward is the episode's return as the runner reckons it (the sum of its
+step rewards and, for an episode that ended early, e.g. a joint over its velocity limit:
+SAFETY_ABORT, the runner's charge for what it left out, so that stopping a motion early cannot
+pay; plus ``penalty``, 0 by default, when the episode ended with a flag other than OK); ``terminated`` is always True,
 ``truncated`` False; ``info`` holds ``flag`` (its name), ``success`` (the task's verdict on the
 final state), ``steps`` (control steps of the motion and the hold) and ``message``. A start the
 runner refuses (a context the task does not take) raises :class:`EnvError`. ``step`` may be
@@ -78,7 +79,7 @@ class BlackBoxEnv(gymnasium.Env):
     s from the start to the last via-point; ``hold`` s the last posture is held; ``scale`` rad:
     the largest offset of a via-point from the start posture; ``joints``: the joints moved (names
     or 0-based indices); ``contexts``: how reset draws the context; ``penalty``: added to the
-    reward of an episode that ended with a flag other than OK.
+    reward of an episode that ended with a flag other than OK, on top of the runner's charge.
     """
 
     metadata = {"render_modes": []}
@@ -181,7 +182,7 @@ class BlackBoxEnv(gymnasium.Env):
         reply = self.sender.send_trajectory(q, qd=qd, qdd=qdd, wait_time=self.hold)
         flag = Flag(reply.flag)
         success = bool(flag == Flag.OK and reply.episode_done and self.task.success(np.asarray(reply.state)))
-        reward = float(reply.reward) + (self.penalty if flag != Flag.OK else 0.0)
+        reward = float(start.reward) + float(reply.reward) + (self.penalty if flag != Flag.OK else 0.0)
         info = {"flag": flag.name, "success": success, "steps": int(reply.n_steps), "message": reply.message}
         return self._context.copy(), reward, True, False, info
 

@@ -230,12 +230,14 @@ Evaluator = Callable[[list[list[Command]]], list]  # episodes -> EpisodeResults 
 class Rollouts:
     """Turns parameter vectors into episodes and evaluates them as one batch: ``episode(theta,
     episode_id)`` -> the episode's commands; ``evaluate(episodes)`` -> one EpisodeResult each
-    (``episodic.batch.evaluate`` partially applied, or a bridge ``Client.evaluate``). An episode
-    that does not end with Flag.OK (a safety abort, a refused command) scores ``failed_return``."""
+    (``episodic.batch.evaluate`` partially applied, or a bridge ``Client.evaluate``). Each episode
+    scores the runner's return, which charges an episode that ends early (a safety abort, a
+    refused command) for what it left out (``Task.worst_reward_rate``); ``failed_return``, when
+    given, replaces the return of every episode that does not end with Flag.OK."""
 
     episode: Callable[[np.ndarray, int], list[Command]]
     evaluate: Evaluator
-    failed_return: float = 0.0
+    failed_return: float | None = None
     next_id: int = 1
 
     def __call__(self, thetas: np.ndarray) -> Outcome:
@@ -244,7 +246,8 @@ class Rollouts:
         episodes = [self.episode(theta, self.next_id + k) for k, theta in enumerate(thetas)]
         self.next_id += len(episodes)
         results = self.evaluate(episodes)
-        returns = [r.episode_return if r.flag == Flag.OK else self.failed_return for r in results]
+        returns = [r.episode_return if r.flag == Flag.OK or self.failed_return is None else self.failed_return
+                   for r in results]
         return Outcome(np.array(returns), np.array([r.success for r in results]))
 
 
@@ -366,14 +369,14 @@ def learn(learner: Learner, rollouts: Callable[[np.ndarray], Outcome], iteration
 class Problem:
     """A task to learn: ``task`` as episodic.batch takes it (a name or (name, params)), the start
     parameters ``theta0`` (n_params,), ``episode(theta, episode_id)`` -> that episode's commands,
-    ``representation`` in words (e.g. "DMP, 7 joints x 10 weights"), ``failed_return`` the score of
-    an episode that does not end with Flag.OK."""
+    ``representation`` in words (e.g. "DMP, 7 joints x 10 weights"), ``failed_return`` (None: the
+    runner's return) the score of an episode that does not end with Flag.OK."""
 
     task: object
     theta0: np.ndarray
     episode: Callable[[np.ndarray, int], list[Command]]
     representation: str
-    failed_return: float = 0.0
+    failed_return: float | None = None
 
     def rollouts(self, threads: int = 1, robot: str = "wam", seed: int = 0) -> Rollouts:
         """Rollouts evaluated in this process by ``episodic.batch.evaluate`` on ``threads`` threads

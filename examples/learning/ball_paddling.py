@@ -17,7 +17,8 @@ good, -1 off the face or after a slack flight) and jumps between rallies that lo
 stroke (13 to 17) and rallies that fall apart (-3 to -18, scattered with no trend), so the
 start lies on a rugged plateau: on a grid over (f, A) at phase 0 the rally locks for A >= 0.88 x
 the reference's (at f >= 0.9 x the reference's) and fails at A <= 0.83 x for every f from 0.85 x
-to 1.1 x. An aborted episode (a joint too fast) scores ``FAILED``.
+to 1.1 x. An aborted episode (a joint too fast) scores the runner's return: the
+hits it made (an early end earns nothing more).
 
 Learner: PoWER, 8 samples per iteration, the 8 best rollouts so far reused (importance
 sampling), exploration ``SIGMA`` (0.15 Hz, 6 mm, 0.3 rad) kept constant; the hit counts (which
@@ -58,7 +59,6 @@ from examples.ball_paddling_reference import (
 TASK = "ball_paddling"
 START = np.array([0.95 * FREQUENCY, 0.8 * AMPLITUDE, 0.0])  # Hz, m, rad
 SIGMA = np.array([0.15, 0.006, 0.3])  # Hz, m, rad: PoWER's exploration
-FAILED = -20.0  # the return of an aborted episode: below any rally's (the 6 s fit about 17 hits, -1 each at worst)
 
 ITERATIONS = 15
 QUICK = (1, 15.0)
@@ -73,7 +73,7 @@ def problem(robot: Robot) -> Problem:
         return reference_commands(robot, episode_id, frequency=frequency, amplitude=amplitude, phase=phase,
                                   spline=spline)
 
-    return Problem(TASK, START.copy(), episode, "rhythm: frequency, amplitude, phase", failed_return=FAILED)
+    return Problem(TASK, START.copy(), episode, "rhythm: frequency, amplitude, phase")
 
 
 def learner(problem: Problem, seed: int) -> Power:
