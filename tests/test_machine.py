@@ -10,6 +10,7 @@ from episodic.machine import HELD_BLOCK, Flag, MachineState
 from episodic.runner import Runner, StepCursor
 from episodic.scene import _columns, _take
 from episodic.tasks import TASKS, make_task
+from episodic.trajectory import min_jerk
 from tests.helpers import run_episode, wave
 
 
@@ -329,3 +330,29 @@ def test_the_robots_columns_come_out_in_row_order_whatever_their_addresses(index
         out = _take(rows, columns)
         np.testing.assert_array_equal(out, rows[..., index])
         assert out.flags.c_contiguous and not np.shares_memory(out, values)
+
+
+def test_a_segment_that_crosses_the_velocity_limit_before_it_blows_up_is_cut_there_in_both_modes():
+    """j1 given a negative damping (-200 N m s/rad, more than its PD damping: the closed loop
+    grows) crosses its velocity limit at step 57 and makes MuJoCo's accelerations blow up later in
+    the same segment: blocking and realtime both cut it at step 57 (blocking used to discard the
+    segment whole as unstable, 0 steps), with the same reward, log and posture held (to the
+    go-to-start's precision: a realtime episode starts where that move ended, not exactly)."""
+    out = {}
+    for mode in ("blocking", "realtime"):
+        with Runner(make_task("reach"), mode=mode) as runner:
+            runner.send(StartCommand(1, 1))
+            runner.sim.model.dof_damping[runner.scene.dof_adr[0]] = -200.0
+            home = runner.robot.home
+            move = min_jerk(home, home + [0.2, 0, 0, 0, 0, 0, 0], 2.0, runner.robot.control_dt)
+            warnings = runner.sim.data.warning.number.sum()
+            reply = runner.send(TrajectoryCommand(1, 1, 1, move.q, move.qd, move.qdd))
+            out[mode] = reply, runner.get_episode(), runner.sim.data.warning.number.sum() - warnings
+    (blocking, log, blew_up), (realtime, realtime_log, _) = out["blocking"], out["realtime"]
+    assert blew_up > 0  # the compiled run met the instability; the paced one stopped before it
+    assert blocking.flag == realtime.flag == Flag.SAFETY_ABORT and "velocity" in blocking.message
+    assert blocking.n_steps == realtime.n_steps == 57
+    assert blocking.reward == pytest.approx(realtime.reward, rel=1e-9)
+    assert blocking.posture == pytest.approx(realtime.posture, abs=1e-6)
+    for name in ("q", "qd", "u", "reward"):
+        assert log[name] == pytest.approx(realtime_log[name], abs=1e-3), name
