@@ -726,10 +726,17 @@ def demo(out: str, seed: int, iterations: int | None, quick: bool, video: bool) 
     curve = result.curve
     window, rate = RELIABLE
     first, reliable = curve.first_success, curve.reliable_after(window, rate)
-    click.echo(f"first catch at rollout {first}" if first else "no catch yet")
+    rollouts = curve.rows[-1].rollouts
+    click.echo(f"first catch at rollout {first}" if first else f"no catch in {rollouts} rollouts")
     if reliable:
-        click.echo(f"catching reliably ({rate:.0%} of the last {window} rollouts) after {reliable} rollouts")
-    click.echo(f"final policy: return {curve.final_return:.3f}, {'caught' if curve.final_success else 'missed'}")
+        click.echo(f"stopping rule met: {rate:.0%} of the last {window} rollouts caught after {reliable} rollouts")
+    else:
+        best = max((sum(curve.successes[k - window : k]) for k in range(window, len(curve.successes) + 1)), default=0)
+        click.echo(f"stopping rule not met: at most {best} of any {window} consecutive rollouts caught (it needs "
+                   f"{rate:.0%}) in the {len(curve.rows) - 1} iterations run; more iterations (--iterations) or "
+                   f"another --seed may get there, as the README's learning table shows")
+    click.echo(f"final policy (the last line above): return {curve.final_return:.3f}, "
+               f"{'caught' if curve.final_success else 'missed'}")
     click.echo(f"runner stopped; log written to {out} ({result.logged_episodes} episodes, "
                f"{result.seconds:.1f} s in all)")
     if result.video is not None:

@@ -328,8 +328,9 @@ def learn(learner: Learner, rollouts: Callable[[np.ndarray], Outcome], iteration
     """Run up to ``iterations`` ask/evaluate/tell iterations of ``learner``; each iteration's
     samples are one ``rollouts`` batch, with ``evaluate_mean`` the policy they were drawn around
     added to it (and the final policy evaluated after the last update). Row 0 is the start policy
-    alone. ``stop(curve)`` ends the run early when true. ``echo`` gets a header and one line per
-    iteration (None: quiet)."""
+    alone. ``stop(curve)`` ends the run early when true. ``echo`` gets a header, one line per
+    iteration and, with ``evaluate_mean``, a last line "final" with the final policy's return and
+    success (None: quiet)."""
     t0 = time.perf_counter()
     curve = LearningCurve()
 
@@ -361,6 +362,10 @@ def learn(learner: Learner, rollouts: Callable[[np.ndarray], Outcome], iteration
     if evaluate_mean:
         final = rollouts(learner.mean[None, :])
         curve.final_return, curve.final_success = float(final.returns[0]), bool(final.success[0])
+        if echo is not None:
+            last = curve.rows[-1]
+            echo(f"{'final':>5} {last.rollouts:>8} {'':>10} {'':>10} {'':>8} {curve.final_return:>10.4g} "
+                 f"{'yes' if curve.final_success else 'no':>9} {time.perf_counter() - t0:>7.1f}")
     return curve
 
 
