@@ -56,7 +56,9 @@ def run(task: str, seed: int = 0, iterations: int | None = None, threads: int = 
 
 
 def table_row(runs: list[Run]) -> str:
-    """A markdown row: medians over the runs (seeds) of one task."""
+    """A markdown row of the README's learning table: medians over the runs (seeds) of one task.
+    Every cell but the wall time depends only on the configuration, the seeds and the software
+    versions (tests/test_readme.py checks one row so)."""
     r = runs[0]
     start = np.median([x.curve.rows[0].policy_return for x in runs])
     final = np.median([x.curve.final_return for x in runs])
@@ -65,7 +67,7 @@ def table_row(runs: list[Run]) -> str:
     last = np.mean([x.curve.rows[-1].success_rate for x in runs])
     seconds = np.median([x.curve.rows[-1].seconds for x in runs])
     seeds = ",".join(str(x.seed) for x in runs)
-    return (f"| {r.task} | {r.representation} ({r.n_params}) | {r.learner} | {rollouts} | {start:.4g} -> {final:.4g} "
+    return (f"| {r.task} | {r.representation} ({r.n_params}) | {r.learner} | {rollouts} | {start:.6g} -> {final:.6g} "
             f"| {successes}/{len(runs)} final policies, {last:.0%} of the last samples | {seconds:.0f} s | {seeds} |")
 
 

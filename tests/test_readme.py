@@ -174,3 +174,26 @@ def test_protocol_worked_example_matches_the_layout():
     assert [(int(r[0]), r[1], int(r[2]), int(r[3]), int(r[4])) for r in rows] == [
         (i, name, width, offset, layout.log_offset + offset)
         for i, (name, width, offset) in enumerate(layout.log_column_offsets())]
+
+
+def learning_table_row(task: str) -> list[str]:
+    """The cells of the README learning table's row of ``task``."""
+    readme = (ROOT / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith(f"| {task} | ")]
+    assert len(rows) == 1, f"the README's learning table has {len(rows)} rows for {task}"
+    return [cell.strip() for cell in rows[0].strip("|").split("|")]
+
+
+@pytest.mark.slow  # three learning runs of the reach configuration (about a minute on 2 cores)
+def test_the_readme_learning_table_reproduces(tmp_path):
+    """The reach row of the README's learning table is what `python examples/learn.py reach --seeds
+    0 1 2 --quiet` prints at this version, every cell but the wall time."""
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "learn.py"), "reach", "--seeds", "0", "1", "2",
+                          "--quiet", "--out", str(tmp_path)],
+                         capture_output=True, text=True, check=True, timeout=900).stdout
+    printed = [line for line in out.splitlines() if line.startswith("| reach | ")]
+    assert len(printed) == 1, out
+    cells = [cell.strip() for cell in printed[0].strip("|").split("|")]
+    expected = learning_table_row("reach")
+    wall = 6  # the wall-time column, the only one that depends on the machine
+    assert cells[:wall] + cells[wall + 1:] == expected[:wall] + expected[wall + 1:]
