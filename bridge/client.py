@@ -9,7 +9,10 @@
 
 Every Reply carries ``posture`` (n_dofs,) rad, the posture held after the command: after a
 start the start posture reached, after a segment where the next one must start (within the
-robot's max_start_jump, else DISCONTINUOUS).
+robot's max_start_jump, else DISCONTINUOUS); and ``episode_return``, the return of its
+episode so far (the charge for an early end included: the log's return once the episode has
+ended). The reply that ends an episode (``episode_done``) says how it ended in ``flag`` and
+whether the task counts it as solved in ``success`` (True only there, and only with Flag.OK).
 
 The calls are those of the in-process runner (episodic.sender.Sender): a learner written
 against ``Runner`` runs unchanged against a ``Client``.

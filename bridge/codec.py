@@ -165,12 +165,13 @@ def _frozen(values: np.ndarray) -> np.ndarray:
 
 
 def encode_reply(blocks: Blocks, answer: ReplyBlock) -> None:
-    """Write a reply, its task state, its posture (NaN when the reply has none) and the log-block
-    bookkeeping into the reply block."""
+    """Write a reply (its success and episode return among its fields), its task state, its posture
+    (NaN when the reply has none) and the log-block bookkeeping into the reply block."""
     r = answer.reply
     values = dict(seq=answer.seq, episode_id=r.episode_id, index=r.index, flag=r.flag, reward=r.reward,
                   n_steps=r.n_steps, episode_done=r.episode_done, machine_state=r.machine_state,
                   log_rows=answer.log_rows, log_truncated=answer.log_truncated, kind=answer.kind,
+                  episode_return=r.episode_return, success=r.success, pad=0,
                   message=r.message.encode()[:MESSAGE_BYTES])
     REPLY_STRUCT.pack_into(blocks.buf, blocks.layout.reply_offset, *_REPLY_ORDER(values))
     arrays = blocks.reply_arrays
@@ -185,7 +186,8 @@ def decode_reply(blocks: Blocks) -> ReplyBlock:
     reply = Reply(r.episode_id, r.index, _member(_FLAGS, Flag, r.flag), r.reward,
                   blocks.reply_arrays["state"].copy(), r.n_steps, bool(r.episode_done),
                   message.decode(errors="replace"),
-                  _member(_STATES, MachineState, r.machine_state), blocks.reply_arrays["posture"].copy())
+                  _member(_STATES, MachineState, r.machine_state), blocks.reply_arrays["posture"].copy(),
+                  bool(r.success), r.episode_return)
     return ReplyBlock(r.seq, r.kind, reply, r.log_rows, bool(r.log_truncated))
 
 

@@ -129,7 +129,7 @@ class Endpoint:
                 reply = Reply(reply.episode_id, reply.index, Flag.INTERNAL_ERROR, 0.0,
                               np.full(len(self.runner.state_names), np.nan), 0, True,
                               f"the runner could not write its reply ({type(exc).__name__}: {exc})",
-                              posture=reply.posture)
+                              posture=reply.posture, episode_return=reply.episode_return)
                 encode_reply(self.blocks, ReplyBlock(c.seq, c.kind, reply, self._log_rows, False))
         self._last_command = time.monotonic()
         self.channel.reply_ready.release()
@@ -138,7 +138,8 @@ class Endpoint:
     # -- batches -------------------------------------------------------------------
     def _reply_to(self, c: CommandFields, flag: Flag, message: str = "", n_steps: int = 0) -> Reply:
         """A reply to a batch or batch-log command: its episode id and index echoed, no task state
-        and no posture (NaN): the runner's own episode is where it was."""
+        and no posture (NaN): the runner's own episode is where it was. No success and a return of
+        0: each episode's are in the batch's results."""
         return Reply(c.episode_id, c.index, flag, 0.0, np.full(len(self.runner.state_names), np.nan), n_steps,
                      True, message, self.runner.machine.state)
 

@@ -17,7 +17,7 @@ from functools import cached_property
 import numpy as np
 
 MAGIC = b"EPISODIC"
-VERSION = 4
+VERSION = 5
 NAME_BYTES = 32
 MESSAGE_BYTES = 256
 ALIGN = 64
@@ -89,6 +89,9 @@ REPLY = np.dtype([
     ("log_rows", "<i4"),        # rows of the episode log now in the log block
     ("log_truncated", "<i4"),   # 1 when the episode had more steps than max_log_steps
     ("kind", "<i4"),            # the command's kind, echoed
+    ("episode_return", "<f8"),  # return of the command's episode so far, the charge for an early end included
+    ("success", "<i4"),         # 1 in the reply that ends an episode the task counts as solved (flag OK)
+    ("pad", "<i4"),
     ("message", f"S{MESSAGE_BYTES}"),  # explanation of a non-zero flag, UTF-8
 ])
 # after REPLY: state (n_state float64), the task state after the command; then posture
@@ -130,7 +133,7 @@ BATCH_COMMAND = np.dtype([
 # start: posture (n_dofs), context (n_context); gains: kp, kd, ki (n_dofs each), task gains
 # (n_context); trajectory: q, qd, qdd (n_samples x n_dofs each, row-major)
 BATCH_RESULT = np.dtype([
-    ("episode_return", "<f8"),  # sum of the rewards of the commands sent
+    ("episode_return", "<f8"),  # sum of the rewards of the commands sent (the charge for an early end included)
     ("flag", "<i4"),            # the episode's end flag (0: it ran to its last segment)
     ("success", "<i4"),         # 1 when the task counts the episode as solved
     ("n_steps", "<i8"),         # control steps of the whole episode, the move to the start included

@@ -8,6 +8,8 @@ import stat
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import posix_ipc
@@ -87,6 +89,109 @@ def test_bridge_log_is_bit_identical_to_in_process(tmp_path):
     (bridged,), (local,) = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
     assert_same_steps(local, bridged, fetched)
     assert bridged.attrs["return"] == local.attrs["return"]
+
+
+# -- how an episode ended, in the reply that ends it (tests/test_clients.py: the same from C and Octave) --
+@dataclass(frozen=True)
+class Ending:
+    """A reach episode of one command after its start, sent by every client's test alike: the
+    start posture held ``samples`` samples ("hold"), or joint 1 stepped by 1.5 rad after 10 samples
+    so that its PD drives it past its velocity limit ("jump"), or the learner's reset ("reset").
+    ``at_target``: the target is where the end effector starts (holding still reaches it), else
+    CONTEXT. ``flag`` and ``success``: how the episode must end; ``charged``: whether it ends
+    before reach's 1.2 s horizon, so the runner charges the rest."""
+
+    name: str
+    at_target: bool
+    motion: str
+    samples: int
+    flag: Flag
+    success: bool
+    charged: bool
+
+
+HORIZON = 1.2  # s, reach's default horizon: every episode is scored over this much motion
+ENDINGS = (
+    Ending("solved", True, "hold", 600, Flag.OK, True, False),
+    Ending("missed", False, "hold", 600, Flag.OK, False, False),
+    Ending("short", False, "hold", 100, Flag.OK, False, True),  # 0.2 s of the 1.2 s
+    Ending("aborted", False, "jump", 400, Flag.SAFETY_ABORT, False, True),
+    Ending("reset", False, "reset", 0, Flag.ABORTED_BY_LEARNER, False, True),  # no motion: the whole horizon
+)
+
+
+class Seen(NamedTuple):
+    """What a client's reply says of its episode (a Python Reply's fields, or a C or Octave
+    program's printed line)."""
+
+    flag: int
+    done: bool
+    success: bool
+    reward: float
+    episode_return: float
+    n_steps: int
+
+    @classmethod
+    def of(cls, reply) -> "Seen":
+        return cls(reply.flag, reply.episode_done, reply.success, reply.reward, reply.episode_return, reply.n_steps)
+
+
+def reachable_target() -> np.ndarray:
+    """(3,) m: where reach's end effector is at the task's start posture (a target there is reached
+    by holding still)."""
+    with Runner(make_task("reach")) as r:
+        r.start_episode(context=CONTEXT)
+        return r.sim.data.site(r.robot.end_effector_site).xpos.copy()
+
+
+def send_ending(sender, ending: Ending, target: np.ndarray) -> list:
+    """The start and the one command of ``ending`` (at ``target`` when ``ending.at_target``); their replies."""
+    start = sender.start_episode(1, context=target if ending.at_target else CONTEXT)
+    if ending.motion == "reset":
+        return [start, sender.reset()]
+    q = np.repeat(start.posture[None], ending.samples, axis=0)
+    if ending.motion == "jump":
+        q[10:, 0] += 1.5
+    return [start, sender.send_trajectory(q)]
+
+
+def assert_endings(seen: list[list[Seen]], logged: list) -> None:
+    """The replies of the ENDINGS episodes, one list per episode, against the runner's log: only the
+    reply that ends an episode says done; it carries the flag and success the log records (success
+    only in the solved one), and the log's return bit for bit, the early end's charge included
+    (the rest of the horizon at one worst cost rate, so a cut episode returns less than the same
+    target held the whole horizon); every reply's return is its episode's rewards so far."""
+    assert len(seen) == len(logged) == len(ENDINGS)
+    returns = {}
+    rate = logged[-1].attrs["early_end"] / HORIZON  # the reset: charged the whole horizon, per s
+    assert rate < 0
+    for ending, replies, episode in zip(ENDINGS, seen, logged):
+        *before, last = replies
+        assert [(r.flag, r.done, r.success) for r in before] == [(Flag.OK, False, False)] * len(before), ending.name
+        assert [r.episode_return for r in replies] == pytest.approx(np.cumsum([r.reward for r in replies]),
+                                                                   rel=1e-12, abs=0), ending.name
+        assert (last.flag, last.done, last.success) == (ending.flag, True, ending.success), ending.name
+        assert (episode.attrs["flag"], bool(episode.attrs["success"])) == (ending.flag, ending.success)
+        assert last.episode_return == episode.attrs["return"], ending.name  # bit for bit
+        motion = last.n_steps  # control steps of motion the episode ran (a reset runs none)
+        if ending.motion == "jump":
+            assert 0 < motion < ending.samples, ending.name  # cut where a joint went over its velocity limit
+        else:
+            assert motion == ending.samples, ending.name
+        charge = rate * (HORIZON - motion / 500) if ending.charged else 0.0
+        assert episode.attrs["early_end"] == pytest.approx(charge, rel=1e-12, abs=0), ending.name
+        assert episode.attrs["return"] == pytest.approx(episode.segments["reward"].sum() + charge, rel=1e-12)
+        returns[ending.name] = last.episode_return
+    assert max(returns["short"], returns["aborted"], returns["reset"]) < returns["missed"] < returns["solved"]
+
+
+def test_the_reply_that_ends_an_episode_says_how_and_the_logs_return(tmp_path):
+    target = reachable_target()
+    with Served(channel_name(), tmp_path / "served.h5") as s:
+        with Client(s.channel, timeout=10) as client:
+            seen = [[Seen.of(r) for r in send_ending(client, ending, target)] for ending in ENDINGS]
+        assert s.stop() == 0
+    assert_endings(seen, read_episodes(tmp_path / "served.h5"))
 
 
 def test_the_log_block_holds_an_episodes_first_rows_as_copies_or_views():

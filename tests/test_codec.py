@@ -122,9 +122,15 @@ def test_a_block_that_is_no_command_decodes_as_malformed(blocks):
     assert isinstance(decoded, MalformedCommand) and "kind 9" in decoded.reason
 
 
-def test_replies_round_trip(blocks):
-    reply = Reply(2**41, 3, Flag.SAFETY_ABORT, -1.25e-3, np.array([0.5, np.nan]), 1234, True,
-                  "joint velocity over its limit ✓", MachineState.RESTART, HOME + 0.125)
+@pytest.mark.parametrize("reply", [
+    Reply(2**41, 3, Flag.SAFETY_ABORT, -1.25e-3, np.array([0.5, np.nan]), 1234, True,
+          "joint velocity over its limit ✓", MachineState.RESTART, HOME + 0.125, False, -0.6180339887498949),
+    Reply(7, 2, Flag.OK, -0.03125, np.array([0.25, 0.0]), 600, True, "", MachineState.RESTART, HOME, True,
+          -1.5e-300),
+    Reply(7, 1, Flag.OK, -2.5, np.array([0.25, 1.0]), 600, False, "", MachineState.WAIT_FOR_COMMAND, HOME, False,
+          -np.inf),
+], ids=["aborted", "solved", "running"])
+def test_replies_round_trip(blocks, reply):
     encode_reply(blocks, ReplyBlock(77, 1, reply, 1000, True))
     answer = decode_reply(blocks)
     assert (answer.seq, answer.kind, answer.log_rows, answer.log_truncated) == (77, 1, 1000, True)
@@ -172,6 +178,7 @@ def test_a_learner_runs_unchanged_against_runner_and_client(tmp_path):
     assert [r.flag for r in bridged] == [r.flag for r in local]
     assert [r.reward for r in bridged] == [r.reward for r in local]
     assert [r.state.tobytes() for r in bridged] == [r.state.tobytes() for r in local]
+    assert [(r.success, r.episode_return) for r in bridged] == [(r.success, r.episode_return) for r in local]
     here, there = read_episodes(tmp_path / "local.h5"), read_episodes(tmp_path / "bridge.h5")
     assert len(here) == len(there) == 2
     assert_same_steps(here[0], there[0])
