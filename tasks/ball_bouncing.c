@@ -1,29 +1,33 @@
 /* ball_bouncing's feedback law (tasks/ball_bouncing.py), a mirror law: the face tilts toward its
  * centre by the horizontal vector t = -(k_r r + k_v v) rad, clipped to max_tilt, r m the ball's
  * horizontal offset from the face's centre and v m/s its horizontal velocity relative to the
- * face; the last three joints (the wrist) get the offsets that turn the face normal by t, by
- * damped least squares on the wrist's angular Jacobian J: J^T (J J^T + damping I)^-1 (z x t).
+ * face, from the ball's horizontal position and velocity as the tracker senses them
+ * (episodic_sense: late and noisy) and the face's present pose and velocity (the joint
+ * encoders); the last three joints (the wrist) get the offsets that turn the face normal by t,
+ * by damped least squares on the wrist's angular Jacobian J: J^T (J J^T + damping I)^-1 (z x t).
  * param: the face's site id, the ball's qpos and dof addresses, k_r rad/m, k_v rad s/m,
- * max_tilt rad, damping rad^2, the wrist joints' three dof addresses (BallBouncing.compiled_law
- * builds it); no memory. */
+ * max_tilt rad, damping rad^2, the wrist joints' three dof addresses, then the sensing block of
+ * the ball's x, y m and vx, vy m/s (BallBouncing.compiled_law builds it); memory: the sensing
+ * block. */
 #include <math.h>
 
 #include "episodic.h"
 
-enum { SITE, BALL_QPOS, BALL_DOF, K_R, K_V, MAX_TILT, DAMPING, WRIST };
+enum { SITE, BALL_QPOS, BALL_DOF, K_R, K_V, MAX_TILT, DAMPING, WRIST, SENSING = WRIST + 3 };
 
 void episodic_law_ball_bouncing(const mjModel* m, mjData* d, int n, const mjtNum* param, mjtNum* memory,
                                 mjtNum* offset) {
-  (void)memory;
   int site = (int)param[SITE], qa = (int)param[BALL_QPOS], va = (int)param[BALL_DOF], nv = m->nv;
+  mjtNum truth[4] = {d->qpos[qa], d->qpos[qa + 1], d->qvel[va], d->qvel[va + 1]}, ball[4];
+  episodic_sense(param + SENSING, memory, truth, ball);
   mj_markStack(d);
   mjtNum* jacp = mj_stackAllocNum(d, 3 * nv);
   mjtNum* jacr = mj_stackAllocNum(d, 3 * nv);
   mj_jacSite(m, d, jacp, jacr, site);
   mjtNum tilt[2];
   for (int i = 0; i < 2; i++) {
-    mjtNum r = d->qpos[qa + i] - d->site_xpos[3 * site + i];
-    mjtNum v = d->qvel[va + i] - mju_dot(jacp + i * nv, d->qvel, nv);
+    mjtNum r = ball[i] - d->site_xpos[3 * site + i];
+    mjtNum v = ball[2 + i] - mju_dot(jacp + i * nv, d->qvel, nv);
     tilt[i] = -(param[K_R] * r + param[K_V] * v);
   }
   mjtNum size = hypot(tilt[0], tilt[1]);

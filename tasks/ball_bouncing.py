@@ -51,7 +51,14 @@ tilted toward the face's centre, by the horizontal vector t = -(k_r r + k_v v) r
 ``max_tilt``), where r m is the ball's horizontal offset from the face's centre and v m/s its
 horizontal velocity relative to the face: the wrist joints j5, j6, j7 get the offsets that turn
 the face normal by t (its horizontal components) without turning the racket about it (damped
-least squares on the wrist's angular Jacobian: j5 and j7 line up where j6 passes 0). An open-loop
+least squares on the wrist's angular Jacobian: j5 and j7 line up where j6 passes 0). r and v come
+from the ball's horizontal position and velocity as a tracker senses them and the face's present
+pose and velocity (the joint encoders). Sensing (episodic/native/sensing.py): the ball's x, y and
+vx, vy reach the law ``sensing_latency`` s late (rounded to control steps of 2 ms), each with
+independent Gaussian noise of std ``sensing_noise`` m and ``sensing_noise_rate`` m/s, drawn from
+the episode's random generator (seeded by the run's seed and the episode's number, so a replay
+repeats it); the defaults, 0, give the true state at once and keep the reference's figures
+comparable (a camera tracker is 6-17 ms late: sensing.py). An open-loop
 stroke alone cannot keep the ball on this arm's racket: a hit off the centre turns the racket
 about the wrist, tilting the face toward where the ball hit while they touch (a hit 2 cm off the
 centre leaves 0.017 m/s faster outward along the flange axis, 0.06 m/s across it, than one at
@@ -100,6 +107,7 @@ from episodic.contact import (
     solref_for_restitution,
 )
 from episodic.native import CompiledLaw
+from episodic.native.sensing import Sensing, add_control_period
 from episodic.robot import Robot
 from episodic.task import (
     Episode,
@@ -143,7 +151,8 @@ class Bounces(Episode):
     take_off: m, the height it left at; launch_lateral: m, its sideways distance then;
     apex_seen: the flight's apex has been scored; run, best_run: good bounces in a row now and
     at most; bounces, good: bounces so far and the good ones; apexes: (time s, apex height m,
-    good) of each bounce; floored: the ball has touched the floor."""
+    good) of each bounce; floored: the ball has touched the floor; sensing: the feedback law's
+    tracker, memory: its sensing memory block (changed in place by the compiled law)."""
 
     last: tuple | None = None
     airborne: bool = False
@@ -157,6 +166,8 @@ class Bounces(Episode):
     good: int = 0
     apexes: list = field(default_factory=list)
     floored: bool = False
+    sensing: Sensing | None = None
+    memory: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 @dataclass
@@ -194,6 +205,11 @@ class BallBouncing(Task):
     target_apex: float = param(0.45, "m", "the target apex above the ball's start when the context gives none", gt=0)
     apex_band: float = param(0.05, "m", "a good bounce's apex lies within this of the target height", gt=0)
     min_bounces: int = param(10, "", "success: at least this many good bounces in a row", ge=1)
+    # sensing (the module docstring)
+    sensing_latency: float = param(0.0, "s", "how late the law sees the ball (rounded to control steps)",
+                                   ge=0, le=1.0)
+    sensing_noise: float = param(0.0, "m", "std of the noise on the ball's sensed x and y", ge=0, le=1.0)
+    sensing_noise_rate: float = param(0.0, "m/s", "std of the noise on the ball's sensed vx and vy", ge=0, le=10.0)
 
     def check_params(self) -> None:
         if self.ball_radius >= self.head_radius:
@@ -226,6 +242,7 @@ class BallBouncing(Task):
                       size=[radius + 0.002, half + 0.01, 0], group=4, rgba=[0, 0, 0, 0])
 
     def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
+        add_control_period(spec, robot.control_dt)
         ball = add_free_ball(spec, "ball", [*PARKED, self.ball_radius], self.ball_radius, self.ball_mass,
                              rgba=[0.85, 0.95, 0.2, 1], contype=1, conaffinity=1)
         ball.add_site(name="ball", pos=[0, 0, 0])
@@ -283,7 +300,11 @@ class BallBouncing(Task):
         place_free_ball(data, ids, "ball", position, velocity, np.cross(normal, velocity) / self.ball_radius)
         target = np.array([centre[0], centre[1], position[2] + apex])
         place_target(data, ids, target)
-        self.episode.last = (None, position[2], 0.0, True, True, float(np.hypot(*offset)))
+        episode = self.episode
+        episode.last = (None, position[2], 0.0, True, True, float(np.hypot(*offset)))
+        noise = [self.sensing_noise] * 2 + [self.sensing_noise_rate] * 2
+        episode.sensing = Sensing.start(model, self.sensing_latency, noise, rng)
+        episode.memory = episode.sensing.memory()
 
     # -- feedback law --------------------------------------------------------------
     def check_gains(self, task_gains: np.ndarray) -> None:
@@ -291,11 +312,14 @@ class BallBouncing(Task):
             raise TaskError(f"ball_bouncing's task gains are {self.gains_help}; got {task_gains.size} values")
 
     def compiled_law(self, model, task_gains) -> CompiledLaw:
-        """The mirror law of the module docstring, in tasks/ball_bouncing.c."""
-        ids = self.episode.ids
+        """The mirror law of the module docstring, in tasks/ball_bouncing.c (what the tracker has
+        seen is the episode's ``memory``)."""
+        episode = self.episode
+        ids = episode.ids
         param = [ids.site["racket_face"], ids.qpos["ball"], ids.dof["ball"], task_gains[0], task_gains[1],
                  self.max_tilt, WRIST_DAMPING, *ids.arm_dof[-3:]]
-        return CompiledLaw(model, self.name, ids.arm_dof.size, np.array(param, dtype=float))
+        return CompiledLaw(model, self.name, ids.arm_dof.size, np.concatenate([param, episode.sensing.param()]),
+                           episode.memory)
 
     # -- per step ----------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:

@@ -1,24 +1,30 @@
 /* ball_on_beam's feedback law (tasks/ball_on_beam.py):
  *   q7_desired = q7_held + clip(k_x x + k_v xd, -max_tilt, max_tilt)
- * with x m, xd m/s the ball's centre along the beam and its rate in the beam's frame.
- * param: beam body id, ball qpos address, ball dof address, k_x rad/m, k_v rad s/m, max_tilt rad
- * (BallOnBeam.compiled_law builds it); no memory. */
+ * with x m, xd m/s the ball's centre along the beam and its rate in the beam's frame, from the
+ * ball's world position and velocity as the tracker senses them (episodic_sense: late and noisy)
+ * and the beam's present pose and velocity (the joint encoders).
+ * param: beam body id, ball qpos address, ball dof address, k_x rad/m, k_v rad s/m, max_tilt rad,
+ * then the sensing block of the ball's position (3) m and velocity (3) m/s (BallOnBeam.compiled_law
+ * builds it); memory: the sensing block. */
 #include "episodic.h"
 
-enum { BEAM, BALL_QPOS, BALL_DOF, K_X, K_V, MAX_TILT };
+enum { BEAM, BALL_QPOS, BALL_DOF, K_X, K_V, MAX_TILT, SENSING };
 
 void episodic_law_ball_on_beam(const mjModel* m, mjData* d, int n, const mjtNum* param, mjtNum* memory,
                                mjtNum* offset) {
-  (void)memory;
   int beam = (int)param[BEAM], qa = (int)param[BALL_QPOS], va = (int)param[BALL_DOF];
+  mjtNum truth[6], ball[6];
+  mju_copy(truth, d->qpos + qa, 3);
+  mju_copy(truth + 3, d->qvel + va, 3);
+  episodic_sense(param + SENSING, memory, truth, ball);
   mjtNum spin[6];
   mj_objectVelocity(m, d, mjOBJ_XBODY, beam, spin, 0);
   mjtNum wx = spin[0], wy = spin[1], wz = spin[2], vx = spin[3], vy = spin[4], vz = spin[5];
   const mjtNum* o = d->xpos + 3 * beam;
   const mjtNum* r = d->xmat + 9 * beam;
   mjtNum ex = r[0], ey = r[3], ez = r[6];  /* the beam's axis, world frame */
-  mjtNum rx = d->qpos[qa] - o[0], ry = d->qpos[qa + 1] - o[1], rz = d->qpos[qa + 2] - o[2];
-  const mjtNum* b = d->qvel + va;
+  mjtNum rx = ball[0] - o[0], ry = ball[1] - o[1], rz = ball[2] - o[2];
+  const mjtNum* b = ball + 3;
   mjtNum x = rx * ex + ry * ey + rz * ez;
   /* d/dt ((p - o) . e) = (v_ball - v_o) . e + (p - o) . (w x e) */
   mjtNum xd = (b[0] - vx) * ex + (b[1] - vy) * ey + (b[2] - vz) * ez

@@ -43,8 +43,14 @@ The ball is placed on the beam, rolling without slipping, once the arm has reach
 Feedback law (task_gains of a gains command; in C, tasks/ball_on_beam.c): [k_x, k_v] in rad/m
 and rad s/m:
     q7_desired = q7_held + clip(k_x * x + k_v * xd, -max_tilt, max_tilt)
-with x, xd measured at the present state each control step (all other joints keep their held
-posture). Near the start posture the beam angle is q7, so positive gains are restoring: a ball
+with x, xd measured each control step (all other joints keep their held posture), from the
+ball's world position and velocity as a tracker senses them and the beam's present pose and
+velocity (the joint encoders). Sensing (episodic/native/sensing.py): the ball's position and
+velocity reach the law ``sensing_latency`` s late (rounded to control steps of 2 ms), each
+coordinate with independent Gaussian noise of std ``sensing_noise`` m and
+``sensing_noise_rate`` m/s, drawn from the episode's random generator (seeded by the run's seed
+and the episode's number, so a replay repeats it); the defaults, 0, give the true state at once
+and keep the reference's figures comparable (a camera tracker is 6-17 ms late: sensing.py). Near the start posture the beam angle is q7, so positive gains are restoring: a ball
 at x > 0 raises the +x end and rolls back towards the centre. The joint gains kp, kd of the
 same command set how stiffly j7 follows (the reference uses kp7 = 5 N m/rad, kd7 = 0.4 N m s/rad).
 
@@ -64,7 +70,7 @@ falling, so it stayed on the whole time) and |x| < ``tolerance``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import mujoco
@@ -72,8 +78,10 @@ import numpy as np
 
 from episodic.contact import MATERIALS, ROLLING_SOLIMP, add_bouncing_pairs
 from episodic.native import CompiledLaw
+from episodic.native.sensing import Sensing, add_control_period
 from episodic.robot import Robot
 from episodic.task import (
+    Episode,
     StepView,
     Task,
     TaskError,
@@ -96,6 +104,15 @@ mujoco.mju_mat2Quat(_BEAM_QUAT, np.array([[0.0, 0.0, -1.0], [1.0, 0.0, 0.0], [0.
 
 
 @dataclass
+class BeamEpisode(Episode):
+    """What the feedback law keeps in an episode: the tracker (``sensing``) and its ``memory``
+    (the sensing memory block, changed in place by the compiled law)."""
+
+    sensing: Sensing | None = None
+    memory: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+@dataclass
 class BallOnBeam(Task):
     name: ClassVar[str] = "ball_on_beam"
     summary: ClassVar[str] = "keep a ball rolling on a beam at the beam's centre with little effort."
@@ -107,6 +124,7 @@ class BallOnBeam(Task):
                                    "velocity along the beam")
     gains_help: ClassVar[str] = ("[k_x, k_v] rad/m, rad s/m: q7_desired = q7_held + "
                                  "clip(k_x x + k_v xd, +-max_tilt), x m and xd m/s the ball along the beam")
+    episode_type: ClassVar[type[Episode]] = BeamEpisode
 
     beam_length: float = param(0.8, "m", "plank and rails, at least 8 ball radii", gt=0)
     beam_mass: float = param(0.3, "kg", gt=0)
@@ -122,6 +140,12 @@ class BallOnBeam(Task):
     tolerance: float = param(0.03, "m", "success: |x| at the end below this", gt=0)
     horizon: float = param(10.0, "s", "motion every episode is scored over: one that ends sooner is charged "
                            "the rest at the worst cost rate (the reference's length)", ge=0)
+    sensing_latency: float = param(0.0, "s", "how late the law sees the ball (rounded to control steps)",
+                                   ge=0, le=1.0)
+    sensing_noise: float = param(0.0, "m", "std of the noise on each coordinate of the ball's sensed position",
+                                 ge=0, le=1.0)
+    sensing_noise_rate: float = param(0.0, "m/s", "std of the noise on each coordinate of the ball's sensed "
+                                      "velocity", ge=0, le=10.0)
 
     def check_params(self) -> None:
         if self.ball_radius * 8 > self.beam_length:
@@ -177,6 +201,7 @@ class BallOnBeam(Task):
                       pos=[0, w / 2 + rail_t + gap / 2, -r], contype=0, conaffinity=0, rgba=[0.3, 0.3, 0.33, 1])
 
     def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
+        add_control_period(spec, robot.control_dt)
         r = self.ball_radius
         add_free_ball(spec, BALL, [0.8, 0, 0.5 + r], r, self.ball_mass,
                       contype=_BALL_TYPE, conaffinity=_BEAM_TYPE | _FLOOR_AFFINITY,
@@ -214,6 +239,10 @@ class BallOnBeam(Task):
         pos = origin + x0 * along
         place_free_ball(data, ids, BALL, pos, v_origin + np.cross(omega, pos - origin) + v0 * along,
                         omega + np.cross(up, v0 * along) / self.ball_radius)
+        noise = [self.sensing_noise] * 3 + [self.sensing_noise_rate] * 3
+        episode = self.episode
+        episode.sensing = Sensing.start(model, self.sensing_latency, noise, rng)
+        episode.memory = episode.sensing.memory()
 
     # -- feedback law --------------------------------------------------------
     def check_gains(self, task_gains: np.ndarray) -> None:
@@ -221,10 +250,13 @@ class BallOnBeam(Task):
             raise TaskError(f"ball_on_beam's task gains are {self.gains_help}; got {task_gains.size} values")
 
     def compiled_law(self, model, task_gains) -> CompiledLaw:
-        """The law of the module docstring, in tasks/ball_on_beam.c."""
-        ids = self.episode.ids
+        """The law of the module docstring, in tasks/ball_on_beam.c (what the tracker has seen is
+        the episode's ``memory``)."""
+        episode = self.episode
+        ids = episode.ids
         param = [ids.body[BEAM], ids.qpos[BALL], ids.dof[BALL], task_gains[0], task_gains[1], self.max_tilt]
-        return CompiledLaw(model, self.name, ids.arm_dof.size, np.array(param, dtype=float))
+        return CompiledLaw(model, self.name, ids.arm_dof.size, np.concatenate([param, episode.sensing.param()]),
+                           episode.memory)
 
     # -- per step ------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:

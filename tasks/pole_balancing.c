@@ -2,15 +2,19 @@
  * joint offsets v u rad,
  *   u_b = k_phi phi + k_phid phi_d + k_s s + k_sd s_d                     (balance)
  *   u = w u_b + (1 - w) clip(u_E, -a_swing, a_swing)                      (with the swing-up)
- * clipped to +-max_offset. param: pole body id, number of gains (4 or 8), max_offset m, omega0
- * rad/s, h (3), p0 (3) m, the gains (8; the last 4 unused with 4 gains), v (n) rad/m
- * (PoleBalancing.compiled_law builds it); memory: the last phi_d rad/s and the pump's gain. */
+ * clipped to +-max_offset, with phi and phi_d as the tracker senses them (episodic_sense: late
+ * and noisy) and s, s_d the pivot's present travel and rate (the joint encoders). param: pole
+ * body id, number of gains (4 or 8), max_offset m, omega0 rad/s, h (3), p0 (3) m, the gains (8;
+ * the last 4 unused with 4 gains), the sensing block of phi rad and phi_d rad/s, v (n) rad/m
+ * (PoleBalancing.compiled_law builds it); memory: the last sensed phi_d rad/s, the pump's gain,
+ * then the sensing block. */
 #include <math.h>
 
 #include "episodic.h"
 
-enum { POLE, N_GAINS, MAX_OFFSET, OMEGA0, H, P0 = H + 3, GAINS = P0 + 3, V = GAINS + 8 };
-enum { LAST_PHID, PUMP_GAIN };
+enum { POLE, N_GAINS, MAX_OFFSET, OMEGA0, H, P0 = H + 3, GAINS = P0 + 3, SENSING = GAINS + 8,
+       V = SENSING + EPISODIC_SENSING_STD + 2 };
+enum { LAST_PHID, PUMP_GAIN, SENSED };
 /* the pump's energy (units of m g d) per half swing at full gain, about */
 static const mjtNum SWING_BAND = 0.45;
 
@@ -28,10 +32,11 @@ void episodic_law_pole_balancing(const mjModel* m, mjData* d, int n, const mjtNu
   mjtNum hx = r[0], hy = r[3], hz = r[6];  /* hinge axis (the pole frame's x), world */
   mjtNum ax = r[2], ay = r[5], az = r[8];  /* along the pole (its z), world */
   /* angle about the hinge from up to the pole: atan2((up x along) . hinge, along . up) */
-  mjtNum phi = atan2(-ay * hx + ax * hy, az);
   mjtNum vel[6];
   mj_objectVelocity(m, d, mjOBJ_XBODY, pole, vel, 0);
-  mjtNum phid = vel[0] * hx + vel[1] * hy + vel[2] * hz;
+  mjtNum truth[2] = {atan2(-ay * hx + ax * hy, az), vel[0] * hx + vel[1] * hy + vel[2] * hz}, sensed[2];
+  episodic_sense(param + SENSING, memory + SENSED, truth, sensed);
+  mjtNum phi = sensed[0], phid = sensed[1];
   const mjtNum* p = d->xpos + 3 * pole;
   mjtNum s = h[0] * (p[0] - p0[0]) + h[1] * (p[1] - p0[1]) + h[2] * (p[2] - p0[2]);
   mjtNum sd = h[0] * vel[3] + h[1] * vel[4] + h[2] * vel[5];

@@ -64,6 +64,14 @@ hanging at rest; w0 = sqrt(m g d / I) from the model). u is clipped to +-``max_o
 Balance gains: k_phi, k_phid > 0 (a pole leaning towards +h needs the pivot moved under it), and
 k_s, k_sd > 0 too (to bring the pivot back, first let the pole lean back); k_E > 0 pumps energy
 in. The law keeps g and the last phi_d in the episode (its ``memory``) between control steps.
+phi and phi_d are the pole's angle and rate as a tracker senses them, s and s_d the pivot's
+present travel and rate (the joint encoders). Sensing (episodic/native/sensing.py): phi and phi_d
+reach the law ``sensing_latency`` s late (rounded to control steps of 2 ms), with independent
+Gaussian noise of std ``sensing_noise`` rad and ``sensing_noise_rate`` rad/s, drawn from the
+episode's random generator (seeded by the run's seed and the episode's number, so a replay
+repeats it); the defaults, 0, give the true state at once and keep the reference's figures
+comparable (a camera tracker is 6-17 ms late: sensing.py). The reaction time this adds is what
+makes a short pole hard (below).
 
 State columns: pole_angle rad, pole_velocity rad/s, pivot_x, pivot_y, pivot_z m (world).
 
@@ -104,6 +112,7 @@ import mujoco
 import numpy as np
 
 from episodic.native import CompiledLaw
+from episodic.native.sensing import Sensing, add_control_period
 from episodic.robot import Robot
 from episodic.task import Episode, StepView, Task, TaskError, body_velocity, param, update_kinematics
 
@@ -136,14 +145,16 @@ def wrap(angle):
 class PoleEpisode(Episode):
     """What the feedback law uses, fixed when command 0's start was reached: the joint direction
     v (n_dofs,) rad/m that moves the pivot along h (3,) (unit, world), the pivot's start position
-    p0 (3,) m and the pole's small-swing frequency omega0 rad/s; and what it carries from one
-    control step to the next, ``memory`` (2,): the last phi_d rad/s and the pump's gain for the
-    present half swing (the compiled law changes it in place)."""
+    p0 (3,) m and the pole's small-swing frequency omega0 rad/s; the tracker (``sensing``); and
+    what it carries from one control step to the next, ``memory``: the last sensed phi_d rad/s,
+    the pump's gain for the present half swing, then the sensing memory block (the compiled law
+    changes it in place)."""
 
     v: np.ndarray = field(default_factory=lambda: np.zeros(0))
     h: np.ndarray = field(default_factory=lambda: np.zeros(3))
     p0: np.ndarray = field(default_factory=lambda: np.zeros(3))
     omega0: float = 1.0
+    sensing: Sensing | None = None
     memory: np.ndarray = field(default_factory=lambda: np.zeros(2))
 
 
@@ -177,6 +188,10 @@ class PoleBalancing(Task):
     fail_time: float = param(4.0, "s", "when fail_joint fails, after the motion starts", ge=0)
     horizon: float = param(12.0, "s", "motion every episode is scored over: one that ends sooner is charged "
                            "the rest at the worst cost rate (the reference's balancing time)", ge=0)
+    sensing_latency: float = param(0.0, "s", "how late the law sees the pole's angle and rate (rounded to "
+                                   "control steps)", ge=0, le=1.0)
+    sensing_noise: float = param(0.0, "rad", "std of the noise on the pole's sensed angle", ge=0, le=1.0)
+    sensing_noise_rate: float = param(0.0, "rad/s", "std of the noise on the pole's sensed rate", ge=0, le=10.0)
 
     def check_robot(self, robot: Robot) -> None:
         super().check_robot(robot)
@@ -264,6 +279,7 @@ class PoleBalancing(Task):
                       rgba=[0.6, 0.6, 0.62, 1], mass=0, density=0)
 
     def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
+        add_control_period(spec, robot.control_dt)
         obj = dict(objtype=mujoco.mjtObj.mjOBJ_XBODY, objname=POLE)
         spec.add_sensor(name="pole_axis", type=mujoco.mjtSensor.mjSENS_FRAMEZAXIS, **obj)
         spec.add_sensor(name="pole_hinge", type=mujoco.mjtSensor.mjSENS_FRAMEXAXIS, **obj)
@@ -301,6 +317,9 @@ class PoleBalancing(Task):
         data.qvel[va] = phid0 - phid
         update_kinematics(model, data)
         self._bind(model, data)
+        episode.sensing = Sensing.start(model, self.sensing_latency, [self.sensing_noise, self.sensing_noise_rate],
+                                        rng)
+        episode.memory = np.concatenate([np.zeros(2), episode.sensing.memory()])
 
     def _bind(self, model, data) -> None:
         """Fix the feedback law's v, h, p0 and omega0 at the present state (kinematics current)."""
@@ -368,7 +387,7 @@ class PoleBalancing(Task):
         gains = np.zeros(8)
         gains[: task_gains.size] = task_gains
         param = np.concatenate([[episode.ids.body[POLE], task_gains.size, self.max_offset, episode.omega0],
-                                episode.h, episode.p0, gains, episode.v])
+                                episode.h, episode.p0, gains, episode.sensing.param(), episode.v])
         return CompiledLaw(model, self.name, episode.v.size, param, episode.memory)
 
     # -- per step ------------------------------------------------------------

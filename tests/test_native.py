@@ -1,8 +1,8 @@
 """episodic's compiled part (episodic.native) with real MuJoCo: each task's compiled feedback law
 against the law's formula computed independently (MuJoCo's frame sensors, Jacobians and numpy),
 the compiled loop against the per-tick Python loop under those laws (bit-identical: the same
-operations in the same order), the loop on threads, and the refusal of a library built for
-another MuJoCo."""
+operations in the same order, with and without a sensing latency and noise), the sensing's delay
+line and noise, the loop on threads, and the refusal of a library built for another MuJoCo."""
 from __future__ import annotations
 
 import ctypes
@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from episodic import native
+from episodic.native.sensing import Sensing
 from episodic.commands import Feedforward, StartCommand
 from episodic.control import Gains
 from episodic.robot import load_robot
@@ -28,11 +29,16 @@ ROBOT = load_robot("wam")
 UP = np.array([0.0, 0.0, 1.0])
 CONTEXTS = {"ball_on_beam": [0.1, 0.2], "pole_balancing": [np.pi - 0.3, 1.0],
             "ball_bouncing": [0.45, 0.75, 0.03, -0.02, 0.05, 0.1]}
+# a tracker 20 ms late (10 control steps) with noise on every quantity the law senses
+SENSED = {"ball_on_beam": dict(sensing_latency=0.02, sensing_noise=0.002, sensing_noise_rate=0.02),
+          "pole_balancing": dict(sensing_latency=0.02, sensing_noise=0.01, sensing_noise_rate=0.1),
+          "ball_bouncing": dict(sensing_latency=0.02, sensing_noise=0.002, sensing_noise_rate=0.02)}
 
 
-def started(name: str) -> Runner:
-    """A runner of task ``name`` whose episode has started (the arm at its start posture)."""
-    runner = Runner(make_task(name))
+def started(name: str, params: dict | None = None) -> Runner:
+    """A runner of task ``name`` (with ``params``) whose episode has started (the arm at its start
+    posture)."""
+    runner = Runner(make_task(name, params or {}))
     runner.send(StartCommand(1, 1, context=np.array(CONTEXTS[name])))
     return runner
 
@@ -117,11 +123,12 @@ def test_pole_balancing_law_is_its_formula(gains):
         assert law.memory is task.episode.memory
         for step in range(6):
             data = perturbed(r, rng, 0.5)
-            phid = pole_oracle(task, model, data, gains, task.episode.memory.copy())[1][0]
-            task.episode.memory[:] = [-phid if step % 2 else phid, 0.3]  # odd steps: the swing turns
-            expected, memory = pole_oracle(task, model, data, gains, task.episode.memory.copy())
+            own = task.episode.memory[:2]  # the law's own memory (the sensing block follows it)
+            phid = pole_oracle(task, model, data, gains, own.copy())[1][0]
+            own[:] = [-phid if step % 2 else phid, 0.3]  # odd steps: the swing turns
+            expected, memory = pole_oracle(task, model, data, gains, own.copy())
             np.testing.assert_allclose(law(data), expected, rtol=1e-10, atol=1e-13)
-            np.testing.assert_allclose(task.episode.memory, memory, rtol=1e-10, atol=1e-13)
+            np.testing.assert_allclose(own, memory, rtol=1e-10, atol=1e-13)
             assert (memory[1] != 0.3) == (gains.size == 8 and step % 2 == 1)  # the gain set anew, or held
 
 
@@ -157,21 +164,24 @@ def desired_motion(q0: np.ndarray, n: int) -> Desired:
     return Desired(q0 + 0.02 * np.sin(w * t), 0.02 * w * np.cos(w * t), -0.02 * w**2 * np.sin(w * t))
 
 
-@pytest.mark.parametrize("name,mode,ki,fails", [
-    ("ball_on_beam", Feedforward.GRAVITY_COMPENSATION, 0.0, None),
-    ("ball_on_beam", Feedforward.INVERSE_DYNAMICS, 3.0, None),
-    ("pole_balancing", Feedforward.FEEDFORWARD, 2.0, 2),          # passive j7, and j3 failed
-    ("ball_bouncing", Feedforward.FEEDFORWARD, 0.0, None),        # 4 physics steps per control step
-    ("ball_bouncing", Feedforward.INVERSE_DYNAMICS, 1.0, None),
+@pytest.mark.parametrize("name,mode,ki,fails,sensed", [
+    ("ball_on_beam", Feedforward.GRAVITY_COMPENSATION, 0.0, None, False),
+    ("ball_on_beam", Feedforward.INVERSE_DYNAMICS, 3.0, None, False),
+    ("ball_on_beam", Feedforward.INVERSE_DYNAMICS, 3.0, None, True),
+    ("pole_balancing", Feedforward.FEEDFORWARD, 2.0, 2, False),          # passive j7, and j3 failed
+    ("pole_balancing", Feedforward.FEEDFORWARD, 2.0, 2, True),
+    ("ball_bouncing", Feedforward.FEEDFORWARD, 0.0, None, False),        # 4 physics steps per control step
+    ("ball_bouncing", Feedforward.INVERSE_DYNAMICS, 1.0, None, False),
+    ("ball_bouncing", Feedforward.INVERSE_DYNAMICS, 1.0, None, True),
 ])
-def test_compiled_and_python_loops_are_bit_identical_under_each_law(name, mode, ki, fails):
+def test_compiled_and_python_loops_are_bit_identical_under_each_law(name, mode, ki, fails, sensed):
     """The same segment from the same state, with the law's memory and the integral term
     starting alike, once in the compiled loop and once a tick at a time in Python (the law
     wrapped in a Python callable): every state, sensor, u_ff, desired q and the law's memory
-    agree to the bit."""
+    (with ``sensed``, what a late and noisy tracker has seen) agree to the bit."""
     gains = {"ball_on_beam": [1.5, 0.5], "pole_balancing": [2.0, 0.5, 1.0, 1.5, 3.0, 0.2, 0.6, 2.5],
              "ball_bouncing": [0.5, 0.2]}[name]
-    with started(name) as r:
+    with started(name, SENSED[name] if sensed else None) as r:
         sim, task = r.sim, r.task
         g = Gains(ROBOT.kp, ROBOT.kd, np.full(ROBOT.n_dofs, ki), mode)
         if fails is not None:
@@ -193,6 +203,80 @@ def test_compiled_and_python_loops_are_bit_identical_under_each_law(name, mode, 
         assert np.array_equal(getattr(fast, field), getattr(slow, field)), field
     assert np.array_equal(fast.desired.q, slow.desired.q)
     assert np.array_equal(fast_memory, slow_memory) and np.array_equal(fast_i, slow_i)
+
+
+def sense(param: np.ndarray, memory: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """One control step of the C tracker (episodic_sense): what the law reads of ``truth`` (m,)."""
+    sensed = np.empty_like(truth)
+    native.library().episodic_sense(*(native.address(a) for a in (param, memory, np.ascontiguousarray(truth),
+                                                                   sensed)))
+    return sensed
+
+
+def test_the_tracker_reports_each_sample_whole_control_steps_late():
+    """Without noise, step k reads exactly the values of step k - delay (the first step's while
+    fewer steps have passed); a delay of 0 passes the values through untouched."""
+    rng = np.random.default_rng(3)
+    truth = rng.normal(size=(40, 3))
+    for delay in (0, 1, 5):
+        tracker = Sensing(delay, np.zeros(3), np.array([7.0, 11.0]))
+        param, memory = tracker.param(), tracker.memory()
+        sensed = np.array([sense(param, memory, row) for row in truth])
+        assert np.array_equal(sensed, truth[np.maximum(np.arange(40) - delay, 0)])
+        assert memory[0] == 40  # the steps sensed
+
+
+def test_the_trackers_noise_is_gaussian_seeded_and_tied_to_each_sample():
+    """On a constant truth: each quantity's noise has its std, mean 0 and a normal's spread,
+    independent between quantities and from step to step; the same key repeats it bit for bit
+    (also when the same sample is read twice, as a late tracker does), another key does not."""
+    n, std = 20000, np.array([0.5, 2.0])
+
+    def noise(key, delay=0) -> np.ndarray:
+        tracker = Sensing(delay, std, np.array(key, dtype=float))
+        param, memory = tracker.param(), tracker.memory()
+        return np.array([sense(param, memory, np.zeros(2)) for _ in range(n)])
+
+    e = noise([1.0, 2.0])
+    z = e / std
+    assert np.all(np.abs(z.mean(axis=0)) < 4 / np.sqrt(n))
+    np.testing.assert_allclose(z.std(axis=0), 1.0, rtol=0.02)
+    assert np.all(np.abs(np.mean(np.abs(z) < 1, axis=0) - 0.6827) < 0.01)  # a normal's share within 1 std
+    assert abs(np.corrcoef(z[:, 0], z[:, 1])[0, 1]) < 0.03
+    assert all(abs(np.corrcoef(z[1:, i], z[:-1, i])[0, 1]) < 0.03 for i in range(2))
+    assert np.array_equal(noise([1.0, 2.0]), e)
+    assert np.mean(noise([1.0, 3.0]) == e) < 1e-3
+    late = noise([1.0, 2.0], delay=4)  # the same samples, read 4 steps later
+    assert np.array_equal(late[4:], e[:-4]) and np.array_equal(late[:4], np.repeat(e[:1], 4, axis=0))
+
+
+def test_a_latency_is_rounded_to_control_steps_and_the_key_drawn_from_the_episodes_generator():
+    with started("ball_on_beam") as r:
+        model = r.sim.model
+        for latency, steps in ((0.0, 0), (0.0101, 5), (0.02, 10), (0.0612, 31)):
+            assert Sensing.start(model, latency, [0.0], np.random.default_rng(0)).delay == steps
+        keys = [Sensing.start(model, 0.0, [0.0], np.random.default_rng(seed)).key for seed in ((0, 1), (0, 1), (0, 2))]
+        assert np.array_equal(keys[0], keys[1]) and not np.array_equal(keys[0], keys[2])
+
+
+def test_the_ball_on_beam_law_sees_the_ball_as_it_was_the_latency_before():
+    """With k_v = 0 the law's offset is k_x x: fed states that differ only in where the ball lies,
+    the law 10 steps late (20 ms) answers each with the x of the state fed 10 steps earlier."""
+    rng = np.random.default_rng(4)
+    with started("ball_on_beam", {"sensing_latency": 0.02}) as r:
+        task, scene, model = r.task, r.scene, r.sim.model
+        law = task.compiled_law(model, np.array([1.5, 0.0]))
+        beam, qa = model.body("beam").id, model.joint("ball").qposadr[0]
+        xs, offsets = [], []
+        for _ in range(25):
+            data = mujoco.MjData(model)
+            mujoco.mj_copyData(data, model, r.sim.data)
+            data.qpos[qa: qa + 3] += rng.uniform(-0.1, 0.1) * data.xmat[beam].reshape(3, 3)[:, 0]
+            mujoco.mj_forward(model, data)
+            xs.append(scene.sensor(data.sensordata, "ball_in_beam")[0])
+            offsets.append(law(data)[-1])
+    expected = 1.5 * np.array(xs)[np.maximum(np.arange(25) - 10, 0)]
+    np.testing.assert_allclose(offsets, expected, rtol=1e-12, atol=1e-14)
 
 
 def test_compiled_loops_on_threads_give_what_they_give_alone():

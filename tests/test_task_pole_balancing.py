@@ -170,7 +170,7 @@ def test_a_shorter_pole_is_harder():
 
 @pytest.mark.parametrize("context", [[0.15, -0.3], [-0.25, 0.5]])
 def test_the_balance_law_alone_holds_a_pole_started_near_upright(context):
-    with Runner(make_task("pole_balancing")) as r:
+    with Runner(make_task("pole_balancing", {"horizon": 3.0})) as r:  # scored over its 3 s
         run_commands(r, [StartCommand(1, 1), GainsCommand(1, 1, 1, KP, KD, wait_time=1.0)])  # settle the arm
         commands = [StartCommand(2, 1, context=context),
                     GainsCommand(2, 1, 1, KP, KD, wait_time=3.0, task_gains=balance_gains(0.5))]

@@ -67,6 +67,7 @@ def load(path: str) -> ctypes.CDLL:
                           f"{_version(mujoco.mj_version())} is installed; {REBUILD}")
     lib.episodic_run.argtypes = [ctypes.POINTER(SegmentArgs)]
     lib.episodic_feedback.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] + [ctypes.c_void_p] * 4
+    lib.episodic_sense.argtypes = [ctypes.c_void_p] * 4
     return lib
 
 

@@ -3,7 +3,9 @@
  * episodic.simulation.Simulation._run_python (and episodic.control.Controller.tick) operation for
  * operation, in the same order, so both give bit-identical results (tested; compiled without
  * floating-point contraction, see setup.py). */
+#include <math.h>
 #include <setjmp.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "episodic.h"
@@ -161,4 +163,35 @@ int episodic_feedback(episodic_law law, const mjModel* m, mjData* d, int n, cons
                       mjtNum* offset, char* error) {
   law_call call = {law, m, d, n, param, memory, offset};
   return guarded(call_law, &call, d, error);
+}
+
+/* splitmix64's output function (Steele, Lea & Flood, OOPSLA 2014): a bijective 64-bit mix */
+static uint64_t mix(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+mjtNum episodic_gaussian(unsigned long long key, unsigned long long step, unsigned long long index) {
+  uint64_t base = mix(key ^ mix(step));
+  uint64_t a = mix(base + 2 * index), b = mix(base + 2 * index + 1);
+  mjtNum u1 = ((a >> 11) + 1) * 0x1.0p-53;  /* (0, 1] */
+  mjtNum u2 = (b >> 11) * 0x1.0p-53;        /* [0, 1) */
+  return sqrt(-2.0 * log(u1)) * cos(2.0 * mjPI * u2);
+}
+
+void episodic_sense(const mjtNum* param, mjtNum* memory, const mjtNum* truth, mjtNum* sensed) {
+  int delay = (int)param[EPISODIC_SENSING_DELAY], m = (int)param[EPISODIC_SENSING_COUNT];
+  uint64_t key = (uint64_t)param[EPISODIC_SENSING_KEY] << 32 | (uint64_t)param[EPISODIC_SENSING_KEY + 1];
+  uint64_t k = (uint64_t)memory[EPISODIC_SENSING_STEPS];
+  uint64_t j = k > (uint64_t)delay ? k - delay : 0;  /* the step of the sample read */
+  mjtNum* ring = memory + EPISODIC_SENSING_RING;
+  mju_copy(ring + (k % (delay + 1)) * m, truth, m);
+  const mjtNum* sample = ring + (j % (delay + 1)) * m;
+  for (int i = 0; i < m; i++) {
+    mjtNum std = param[EPISODIC_SENSING_STD + i];
+    sensed[i] = std > 0 ? sample[i] + std * episodic_gaussian(key, j, i) : sample[i];
+  }
+  memory[EPISODIC_SENSING_STEPS] = (mjtNum)(k + 1);
 }

@@ -64,6 +64,28 @@ static inline mjtNum episodic_clip(mjtNum x, mjtNum low, mjtNum high) {
   return x < low ? low : (x > high ? high : x);
 }
 
+/* Sensing (episodic/native/sensing.py builds the blocks): a law reads the tracked object's state
+ * as a tracker reports it, a whole number of control steps late and with Gaussian noise.
+ *   param block (EPISODIC_SENSING_STD + m values): the delay D in control steps, m the number of
+ *     quantities sensed, the noise key's two 32-bit halves, then each quantity's noise std (in
+ *     its unit; 0: none);
+ *   memory block (EPISODIC_SENSING_RING + (D + 1) m values): the control steps sensed so far k,
+ *     then the last D + 1 true values, a ring of rows of m.
+ * The noise on quantity i of the sample taken at control step j is a pure function of (key, j, i)
+ * (a counter-based generator, episodic_gaussian), so the same sample read again gets the same
+ * noise, and every run of the same steps, compiled or tick by tick, gets the same numbers. */
+enum { EPISODIC_SENSING_DELAY = 0, EPISODIC_SENSING_COUNT = 1, EPISODIC_SENSING_KEY = 2, EPISODIC_SENSING_STD = 4 };
+enum { EPISODIC_SENSING_STEPS = 0, EPISODIC_SENSING_RING = 1 };
+
+/* One control step of sensing: truth[m] (the state now) enters the ring; sensed[m] gets the
+ * sample of D steps ago (the first sample while fewer than D came before it) plus its noise;
+ * the step count advances. */
+void episodic_sense(const mjtNum* param, mjtNum* memory, const mjtNum* truth, mjtNum* sensed);
+
+/* A standard normal number, a pure function of (key, step, index): Box-Muller on two uniforms
+ * from splitmix64 hashes of them. */
+mjtNum episodic_gaussian(unsigned long long key, unsigned long long step, unsigned long long index);
+
 /* Run a segment (see episodic.simulation.Simulation._run_python, which this mirrors step for
  * step). Returns 0, or 1 when MuJoCo met an error (mju_error: the arena overflowing, ...), its
  * text in s->error: the run ends there instead of the process, d is left mid-step. */
