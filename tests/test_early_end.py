@@ -1,91 +1,20 @@
 """An episode cut short never returns more than the same episode completed by holding still, which
-never returns more than the task's reference: for every task, in-process and over the bridge.
-
-Each task's three episodes plan the same motion time as its scripted reference (examples/): the
-reference itself; "hold", the start posture held throughout; "crash", a swing of j1 that trips the
-joint-velocity safety abort within its first 0.1 s. The runner charges the crash the steps it left
-out at the task's worst reward rate (Task.worst_reward_rate), and a task whose reward is a cost
-also charges an episode shorter than its horizon (Task.scored_duration)."""
+never returns more than the task's reference: for every task, in-process and over the bridge
+(the three episodes: examples/early_end.py)."""
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import pytest
 
 from episodic.batch import evaluate
 from episodic.bridge import Client
-from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.kinematics import SiteIK
+from episodic.commands import StartCommand, TrajectoryCommand
 from episodic.log import read_episodes
 from episodic.protocol import Flag
-from episodic.robot import load_robot
 from episodic.runner import Runner
-from episodic.scene import build_scene
 from episodic.tasks import TASKS, make_task
-from episodic.trajectory import min_jerk
-from examples import (ball_bouncing_reference, ball_in_cup_reference, ball_on_beam_reference, ball_paddling_reference,
-                      beer_pong_reference, casting_reference, pole_balancing_reference, tetherball_reference)
+from examples.early_end import REFERENCES, WAM, three_episodes
 from tests.helpers import Served, channel_name
-
-WAM = load_robot("wam")
-CRASH_ACCELERATION = 400.0  # rad/s^2 of j1's desired swing: its velocity limit (2.39 rad/s) within ~10 ms
-CRASH_SWING = 0.5           # rad, where j1's desired swing stops
-
-
-def reach_reference(robot=WAM, episode_id: int = 1) -> list:
-    """Inverse kinematics to the default target, a 1 s minimum-jerk move and 0.2 s held: the
-    task's horizon (examples/reach_learner.py does the same with its own durations)."""
-    task = make_task("reach")
-    scene = build_scene(robot, task)
-    ik = SiteIK(scene.model, robot.end_effector_site, scene.qpos_adr, scene.dof_adr, robot.range_lower,
-                robot.range_upper)
-    home = task.start_posture(robot)
-    goal, _ = ik.solve(home, task.default_context())
-    move = min_jerk(home, goal, 1.0, robot.control_dt)
-    return [StartCommand(episode_id, 1), TrajectoryCommand(episode_id, 1, 1, move.q, move.qd, move.qdd, wait_time=0.2)]
-
-
-REFERENCES = {
-    "reach": reach_reference,
-    "ball_in_cup": lambda: ball_in_cup_reference.reference_commands(WAM, 1),
-    "ball_on_beam": lambda: ball_on_beam_reference.reference_commands(WAM, 1),
-    "ball_paddling": lambda: ball_paddling_reference.reference_commands(WAM, 1),
-    "ball_bouncing": lambda: ball_bouncing_reference.reference_commands(WAM, 1),
-    "beer_pong": lambda: beer_pong_reference.reference_commands(WAM, 1),
-    "casting": lambda: casting_reference.reference_commands(WAM, 1),
-    "pole_balancing": lambda: pole_balancing_reference.reference_commands(WAM, 1),
-    "tetherball": lambda: tetherball_reference.reference_commands(WAM, 1),
-}
-
-
-def planned_time(commands: list, robot=WAM) -> float:
-    """s of motion the segments and gain sets after the start plan (samples and waits)."""
-    total = 0.0
-    for cmd in commands[1:]:
-        if isinstance(cmd, TrajectoryCommand):
-            total += len(cmd.q) / (cmd.rate or robot.control_rate)
-        total += cmd.wait_time if isinstance(cmd, (TrajectoryCommand, GainsCommand)) else 0.0
-    return total
-
-
-def three_episodes(name: str, robot=WAM) -> dict[str, list]:
-    """The task's crash, hold and reference episodes (module docstring), ids 1, 2, 3."""
-    reference = REFERENCES[name]()
-    start = reference[0]
-    posture = make_task(name).start_posture(robot) if start.posture is None else np.asarray(start.posture)
-    n = int(round(planned_time(reference, robot) * robot.control_rate))
-    t = np.arange(1, n + 1) * robot.control_dt
-    hold = np.tile(posture, (n, 1))
-    crash = hold.copy()
-    crash[:, 0] += np.minimum(0.5 * CRASH_ACCELERATION * t**2, CRASH_SWING)
-
-    def episode(episode_id: int, q: np.ndarray) -> list:
-        first = StartCommand(episode_id, 1, context=start.context, posture=start.posture)
-        return [first, TrajectoryCommand(episode_id, 1, 1, q)]
-
-    renumbered = [dataclasses.replace(cmd, episode_id=3) for cmd in reference]
-    return {"crash": episode(1, crash), "hold": episode(2, hold), "reference": renumbered}
 
 
 def check_order(name: str, returns: dict[str, float], flags: dict[str, Flag], crash_steps: int) -> None:
