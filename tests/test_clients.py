@@ -39,6 +39,7 @@ from episodic.robot import load_robot
 from episodic.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import ROOT, Served, assert_same_steps, channel_name, shm_leftovers, wave
+from tests.test_bridge import ENDINGS, Seen, assert_endings, reachable_target
 from tests.test_channel_security import (ROOT_USER, LockWatch, foreign_message, impostor_for, planted_by,
                                          second_user, unlink)
 
@@ -300,19 +301,108 @@ def assert_started_at_ball_in_cup_posture(found: dict[str, tuple[int, np.ndarray
     np.testing.assert_array_equal(found["SEGMENT"][1], start)
 
 
-def test_c_start_reply_gives_the_start_posture(tmp_path):
+def build_c(source: str, folder: Path, name: str) -> Path:
+    """The C program ``source`` built with the C client as ``folder/name`` (skipped without cc)."""
     require("cc")
-    source = tmp_path / "start_posture.c"
-    source.write_text(START_AT_THE_POSTURE_C)
-    program = tmp_path / "start_posture"
-    built = subprocess.run(["cc", "-std=c99", "-O2", "-Wall", f"-I{C_CLIENT}", "-o", str(program), str(source),
-                            str(C_CLIENT / "episodic_client.c"), "-lrt", "-lpthread"],
-                           capture_output=True, text=True, timeout=120)
-    assert built.returncode == 0, built.stderr
+    (folder / f"{name}.c").write_text(source)
+    built = subprocess.run(["cc", "-std=c99", "-O2", "-Wall", "-Wno-unused-result", f"-I{C_CLIENT}", "-o",
+                            str(folder / name), str(folder / f"{name}.c"), str(C_CLIENT / "episodic_client.c"),
+                            "-lrt", "-lpthread"], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0 and not built.stderr, built.stderr
+    return folder / name
+
+
+def test_c_start_reply_gives_the_start_posture(tmp_path):
+    program = build_c(START_AT_THE_POSTURE_C, tmp_path, "start_posture")
     with Served(channel_name(), task="ball_in_cup") as s:
         out = subprocess.run([str(program), s.channel], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     assert_started_at_ball_in_cup_posture(postures(out.stdout))
+
+
+ENDINGS_C = r"""
+/* The episodes of tests/test_bridge.py's ENDINGS:
+ *     endings CHANNEL [X Y Z MOTION SAMPLES]...
+ * one episode per group: start with the target X Y Z (m, the context; max_commands 1), then the
+ * start posture held SAMPLES samples (MOTION "hold"), or with joint 1 stepped by 1.5 rad after 10
+ * samples ("jump"), or a reset ("reset"). Prints each reply as "REPLY episode flag episode_done
+ * success reward episode_return n_steps". */
+#include "episodic_client.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void print(int episode, const ep_reply *r)
+{
+    printf("REPLY %d %d %d %d %.17g %.17g %d\n", episode, r->flag, r->episode_done, r->success, r->reward,
+           r->episode_return, r->n_steps);
+}
+
+int main(int argc, char **argv)
+{
+    ep_client *c;
+    ep_reply r;
+    int e, i, n, samples, rc = EP_OK;
+    if (argc < 2 || (argc - 2) % 5 != 0 || ep_attach(argv[1], 10.0, &c) != EP_OK) {
+        fprintf(stderr, "usage: endings CHANNEL [X Y Z MOTION SAMPLES]... (%s)\n", ep_last_error());
+        return 1;
+    }
+    for (e = 0; 2 + 5 * e < argc && rc == EP_OK; e++) {
+        char **a = argv + 2 + 5 * e;
+        double target[3] = {atof(a[0]), atof(a[1]), atof(a[2])}, *q;
+        if ((rc = ep_start(c, EP_NEXT, 1, NULL, target, 3, &r)) != EP_OK)
+            break;
+        print(e, &r);
+        if (strcmp(a[3], "reset") == 0) {
+            if ((rc = ep_reset(c, &r)) == EP_OK)
+                print(e, &r);
+            continue;
+        }
+        samples = atoi(a[4]);
+        n = r.n_dofs;
+        q = malloc(sizeof(double) * (size_t)(samples * n));
+        for (i = 0; i < samples * n; i++)
+            q[i] = r.posture[i % n] + (strcmp(a[3], "jump") == 0 && i % n == 0 && i / n >= 10 ? 1.5 : 0.0);
+        if ((rc = ep_send_trajectory(c, EP_NEXT, EP_DEFAULT, q, NULL, NULL, samples, 0.0, 0.0, &r)) == EP_OK)
+            print(e, &r);
+        free(q);
+    }
+    if (rc != EP_OK)
+        fprintf(stderr, "%s\n", ep_last_error());
+    ep_detach(c);
+    return rc != EP_OK;
+}
+"""
+
+
+def ending_arguments(target: np.ndarray) -> list[list[str]]:
+    """Per episode of ENDINGS: its target x y z (m, 17 digits), motion and samples, as text."""
+    out = []
+    for ending in ENDINGS:
+        xyz = target if ending.at_target else np.array(CONTEXT, dtype=float)
+        out.append([f"{v:.17g}" for v in xyz] + [ending.motion, str(ending.samples)])
+    return out
+
+
+def seen_replies(stdout: str) -> list[list[Seen]]:
+    """The "REPLY episode flag done success reward return n_steps" lines, one list per episode."""
+    out: list[list[Seen]] = [[] for _ in ENDINGS]
+    for line in stdout.splitlines():
+        if line.startswith("REPLY "):
+            episode, flag, done, success, reward, total, n_steps = line.split()[1:]
+            out[int(episode)].append(Seen(int(flag), bool(int(done)), bool(int(success)), float(reward),
+                                          float(total), int(n_steps)))
+    return out
+
+
+def test_c_reply_that_ends_an_episode_says_how_and_the_logs_return(tmp_path):
+    program = build_c(ENDINGS_C, tmp_path, "endings")
+    arguments = [a for episode in ending_arguments(reachable_target()) for a in episode]
+    with Served(channel_name(), tmp_path / "c.h5") as s:
+        out = subprocess.run([str(program), s.channel, *arguments], capture_output=True, text=True, timeout=60)
+        assert s.stop() == 0
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert_endings(seen_replies(out.stdout), read_episodes(tmp_path / "c.h5"))
 
 
 # -- Octave ----------------------------------------------------------------------------------
@@ -349,6 +439,17 @@ def reach_commands(episode_id: int):
     files = {"posture": posture, "context": np.array(CONTEXT), "gains": gains, "q1": commands[2].q,
              "q2": q2, "qd2": qd2, "qdd2": qdd2, "q3": commands[4].q}
     return commands, files
+
+
+def test_octave_reply_that_ends_an_episode_says_how_and_the_logs_return(mex_dir, tmp_path):
+    episodes = ending_arguments(reachable_target())
+    targets = "; ".join(" ".join(e[:3]) for e in episodes)
+    motions = ", ".join(f"'{e[3]}'" for e in episodes)
+    samples = " ".join(e[4] for e in episodes)
+    with Served(channel_name(), tmp_path / "octave.h5") as s:
+        out = run_octave(f"ending_episodes('{s.channel}', [{targets}], {{{motions}}}, [{samples}])", mex_dir)
+        assert s.stop() == 0
+    assert_endings(seen_replies(out.stdout), read_episodes(tmp_path / "octave.h5"))
 
 
 def test_octave_episode_is_bit_identical_to_python(mex_dir, tmp_path):
@@ -826,13 +927,7 @@ int main(int argc, char **argv)
 def c_batch(tmp_path_factory) -> Path:
     """BATCH_C built with the C client."""
     require("cc")
-    build = tmp_path_factory.mktemp("c-batch")
-    (build / "batch_file.c").write_text(BATCH_C)
-    built = subprocess.run(["cc", "-std=c99", "-O2", "-Wall", "-Wno-unused-result", f"-I{C_CLIENT}", "-o",
-                            str(build / "batch_file"), str(build / "batch_file.c"), str(C_CLIENT / "episodic_client.c"),
-                            "-lrt", "-lpthread"], capture_output=True, text=True, timeout=120)
-    assert built.returncode == 0 and not built.stderr, built.stderr
-    return build / "batch_file"
+    return build_c(BATCH_C, tmp_path_factory.mktemp("c-batch"), "batch_file")
 
 
 def batch_population() -> list[list]:

@@ -33,7 +33,7 @@
 #define HEADER_BYTES 128
 #define LOG_COLUMN_BYTES 48
 #define COMMAND_BYTES 88
-#define REPLY_BYTES 312
+#define REPLY_BYTES 328
 #define BATCH_BYTES 40
 #define BATCH_COMMAND_BYTES 64
 #define BATCH_RESULT_BYTES 288
@@ -837,6 +837,8 @@ static int wait_reply(ep_client *c, const fields *f, double deadline, double tim
         }
         out->seq = get_u(r, 8);
         out->kind = get_i32(r + 52);
+        out->episode_return = get_f64(r + 56);
+        out->success = get_i32(r + 64);
         out->episode_id = (int64_t)get_u(r + 8, 8);
         out->index = get_i32(r + 16);
         out->flag = get_i32(r + 20);
@@ -846,7 +848,7 @@ static int wait_reply(ep_client *c, const fields *f, double deadline, double tim
         out->machine_state = get_i32(r + 40);
         out->log_rows = get_i32(r + 44);
         out->log_truncated = get_i32(r + 48);
-        memcpy(out->message, r + 56, EP_MESSAGE_BYTES);
+        memcpy(out->message, r + 72, EP_MESSAGE_BYTES);
         doubles_from_wire(c->state, r + REPLY_BYTES, (size_t)n_state);
         doubles_from_wire(c->posture, r + REPLY_BYTES + 8 * (size_t)n_state, (size_t)n_dofs);
         lock_give(c);

@@ -1,6 +1,6 @@
 /*
  * episodic_client.h: a C client for `episodic serve` (the shared-memory protocol of
- * docs/protocol.md, version 4). It mirrors the Python client, bridge/client.py.
+ * docs/protocol.md, version 5). It mirrors the Python client, bridge/client.py.
  *
  *     ep_client *c;
  *     ep_reply r;
@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#define EP_PROTOCOL_VERSION 4
+#define EP_PROTOCOL_VERSION 5
 #define EP_NAME_BYTES 32     /* longest state / log column name */
 #define EP_MESSAGE_BYTES 256 /* longest reply message */
 #define EP_NEXT (-1)         /* episode id: the client's next one; index: the next of the episode (ep_command: see there) */
@@ -103,14 +103,19 @@ typedef struct {
  * valid until the next command. `posture` is the posture the robot holds after the command, rad:
  * after a start, the start posture reached; after a segment, a gain set or a refusal, where the
  * next segment must start (its first sample within the robot's max_start_jump from its robot.toml, else
- * EP_FLAG_DISCONTINUOUS). */
+ * EP_FLAG_DISCONTINUOUS). The reply that ends an episode (episode_done 1) says how it ended in
+ * `flag` and whether the task counts it as solved in `success`; its `episode_return` is the
+ * episode's return as the runner's log records it, the charge for ending early included (a task
+ * scored over a horizon charges the part an episode leaves out, e.g. after a safety abort). */
 typedef struct {
     uint64_t seq;
     int kind;            /* enum ep_kind of the command answered */
     int64_t episode_id;
     int index;
-    int flag;            /* enum ep_flag */
-    double reward;
+    int flag;            /* enum ep_flag; in the reply that ends an episode, how it ended */
+    double reward;       /* of the command (in the reply that ends an episode, its early end's charge included) */
+    double episode_return;/* return of the command's episode so far: the rewards of its replies up to this one */
+    int success;         /* 1 only in the reply that ends an episode the task counts as solved (flag EP_FLAG_OK) */
     int n_steps;
     int episode_done;
     int machine_state;   /* enum ep_machine_state */
@@ -220,7 +225,7 @@ typedef struct {
  * client and stay valid until the next ep_evaluate or ep_detach. */
 typedef struct {
     int64_t episode_id;         /* the id of the episode's first command (EP_NEXT resolved) */
-    double episode_return;      /* the sum of `rewards` */
+    double episode_return;      /* the sum of `rewards` (an early end's charge is in the last one's) */
     int flag;                   /* how it ended: EP_FLAG_OK when it ran to its last segment, else the flag that ended it */
     int success;                /* 1 when the task counts the episode as solved */
     int64_t n_steps;            /* control steps of the whole episode, the move to the start included */

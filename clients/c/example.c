@@ -9,8 +9,11 @@
  * come from the runner's header (ep_get_info). Starts an episode with a target (the context) and
  * prints the start posture its reply gives; sends three 1 s segments, each beginning at the
  * posture the last reply gives (a segment must start within the robot's max_start_jump of the
- * posture held, e.g. 0.1 rad on the WAM, or it is refused DISCONTINUOUS); prints each reply,
- * fetches the episode log and prints its row count. Given a number N, it then evaluates N
+ * posture held, e.g. 0.1 rad on the WAM, or it is refused DISCONTINUOUS); prints each reply (with
+ * the episode's return so far, and in the reply that ends the episode whether it was solved),
+ * the episode's return and success as the reply that ended it gives them (the runner's log
+ * records the same return, a charge for ending early included), fetches the episode log and
+ * prints its row count. Given a number N, it then evaluates N
  * episodes with one ep_evaluate call (each a start and one 1 s segment from the start posture,
  * the amplitude growing from episode to episode) and prints each one's return.
  * Exit status: 0 when every flag is OK, 1 on a client error, 2 when a flag is not OK.
@@ -42,8 +45,9 @@ static void wave(double *q, int n, int n_dofs, const double *start, double ampli
 static void print_reply(const char *what, const ep_reply *r)
 {
     int i;
-    printf("%s: flag %d (%s), reward %.6f, %d steps, state [", what, r->flag, ep_flag_name(r->flag),
-           r->reward, r->n_steps);
+    printf("%s: flag %d (%s), reward %.6f, return so far %.6f%s, %d steps, state [", what, r->flag,
+           ep_flag_name(r->flag), r->reward, r->episode_return,
+           r->episode_done ? (r->success ? ", solved" : ", not solved") : "", r->n_steps);
     for (i = 0; i < r->n_state; i++)
         printf("%s%.4f", i ? ", " : "", r->state[i]);
     printf("]%s%s\n", r->message[0] ? " " : "", r->message);
@@ -105,7 +109,7 @@ int main(int argc, char **argv)
     const char *channel = argc > 1 ? argv[1] : "default";
     const int population = argc > 2 ? atoi(argv[2]) : 0;
     const double context[3] = {0.5, 0.2, 1.5}; /* reach target, m */
-    double *q = NULL, *log_q = NULL, *start = NULL, total = 0;
+    double *q = NULL, *log_q = NULL, *start = NULL;
     const ep_info *info;
     ep_client *c = NULL;
     ep_reply reply;
@@ -153,10 +157,11 @@ int main(int argc, char **argv)
             goto error;
         sprintf(what, "segment %d", k + 1);
         print_reply(what, &reply);
-        total += reply.reward;
         bad |= reply.flag != EP_FLAG_OK;
     }
-    printf("episode %lld: return %.6f, flags %s\n", (long long)ep_episode_id(c), total, bad ? "NOT OK" : "0");
+    /* the last reply ended the episode (its last segment, or a flag that is not OK) */
+    printf("episode %lld: return %.6f, flags %s, %s\n", (long long)ep_episode_id(c), reply.episode_return,
+           bad ? "NOT OK" : "0", reply.success ? "solved" : "not solved");
 
     rows = ep_log_rows(c);
     log_q = malloc(sizeof(double) * (size_t)(rows ? rows : 1) * (size_t)n);

@@ -18,7 +18,8 @@ function varargout = SLEvaluateBatch(Q, contexts, varargin)
 %     'waitTime'  s the final posture is held after the last sample (0..60, default 0)
 %     'timeOut'   s to wait for each batch ([] = as long as the runner lives; the logs: 30 s)
 %
-%   returns  1 x N: each episode's return, the sum of its commands' rewards
+%   returns  1 x N: each episode's return, the sum of its commands' rewards (an early end's charge
+%            included, e.g. after a safety abort: the return the runner's log records)
 %   states   n_state x N: the task state after each episode's last command sent (reach:
 %            target x y z, distance; NaN when that command was refused)
 %   flags    1 x N: how each episode ended: 0 OK, else the flag that ended it (as for

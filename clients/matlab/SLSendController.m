@@ -1,7 +1,8 @@
-function [reward, state, flag, info] = SLSendController(gains, waitTime, trajIdx, maxCommands, stateBuffer, timeOut, mode)
+function [reward, state, flag, info, success, episodeReturn] = SLSendController(gains, waitTime, trajIdx, maxCommands, stateBuffer, timeOut, mode)
 %SLSENDCONTROLLER  Send a gain set as segment trajIdx (1..maxCommands) of the running episode.
 %   [reward, state, flag] = SLSendController(gains, waitTime, trajIdx, maxCommands, stateBuffer, timeOut)
 %   [reward, state, flag, info] = SLSendController(..., timeOut, mode)
+%   [reward, state, flag, info, success, episodeReturn] = SLSendController(...)
 %
 %   gains        n_dofs x 3 [kp kd ki] or n_dofs x 2 [kp kd] (ki = 0), one row per joint,
 %                in N m/rad, N m s/rad, N m/(rad s); or a struct with fields kp, kd and
@@ -30,5 +31,6 @@ end
 if isnumeric(stateBuffer) || islogical(stateBuffer)
   stateBuffer = double(stateBuffer);
 end
-[reward, state, flag, info] = episodic_call('gains', gains, mode, stateBuffer, waitTime, trajIdx, maxCommands, timeOut);
+[reward, state, flag, info, success, episodeReturn] = episodic_call('gains', gains, mode, stateBuffer, waitTime, ...
+                                                                   trajIdx, maxCommands, timeOut);
 end

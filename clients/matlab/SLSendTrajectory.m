@@ -1,7 +1,8 @@
-function [reward, state, flag, info] = SLSendTrajectory(trajectory, waitTime, trajIdx, maxCommands, stateBuffer, timeOut, rate)
+function [reward, state, flag, info, success, episodeReturn] = SLSendTrajectory(trajectory, waitTime, trajIdx, maxCommands, stateBuffer, timeOut, rate)
 %SLSENDTRAJECTORY  Start an episode (trajIdx 0) or send one trajectory segment (trajIdx >= 1).
 %   [reward, state, flag] = SLSendTrajectory(trajectory, waitTime, trajIdx, maxCommands, stateBuffer, timeOut)
 %   [reward, state, flag, info] = SLSendTrajectory(..., timeOut, rate)
+%   [reward, state, flag, info, success, episodeReturn] = SLSendTrajectory(...)
 %
 %   trajIdx 0 starts episode (a new episode id each time, see SLEpisodeId):
 %     trajectory   the start posture, 1 x n_dofs rad, or [] for the task's start posture
@@ -22,7 +23,8 @@ function [reward, state, flag, info] = SLSendTrajectory(trajectory, waitTime, tr
 %
 %   timeOut  s to wait for the reply ([] = 30 s); on expiry error episodic:timeout names the
 %            channel; a runner that died gives episodic:runnerGone.
-%   reward   the segment's reward (0 for a start)
+%   reward   the segment's reward (0 for a start; in the command that ends an episode early, the
+%            charge for the part it leaves out is included, see episodeReturn)
 %   state    1 x n_state: the task state after the command (reach: target x y z, distance)
 %   flag     0 OK; 1 out of order, 2 stale episode, 3 invalid payload, 4 safety abort,
 %            5 timeout, 6 aborted by learner, 7 interrupted, 8 discontinuous (the segment
@@ -30,7 +32,14 @@ function [reward, state, flag, info] = SLSendTrajectory(trajectory, waitTime, tr
 %   info     struct: episode_id, index, flag_name, n_steps, episode_done, machine_state,
 %            log_rows, log_truncated, message (why the flag is not OK), state, posture
 %            (1 x n_dofs rad: the posture held after the command, where the next segment
-%            must start)
+%            must start), success, episode_return (as the two outputs below)
+%   success  true only in the reply that ends an episode (info.episode_done 1, after its last
+%            segment or a flag that is not 0) that the task counts as solved; flag then says how
+%            the episode ended
+%   episodeReturn  the return of the command's episode so far: the rewards of its commands up to
+%            this one; in the reply that ends it, the episode's return as the runner's log
+%            records it, a charge for ending early included (e.g. reach is scored over 1.2 s of
+%            motion: an episode aborted sooner is charged the rest at its worst cost rate)
 %
 %   Matlab stores matrices column-major and the protocol row-major; the MEX file converts.
 if nargin < 6
@@ -56,9 +65,11 @@ if ~isnumeric(trajIdx) || ~isscalar(trajIdx)
   error('episodic:argument', 'SLSendTrajectory: trajIdx must be a number (0 = start)');
 end
 if trajIdx == 0
-  [reward, state, flag, info] = episodic_call('start', as_double(q), as_double(stateBuffer), maxCommands, timeOut);
+  [reward, state, flag, info, success, episodeReturn] = episodic_call('start', as_double(q), as_double(stateBuffer), ...
+                                                                     maxCommands, timeOut);
 else
-  [reward, state, flag, info] = episodic_call('trajectory', as_double(q), as_double(qd), as_double(qdd), ...
-                                             rate, waitTime, trajIdx, maxCommands, timeOut);
+  [reward, state, flag, info, success, episodeReturn] = episodic_call('trajectory', as_double(q), as_double(qd), ...
+                                                                     as_double(qdd), rate, waitTime, trajIdx, ...
+                                                                     maxCommands, timeOut);
 end
 end

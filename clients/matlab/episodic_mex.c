@@ -13,12 +13,13 @@
  *   info = episodic_mex('connect', channel)
  *          episodic_mex('disconnect')
  *   info = episodic_mex('info')
- *   [reward, state, flag, reply] = episodic_mex('start', posture, context, maxCommands, timeOut)
- *   [reward, state, flag, reply] = episodic_mex('trajectory', q, qd, qdd, rate, waitTime, trajIdx,
- *                                               maxCommands, timeOut)
- *   [reward, state, flag, reply] = episodic_mex('gains', gains, mode, taskGains, waitTime, trajIdx,
- *                                               maxCommands, timeOut)
- *   [reward, state, flag, reply] = episodic_mex('reset', timeOut)
+ *   [reward, state, flag, reply, success, episodeReturn] = episodic_mex('start', posture, context, maxCommands,
+ *                                                                       timeOut)
+ *   [reward, state, flag, reply, success, episodeReturn] = episodic_mex('trajectory', q, qd, qdd, rate, waitTime,
+ *                                                                       trajIdx, maxCommands, timeOut)
+ *   [reward, state, flag, reply, success, episodeReturn] = episodic_mex('gains', gains, mode, taskGains, waitTime,
+ *                                                                       trajIdx, maxCommands, timeOut)
+ *   [reward, state, flag, reply, success, episodeReturn] = episodic_mex('reset', timeOut)
  *   episode = episodic_mex('episode')
  *   [returns, states, flags, info, logs] = episodic_mex('evaluate', Q, contexts, postures, Qd, Qdd, rate,
  *                                                       waitTime, timeOut)
@@ -189,12 +190,13 @@ static mxArray *info_struct(void)
     return s;
 }
 
-/* [reward, state, flag, reply]; reply.posture is 1 x n_dofs rad, the posture held after the command */
+/* [reward, state, flag, reply, success, episodeReturn]; reply.posture is 1 x n_dofs rad, the posture held
+ * after the command; success (logical) and episodeReturn as the reply's, also in reply */
 static void reply_outputs(int nlhs, mxArray *plhs[], const ep_reply *r)
 {
     static const char *fields[] = {"episode_id", "index", "flag", "flag_name", "reward", "n_steps",
                                    "episode_done", "machine_state", "log_rows", "log_truncated", "message",
-                                   "state", "posture"};
+                                   "state", "posture", "success", "episode_return"};
     mxArray *state = mxCreateDoubleMatrix(1, (size_t)r->n_state, mxREAL);
     if (r->n_state > 0)
         memcpy(mxGetPr(state), r->state, sizeof(double) * (size_t)r->n_state);
@@ -204,7 +206,7 @@ static void reply_outputs(int nlhs, mxArray *plhs[], const ep_reply *r)
     if (nlhs > 2)
         plhs[2] = mxCreateDoubleScalar(r->flag);
     if (nlhs > 3) {
-        mxArray *s = mxCreateStructMatrix(1, 1, 13, fields), *posture;
+        mxArray *s = mxCreateStructMatrix(1, 1, (int)(sizeof fields / sizeof fields[0]), fields), *posture;
         mxSetField(s, 0, "episode_id", mxCreateDoubleScalar((double)r->episode_id));
         mxSetField(s, 0, "index", mxCreateDoubleScalar(r->index));
         mxSetField(s, 0, "flag", mxCreateDoubleScalar(r->flag));
@@ -220,8 +222,14 @@ static void reply_outputs(int nlhs, mxArray *plhs[], const ep_reply *r)
         posture = mxCreateDoubleMatrix(1, (size_t)r->n_dofs, mxREAL);
         memcpy(mxGetPr(posture), r->posture, sizeof(double) * (size_t)r->n_dofs);
         mxSetField(s, 0, "posture", posture);
+        mxSetField(s, 0, "success", mxCreateLogicalScalar(r->success != 0));
+        mxSetField(s, 0, "episode_return", mxCreateDoubleScalar(r->episode_return));
         plhs[3] = s;
     }
+    if (nlhs > 4)
+        plhs[4] = mxCreateLogicalScalar(r->success != 0);
+    if (nlhs > 5)
+        plhs[5] = mxCreateDoubleScalar(r->episode_return);
     if (nlhs < 2)
         mxDestroyArray(state);
 }
