@@ -8,12 +8,45 @@ at all (tested), into a cup carried by the arm with a restitution of about 0.13 
   (-stiffness 1/s^2, -damping 1/s), at full impedance 1 mm in, :data:`BALL_SOLIMP`): natural
   frequency :data:`CONTACT_OMEGA` and the damping that rebounds with the wanted restitution at the
   model's physics timestep (:func:`solref_for_restitution`, calibrated below);
-* an elliptic friction cone whose tangential direction has its own time constant
-  (``solreffriction``, :data:`FRICTION_TIMECONST_OMEGA`), so friction acts during the impact: a
-  ball hitting a surface obliquely leaves it rolling (v_t' = 5/7 v_t for a solid sphere) as a real
-  one does, instead of skidding on as with the contact's own, light damping (v_t' = 0.9 v_t).
-  Up to 45 degrees from the normal the normal rebound is unaffected (within 0.04); at steeper,
-  sliding impacts the elliptic cone takes some of it (-0.05 at 56 degrees).
+* Coulomb friction that acts during the impact and leaves the normal rebound alone
+  (:func:`use_coulomb_friction`, :func:`friction_solref`): a ball hitting a surface obliquely
+  leaves it rolling (v_t' = 5/7 v_t for a solid sphere) or, at grazing angles, sliding with the
+  Coulomb impulse mu (1 + e) m v_n taken off, as rigid-body impulse theory says, and rebounds
+  normally with its restitution at any angle (tests/test_contact.py sweeps v_t/v_n from 0 to 3;
+  benchmarks/restitution.py prints the sweep for every task's pairs).
+
+Why friction needs more than a cone. MuJoCo solves a contact's normal and friction forces
+together, each soft (a regulariser R per row, a reference acceleration -b v - k x). While the ball
+slides, the unconstrained solution lies outside the elliptic friction cone and the solver returns
+its projection onto the cone in the metric A + R (MuJoCo documentation, Computation, "Friction
+cones" and "Parameters"); for a ball on a flat that gives the normal row the force (D_n + mu D_t)
+/ (A_nn + R_n + mu^2 (A_tt + R_t)), D_n and D_t the rows' reference accelerations (derived here;
+MuJoCo's efc_force agrees: 28.4 N against 28.2 N at the first step of a tennis ball hitting at
+v_t/v_n = 3, where the spring-damper alone asks for 9.3 N): the friction row's wish to stop the
+slip, D_t = b_f v_t, feeds the normal force. Early in an impact, where the spring is barely
+compressed, that is several times the spring-damper's force (3x for a tennis ball at v_t/v_n =
+3), a push the spring never stores; so a sliding impact rebounds with a restitution that depends
+on the angle and the friction: 0.80-0.86 instead of 0.90 for the beer-pong table, 0.58 instead of
+0.75 for the tennis ball at v_t/v_n = 3, 0.57 instead of 0.40 for the beer-pong cup (the first
+commit of benchmarks/restitution.py). Real Coulomb friction does not change the normal force of
+a sliding contact: the normal and tangential problems of an elastic sphere's impact uncouple when
+Dundurs' constant beta vanishes (elastically similar bodies, or a nearly incompressible rubber
+ball on a rigid surface) and nearly so otherwise (Johnson, Contact Mechanics, 1985, ch. 7; Maw,
+Barber & Fawcett, "The oblique impact of elastic spheres", Wear 38, 101 (1976)). So the pairs
+split the two, as MuJoCo's options allow (model-wide, :func:`use_coulomb_friction`):
+
+* the friction rows are made so soft in the main solve (``impratio`` :data:`FRICTION_IMPRATIO`:
+  R_t = R_n / impratio) that their force stays inside the cone: the normal force is the
+  calibrated spring-damper's, whatever the slip;
+* MuJoCo's ``noslip`` pass (:data:`NOSLIP_ITERATIONS` sweeps) then re-solves the friction rows
+  alone as hard constraints (R = 0) inside the cone of the normal force just found: Coulomb's law
+  applied step by step, the friction that stops the slip at the rate of ``solreffriction``
+  (:func:`friction_solref`) when the cone allows it, mu times the normal force against the slip
+  otherwise.
+
+What that costs: the noslip pass runs at every step that has a contact or a joint with dry
+friction (the WAM's ``frictionloss``, which it also makes hard), and every contact of the model,
+not only the ball's, gets its friction from it.
 
 Calibration (tests/test_contact.py drops balls in MuJoCo and checks each number here). The
 damping ratio of a linear spring-damper that ends its half cycle with speed ratio e is
@@ -69,11 +102,25 @@ BALL_SOLIMP = (0.9, 0.95, 0.001, 0.5, 2.0)
 ROLLING_SOLIMP = (0.5, 0.95, 0.001, 0.5, 2.0)
 
 # Tangential time constant of a ball contact (standard solreffriction, s) as a multiple of
-# 1/omega: 2.4 / 300 rad/s = 8 ms. Fitted by the oblique-impact test: a solid ball hitting at up
-# to 45 degrees leaves rolling (v_t' within 0.045 of 5/7 v_t, spin within 8 % of v_t'/r) at 2 ms
-# and 0.5 ms. Shorter constants overshoot into backspin and, while the ball slides, take energy out
-# of the normal rebound (the elliptic cone couples the two); longer ones leave it skidding.
-FRICTION_TIMECONST_OMEGA = 2.4
+# 1/omega. With the friction rows hard (the noslip pass, module docstring) the slip's reference
+# deceleration b_f v_t, b_f = 2 / (dmax * timeconst) 1/s, is met exactly when the cone allows it:
+# b_f dt = 1 stops the slip in one step, more would reverse it. 2 MAX_OMEGA_DT / dmax (1.26 /
+# omega: 4.2 ms at 300 rad/s) gives b_f = omega / MAX_OMEGA_DT, so b_f dt = omega dt / 0.6 <= 1:
+# the slip is stopped in one step at the largest omega dt the contacts allow and within a fifth
+# of an impact's duration (pi / omega) at the smallest used (omega dt = 0.15); never reversed.
+# It is also over MuJoCo's floor of 2 dt for any time constant (refsafe). dmax: BALL_SOLIMP's
+# and ROLLING_SOLIMP's (0.95).
+FRICTION_TIMECONST_OMEGA = 2.0 * MAX_OMEGA_DT / BALL_SOLIMP[1]
+# impratio (friction rows' impedance over the normal's) in the main solve: small enough that a
+# sliding ball's friction stays inside the cone there, so the normal force is the spring-damper's
+# (measured: the normal restitution moves by at most 0.001 up to v_t/v_n = 3 at 1e-6, by 0.007 at
+# 1e-4). The friction itself comes from the noslip pass.
+FRICTION_IMPRATIO = 1e-6
+# Sweeps of MuJoCo's noslip pass (projected Gauss-Seidel, which stops earlier once the change is
+# below option.noslip_tolerance): one is exact for a ball touching one surface; a few more let
+# several simultaneous contacts (a ball against a cup's wall and bottom, a chain of string
+# segments) settle.
+NOSLIP_ITERATIONS = 10
 
 # Dry air at 20 degC and 101.325 kPa: density 1.204 kg/m^3 and dynamic viscosity 1.81e-5 Pa s
 # (CRC Handbook of Chemistry and Physics, "Properties of dry air"; the same in the Engineering
@@ -216,16 +263,23 @@ def solref_for_restitution(restitution: float, timestep: float,
 
 def friction_solref(stiffness_omega: float | None = None) -> tuple[float, float]:
     """The standard solreffriction (time constant s, damping ratio) of a ball contact of natural
-    frequency ``stiffness_omega`` rad/s: :data:`FRICTION_TIMECONST_OMEGA` / omega, critically
-    damped."""
+    frequency ``stiffness_omega`` rad/s (default :data:`CONTACT_OMEGA`):
+    :data:`FRICTION_TIMECONST_OMEGA` / omega, critically damped. Under
+    :func:`use_coulomb_friction` it sets how fast friction stops a slip the cone allows it to
+    stop: at the rate omega / 0.6 1/s, in one step at the largest omega dt allowed."""
     omega = CONTACT_OMEGA if stiffness_omega is None else float(stiffness_omega)
     return (FRICTION_TIMECONST_OMEGA / omega, 1.0)
 
 
-def use_elliptic_cones(spec: mujoco.MjSpec) -> None:
-    """Make the model's friction cones elliptic: a whole-model option, and the one under which
-    MuJoCo uses solreffriction (:func:`add_bouncing_pair` calls this)."""
+def use_coulomb_friction(spec: mujoco.MjSpec) -> None:
+    """Set the model-wide options under which ball contacts have Coulomb friction that leaves
+    their normal rebound alone (module docstring): elliptic friction cones (the ones under which
+    MuJoCo uses solreffriction), friction rows nearly free in the main solve (``impratio``
+    :data:`FRICTION_IMPRATIO`) and re-solved hard by the noslip pass
+    (:data:`NOSLIP_ITERATIONS`). :func:`add_bouncing_pair` calls this."""
     spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+    spec.option.impratio = FRICTION_IMPRATIO
+    spec.option.noslip_iterations = NOSLIP_ITERATIONS
 
 
 def add_bouncing_pair(spec: mujoco.MjSpec, geom1: str, geom2: str, restitution: float, friction: float,
@@ -240,13 +294,13 @@ def add_bouncing_pair(spec: mujoco.MjSpec, geom1: str, geom2: str, restitution: 
     freely), 4 (and ``torsional`` friction, m) or 6 (and ``rolling`` friction, m). The pair
     replaces the contact the geoms' own contype/conaffinity would give them, and its parameters
     replace the geoms'. ``solimp``: :data:`BALL_SOLIMP`, or :data:`ROLLING_SOLIMP` for a ball that
-    mostly rolls on the surface. Also makes the whole model's friction cones elliptic
-    (:func:`use_elliptic_cones`)."""
+    mostly rolls on the surface. Also sets the whole model's friction options
+    (:func:`use_coulomb_friction`)."""
     if condim not in (1, 3, 4, 6):
         raise ValueError(f"condim is 1, 3, 4 or 6, got {condim}")
     if not friction >= 0:
         raise ValueError(f"the friction coefficient must be >= 0, got {friction}")
-    use_elliptic_cones(spec)
+    use_coulomb_friction(spec)
     pair = spec.add_pair(geomname1=geom1, geomname2=geom2, condim=condim)
     if name is not None:
         pair.name = name
@@ -379,3 +433,93 @@ def measure_restitution(restitution: float, timestep: float, radius: float, mass
         after = 0.5 * data.qvel[2] ** 2 + g * (data.qpos[2] - radius)
         values.append(math.sqrt(max(after, 0.0) / before))
     return Bounce(sum(values) / len(values), min(values), max(values))
+
+
+# Options of a model that shape how a contact pair acts (copied by measure_oblique_impact).
+CONTACT_OPTIONS = ("timestep", "integrator", "cone", "impratio", "noslip_iterations", "noslip_tolerance", "solver",
+                   "iterations", "tolerance")
+
+
+@dataclass(frozen=True)
+class ObliqueBounce:
+    """A ball's oblique impact without spin on a fixed surface, means over where the impact
+    falls within a physics step: the ``normal`` restitution v_n' / v_n, the ``tangential`` speed
+    ratio v_t' / v_t and the ``spin`` omega' r / v_t (both nan when v_t = 0)."""
+
+    normal: float
+    tangential: float
+    spin: float
+
+
+def pair_restitution(model: mujoco.MjModel, pair: int) -> float:
+    """The restitution the direct solref (-k, -b) of the compiled contact pair ``pair`` was
+    calibrated for (:func:`solref_for_restitution`) at the model's timestep."""
+    k, b = model.pair_solref[pair]
+    if not (k < 0 and b < 0):
+        raise ValueError(f"pair {pair} has no direct solref (-stiffness, -damping): not a calibrated ball pair")
+    omega = math.sqrt(-k)
+    return discrete_restitution(-b / (2.0 * omega), omega, float(model.opt.timestep))
+
+
+def measure_oblique_impact(model: mujoco.MjModel, pair: int, ball: str, normal_speed: float,
+                           tangential_speed: float, phases: int = 8) -> ObliqueBounce:
+    """Hit a fixed box with the ball geom ``ball`` (a sphere on a free body) of ``model``
+    through a copy of the model's contact pair ``pair`` (solref, solreffriction, solimp,
+    friction, condim) under the model's contact options (:data:`CONTACT_OPTIONS`), without
+    gravity, at ``normal_speed`` and ``tangential_speed`` m/s and no spin, ``phases`` times with
+    the impact falling at evenly spread points of a step; measured once the ball has left."""
+    ball_id = model.geom(ball).id
+    if ball_id not in (model.pair_geom1[pair], model.pair_geom2[pair]):
+        raise ValueError(f"pair {pair} is not the ball '{ball}''s")
+    body = model.geom_bodyid[ball_id]
+    radius = float(model.geom_size[ball_id][0])
+    spec = mujoco.MjSpec()
+    for option in CONTACT_OPTIONS:
+        setattr(spec.option, option, getattr(model.opt, option))
+    spec.option.gravity = [0.0, 0.0, 0.0]  # the impact alone
+    spec.worldbody.add_geom(name="surface", type=mujoco.mjtGeom.mjGEOM_BOX, size=[5.0, 5.0, 0.05],
+                            pos=[0.0, 0.0, -0.05], contype=0, conaffinity=0)
+    copy = spec.worldbody.add_body(name="ball", pos=[0.0, 0.0, 1.0])
+    copy.add_freejoint()
+    copy.explicitinertial = True
+    copy.mass, copy.ipos, copy.iquat = float(model.body_mass[body]), [0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]
+    copy.inertia = list(model.body_inertia[body])
+    copy.add_geom(name="ball", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[radius, 0, 0], contype=0, conaffinity=0)
+    made = spec.add_pair(geomname1="ball", geomname2="surface", condim=int(model.pair_dim[pair]))
+    made.solref, made.solreffriction = list(model.pair_solref[pair]), list(model.pair_solreffriction[pair])
+    made.solimp, made.friction = list(model.pair_solimp[pair]), list(model.pair_friction[pair])
+    impact = spec.compile()
+    data = mujoco.MjData(impact)
+    dt = impact.opt.timestep
+    runs = []
+    for i in range(phases):
+        mujoco.mj_resetData(impact, data)
+        gap = (1.0 - (i + 0.5) / phases) * normal_speed * dt  # the impact's place in a step
+        data.qpos[2], data.qvel[0], data.qvel[2] = radius + gap, tangential_speed, -normal_speed
+        touched = False
+        for _ in range(int(0.2 / dt)):
+            mujoco.mj_step(impact, data)
+            touched = touched or data.ncon > 0
+            if touched and data.ncon == 0:
+                break
+        # qvel[3:6] is the angular velocity in the ball's frame; the ball turned about y only
+        runs.append((data.qvel[2], data.qvel[0], data.qvel[4] * radius))
+    normal, tangential, spin = (sum(values) / phases for values in zip(*runs))
+    per_vt = (lambda v: v / tangential_speed) if tangential_speed else (lambda v: math.nan)
+    return ObliqueBounce(normal / normal_speed, per_vt(tangential), per_vt(spin))
+
+
+def rigid_sphere_impact(restitution: float, friction: float, inertia_factor: float,
+                        speed_ratio: float) -> tuple[float, float]:
+    """Rigid-body impact of a sphere without spin on a fixed flat at v_t / v_n = ``speed_ratio``
+    > 0, with Coulomb ``friction`` and normal ``restitution``; ``inertia_factor`` I / (m r^2)
+    (0.4 solid, 2/3 a thin shell). The friction impulse is at most mu (1 + e) m v_n; if that
+    stops the contact point's slip (it takes m v_t k / (1 + k)) the ball leaves rolling,
+    v_t' = v_t / (1 + k), else it slides throughout, v_t' = v_t - mu (1 + e) v_n, spun up by the
+    same impulse (e.g. Cross, Am. J. Phys. 70, 482 (2002); Brach, Mechanical Impact Dynamics,
+    1991, ch. 4). Returns (v_t' / v_t, omega' r / v_t)."""
+    impulse = friction * (1.0 + restitution) / speed_ratio  # the most friction can take, over m v_t
+    if impulse >= inertia_factor / (1.0 + inertia_factor):
+        rolling = 1.0 / (1.0 + inertia_factor)
+        return rolling, rolling
+    return 1.0 - impulse, impulse / inertia_factor
