@@ -16,11 +16,12 @@ from episodic.bridge.batches import decode_results, encode_batch, split
 from episodic.bridge import BatchError
 from episodic.bridge.client import _Request
 from episodic.bridge.codec import encode_request
-from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.commands import GainsCommand, ResetCommand, StartCommand, TrajectoryCommand
 from episodic.log import read_episodes
 from episodic.protocol import Flag, Kind
 from episodic.replay import replay
 from tests.helpers import Served, channel_name, shm_leftovers, wave
+from tests.test_bridge import ENDINGS, Seen, assert_endings, reachable_target
 
 pytestmark = pytest.mark.slow  # real `episodic serve` processes
 
@@ -92,6 +93,32 @@ def test_a_population_over_the_bridge_is_bit_identical_to_in_process(tmp_path):
     for e, r in zip(logged[1 : 1 + started], expected):
         assert e.attrs["return"] == r.episode_return
     assert replay(tmp_path / "served.h5").identical
+
+
+def test_a_batch_result_says_how_each_episode_ended_and_the_logs_return(tmp_path):
+    """tests/test_bridge.py's ENDINGS as one batch, each segment from the task's start posture:
+    each result's flag and success are those its episode's ending reply gives, its return the
+    runner's log's, bit for bit, the early end's charge (in the last command's reward) included."""
+    target = reachable_target()
+    episodes = []
+    for k, ending in enumerate(ENDINGS):
+        start = StartCommand(300 + k, 1, context=target if ending.at_target else CONTEXT)
+        if ending.motion == "reset":
+            episodes.append([start, ResetCommand(300 + k, max_commands=1)])
+            continue
+        q = np.repeat(HOME[None], ending.samples, axis=0)
+        if ending.motion == "jump":
+            q[10:, 0] += 1.5
+        episodes.append([start, TrajectoryCommand(300 + k, 1, 1, q)])
+    with Served(channel_name(), tmp_path / "served.h5") as served:
+        with Client(served.channel, timeout=20) as client:
+            results = client.evaluate(episodes)
+        assert served.stop() == 0
+    assert [r.flag for r in results] == [r.flags[-1] for r in results]  # the flag of the command that ended it
+    seen = [[Seen(flag, i == len(r.flags) - 1, r.success and i == len(r.flags) - 1, reward, total, steps)
+             for i, (flag, reward, total, steps) in enumerate(zip(r.flags, r.rewards, np.cumsum(r.rewards),
+                                                                 r.command_steps))] for r in results]
+    assert_endings(seen, read_episodes(tmp_path / "served.h5"))
 
 
 def test_a_population_larger_than_a_batch_is_split_and_still_identical():
