@@ -17,10 +17,27 @@ The ball does not turn with the holder: it leaves without spin.
 
 A table (``table_length`` x ``table_width`` m, its playing surface ``table_height`` m above the
 floor, centred at (``table_x``, ``table_y``)) stands in front of the robot; a conical cup stands
-on it (a mocap body: placed by the context, it never moves), its axis vertical, ``cup_height`` m
+on it (a mocap body: placed by the context, it never moves), its axis square to the surface, ``cup_height`` m
 from the table to the rim, inner radius ``cup_bottom_radius`` m at the bottom and
 ``cup_rim_radius`` m at the rim: a bottom disc (``CUP_BOTTOM`` m thick), ``CUP_WALLS`` thin
 boxes around the cone (MuJoCo has no hollow cone) and a rim of as many capsules on top.
+
+The seed's harder surfaces ("a broken surface with only very limited areas where contact is
+possible", "a slanted surface"). ``table_tilt`` rad turns the playing surface about the y axis
+through its centre (positive raises the far, +x, end; within +-0.2 rad, 11.5 deg): the table's
+frame, and with it the cup, which stands square to the surface at the point of it above
+(cup_x, cup_y); ``height`` and ``radial`` are then measured along and across the cup's tilted
+axis, and the rim plane is tilted with it. A bounce on the slanted top leaves along its tilted
+normal, as any bounce does (tested against impulse theory). ``pads`` (1-4; 0, the default: the
+whole top) replaces the top by that many round pads of it, ``pad_radius`` m, the same thickness
+and material, their centres in a row along x from (``pad_x``, ``pad_y``) (world x, y; on the
+surface above them), ``pad_spacing`` m apart; the rest is a gap the ball falls through to the
+floor (where it is never scored), and the cup stands on a disc of the top the size of its foot
+(``cup_stand``, the table's material). The default pad lies under the reference throw's bounce
+(x 1.11 m). A bounce on a pad counts as a table bounce; one on the floor or on the stand
+(whose edge alone the ball can reach, beside the cup) does not.
+What of the seed's beer pong is not built: multiple bounces are (``bounces``), a broken and a
+slanted surface are; nothing else is named there.
 
 Physical values and sources.
 * Ball: a table-tennis ball, 40 mm, 2.7 g (ITTF Laws of Table Tennis 2.3.1-2.3.2), a thin
@@ -65,7 +82,7 @@ holder's site; the cup on the table (TaskError unless its foot lies on the table
 State columns: ball_x, ball_y, ball_z m and ball_vx, ball_vy, ball_vz m/s (the ball's centre,
 world frame); cup_x, cup_y m (the cup's axis); height m: the ball's centre above the rim plane
 (negative below it); radial m: the ball's centre's horizontal distance from the cup's axis;
-on_table: 1 while the ball touches the table (a contact sensor, read once per control step: an
+on_table: 1 while the ball touches the table's top or a pad (a contact sensor, read once per control step: an
 impact lasts longer than a step, so none is missed); in_cup: 1 while the ball's centre lies
 inside the cup's inner cone (below the rim plane, above the bottom, radial less than the cone's
 radius at that height); at_rest: 1 while the ball's speed is below ``rest_speed``.
@@ -172,6 +189,16 @@ class BeerPong(Task):
     table_width: float = param(1.525, "m", "along y", gt=0)
     table_restitution: float = param(0.90, "", "the ball's restitution on the table (0.90 rebounds 23 cm from "
                                      "30 cm in air, ITTF)", ge=0, lt=1)
+    table_tilt: float = param(0.0, "rad", "the playing surface's slope along x, about the y axis through its "
+                              "centre: positive raises the far (+x) end; the cup stands on it, square to it",
+                              ge=-0.2, le=0.2)
+    # a broken surface (the seed's variation): a few pads of the table top, the rest a gap
+    pads: int = param(0, "", "0: the whole table top; 1-4: only that many round pads of it, in a row along x "
+                      "from (pad_x, pad_y), pad_spacing apart; the ball falls through the rest", ge=0, le=4)
+    pad_radius: float = param(0.1, "m", "a pad's radius", gt=0, le=0.5)
+    pad_x: float = coordinate(1.1, "x", "the first pad's centre (the reference throw bounces at 1.11)")
+    pad_y: float = coordinate(0.0, "y", "the first pad's centre")
+    pad_spacing: float = param(0.35, "m", "between neighbouring pads' centres, along +x", gt=0, le=2.74)
     # cup (16 oz party cup)
     cup_x: float = coordinate(1.6, "x", "the cup's axis without a context")
     cup_y: float = coordinate(0.0, "y", "the cup's axis without a context")
@@ -196,11 +223,54 @@ class BeerPong(Task):
         if not self.cup_height > CUP_BOTTOM + 2 * self.ball_radius:
             raise TaskError(f"parameter 'cup_height' of task 'beer_pong' must be larger than the ball's diameter "
                             f"and the bottom ({CUP_BOTTOM + 2 * self.ball_radius} m), got {self.cup_height}")
+        for k, centre in enumerate(self.pad_centres()):
+            if not self._on_table(centre, self.pad_radius):
+                raise TaskError(f"pad {k} of task 'beer_pong' at {np.round(centre, 4).tolist()} m (radius "
+                                f"{self.pad_radius} m) reaches past the table's edge; move pad_x, pad_y, or make "
+                                f"pad_spacing, pad_radius or pads smaller")
+
+    # -- the playing surface ----------------------------------------------------
+    @property
+    def table_rotation(self) -> np.ndarray:
+        """(3, 3) the table's frame (and the cup's) in the world: x along its length, z its
+        surface's normal, turned about the world's y axis by -table_tilt."""
+        c, s = np.cos(self.table_tilt), np.sin(self.table_tilt)
+        return np.array([[c, 0.0, -s], [0.0, 1.0, 0.0], [s, 0.0, c]])
+
+    @property
+    def table_quat(self) -> np.ndarray:
+        """(4,) the table's frame as a quaternion (w, x, y, z)."""
+        return np.array([np.cos(self.table_tilt / 2), 0.0, -np.sin(self.table_tilt / 2), 0.0])
+
+    def surface_point(self, xy) -> np.ndarray:
+        """(3,) m, the point of the (tilted) playing surface above the world point ``xy`` (x, y) m."""
+        x, y = float(xy[0]), float(xy[1])
+        return np.array([x, y, self.table_height + (x - self.table_x) * np.tan(self.table_tilt)])
+
+    def _local(self, xy) -> np.ndarray:
+        """(2,) m, the surface's coordinates (along its length and width, from its centre) of the
+        point of it above the world point ``xy``."""
+        return np.array([(xy[0] - self.table_x) / np.cos(self.table_tilt), xy[1] - self.table_y])
+
+    def _on_table(self, xy, radius: float) -> bool:
+        """Whether a disc of ``radius`` m on the surface centred above ``xy`` lies within its outline."""
+        margin = np.array([self.table_length, self.table_width]) / 2 - radius
+        return bool(np.all(np.abs(self._local(xy)) <= margin))
+
+    def pad_centres(self) -> np.ndarray:
+        """(pads, 2) m, the world x, y of the pads' centres (none with the whole top)."""
+        return np.array([[self.pad_x + k * self.pad_spacing, self.pad_y] for k in range(self.pads)]).reshape(-1, 2)
+
+    def cup_coordinates(self, ball: np.ndarray, cup: np.ndarray) -> np.ndarray:
+        """(n, 3) m, the ball's centres ``ball`` (n, 3) m in the cup's frame at ``cup`` (n, 3) m (the
+        foot of its axis on the surface): x along the table's length, z up the cup's axis."""
+        return (ball - cup) @ self.table_rotation
 
     def _check_cup(self, cup: np.ndarray) -> None:
         """TaskError unless the cup's foot at ``cup`` (x, y) m lies on the table."""
-        margin = np.array([self.table_length, self.table_width]) / 2 - (self.cup_bottom_radius + CUP_WALL)
-        if np.any(np.abs(cup - [self.table_x, self.table_y]) > margin):
+        foot = self.cup_bottom_radius + CUP_WALL
+        if not self._on_table(cup, foot):
+            margin = np.array([self.table_length * np.cos(self.table_tilt), self.table_width]) / 2 - foot
             raise TaskError(f"the cup at {np.round(cup, 4).tolist()} m stands off the table: its axis must lie "
                             f"within x {self.table_x} +- {margin[0]:.4g} m and y {self.table_y} +- "
                             f"{margin[1]:.4g} m (the context's cup_x, cup_y, or the parameters without one)")
@@ -241,27 +311,44 @@ class BeerPong(Task):
                         objtype=mujoco.mjtObj.mjOBJ_XBODY, objname="cup")
         touch = spec.add_sensor(name="bp_on_table", type=mujoco.mjtSensor.mjSENS_CONTACT,
                                 objtype=mujoco.mjtObj.mjOBJ_GEOM, objname="ball",
-                                reftype=mujoco.mjtObj.mjOBJ_GEOM, refname="table_top")
+                                reftype=mujoco.mjtObj.mjOBJ_BODY, refname="table")  # the top or its pads
         touch.intprm = [1, 0, 1]  # data "found" (the number of contacts), no reduction, 1 slot
         spec.add_sensor(name="bp_clock", type=mujoco.mjtSensor.mjSENS_CLOCK)
 
     def _add_table(self, spec: mujoco.MjSpec) -> None:
+        """The table: its top (the whole, or ``pads`` round pads of it), in the table's frame
+        turned by ``table_tilt`` about the y axis through the surface's centre, on four legs."""
         L, W, h, t = self.table_length, self.table_width, self.table_height, TABLE_TOP
+        tilt, rotation, look = self.table_tilt, self.table_rotation, dict(rgba=[0.1, 0.25, 0.45, 1])
         table = spec.worldbody.add_body(name="table", pos=[self.table_x, self.table_y, 0.0])
-        table.add_geom(name="table_top", type=mujoco.mjtGeom.mjGEOM_BOX, size=[L / 2, W / 2, t / 2],
-                       pos=[0, 0, h - t / 2], rgba=[0.1, 0.25, 0.45, 1], contype=1, conaffinity=1)
-        leg = (h - t) / 2
+
+        def on_surface(u: float, v: float) -> list[float]:  # the centre of a slab of the top, table's body frame
+            return (np.array([0.0, 0.0, h]) + rotation @ [u, v, -t / 2]).tolist()
+
+        if self.pads == 0:
+            table.add_geom(name="table_top", type=mujoco.mjtGeom.mjGEOM_BOX, size=[L / 2, W / 2, t / 2],
+                           pos=on_surface(0.0, 0.0), quat=self.table_quat, contype=1, conaffinity=1, **look)
+        for k, centre in enumerate(self.pad_centres()):
+            table.add_geom(name=f"table_pad{k}", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[self.pad_radius, t / 2, 0],
+                           pos=on_surface(*self._local(centre)), quat=self.table_quat, contype=1, conaffinity=1,
+                           **look)
         for sx in (-1, 1):
             for sy in (-1, 1):
+                u = sx * (L / 2 - 0.1)
+                leg = (h + u * np.sin(tilt) - t) / 2
                 table.add_geom(type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.03, 0.03, leg],
-                               pos=[sx * (L / 2 - 0.1), sy * (W / 2 - 0.1), leg], rgba=[0.2, 0.2, 0.2, 1],
+                               pos=[u * np.cos(tilt), sy * (W / 2 - 0.1), leg], rgba=[0.2, 0.2, 0.2, 1],
                                contype=0, conaffinity=0)
 
     def _add_cup(self, spec: mujoco.MjSpec) -> list[str]:
         """The cup: a mocap body whose frame lies on the table at the cup's axis; returns its
         geoms' names (they touch only the ball, through its pairs)."""
         rb, rr, H, w, tb = self.cup_bottom_radius, self.cup_rim_radius, self.cup_height, CUP_WALL, CUP_BOTTOM
-        cup = spec.worldbody.add_body(name="cup", mocap=True, pos=[self.cup_x, self.cup_y, self.table_height])
+        cup = spec.worldbody.add_body(name="cup", mocap=True, pos=self.surface_point([self.cup_x, self.cup_y]),
+                                      quat=self.table_quat)
+        if self.pads:  # on a broken surface the cup stands on a piece of the table top of its foot's size
+            cup.add_geom(name="cup_stand", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[rb + w, TABLE_TOP / 2, 0],
+                         pos=[0, 0, -TABLE_TOP / 2], rgba=[0.1, 0.25, 0.45, 1], contype=1, conaffinity=1)
         look = dict(rgba=[0.8, 0.1, 0.1, 1], contype=0, conaffinity=0)
         names = ["cup_bottom"]
         cup.add_geom(name="cup_bottom", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[rb + w, tb / 2, 0],
@@ -317,7 +404,8 @@ class BeerPong(Task):
         memory, ids = self.episode, self.episode.ids
         memory.release_time = release
         memory.hold_act = np.array([model.actuator_actadr[model.actuator(n).id] for n in HOLD_ACTUATORS])
-        data.mocap_pos[ids.mocap["cup"]] = [cup[0], cup[1], self.table_height]
+        data.mocap_pos[ids.mocap["cup"]] = self.surface_point(cup)
+        data.mocap_quat[ids.mocap["cup"]] = self.table_quat
         # the ball held, at the holder's site, moving with it
         update_kinematics(model, data)
         site = ids.site["hold"]
@@ -342,9 +430,10 @@ class BeerPong(Task):
     # -- per step ------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:
         ball, vel, cup = steps.sensor("bp_ball_pos"), steps.sensor("bp_ball_vel"), steps.sensor("bp_cup_pos")
-        up = ball[:, 2] - cup[:, 2]  # the ball's centre above the table at the cup
+        local = self.cup_coordinates(ball, cup)
+        up = local[:, 2]  # the ball's centre above the table at the cup, along the cup's axis
         height = up - self.cup_height
-        radial = np.hypot(ball[:, 0] - cup[:, 0], ball[:, 1] - cup[:, 1])
+        radial = np.hypot(local[:, 0], local[:, 1])
         rb, rr, tb = self.cup_bottom_radius, self.cup_rim_radius, CUP_BOTTOM
         cone = rb + (rr - rb) * (up - tb) / (self.cup_height - tb)
         in_cup = (height < 0) & (up > tb) & (radial < cone)

@@ -15,6 +15,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from episodic import contact
+from episodic.batch import evaluate
 from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
 from episodic.machine import Flag
 from episodic.replay import replay
@@ -172,7 +173,8 @@ def test_task_declares_its_columns_context_and_parameters():
     assert task.columns == COLUMNS and task.context_sizes == (0, 1, 3)
     assert {"ball_radius", "ball_mass", "table_x", "table_y", "table_height", "table_length", "table_width",
             "table_restitution", "cup_x", "cup_y", "cup_rim_radius", "cup_bottom_radius", "cup_height",
-            "cup_restitution", "release_time", "bounces", "rest_speed", "rest_time"} == set(task.params())
+            "cup_restitution", "release_time", "bounces", "rest_speed", "rest_time", "table_tilt", "pads",
+            "pad_radius", "pad_x", "pad_y", "pad_spacing"} == set(task.params())
     assert (task.ball_radius, task.ball_mass, task.table_height) == (0.02, 0.0027, 0.76)  # ITTF
     np.testing.assert_array_equal(task.default_context(), [task.release_time, task.cup_x, task.cup_y])
     with pytest.raises(TaskError, match="cup_bottom_radius"):
@@ -414,3 +416,139 @@ def test_a_throw_that_is_never_let_go_or_bounces_twice_is_not_scored():
             r.send(c)
         twice = r.episodes[-1]
     assert not twice.success and twice.episode_return < -0.1
+
+
+# -- the seed's harder surfaces: a broken (pads) and a slanted table ---------------------------------
+TILT = 0.1  # rad
+
+
+def test_pads_and_tilt_are_checked_and_build_the_top():
+    """pads replace the whole top by that many pads (named table_pad0..) and a stand under the cup;
+    a pad past the table's edge is refused; the tilt turns the cup with the surface."""
+    with pytest.raises(TaskError, match="past the table's edge"):
+        make_task("beer_pong", {"pads": 2, "pad_x": 3.0})
+    with pytest.raises(TaskError, match="table_tilt"):
+        make_task("beer_pong", {"table_tilt": 0.3})
+    with Runner(make_task("beer_pong", {"pads": 3, "table_tilt": TILT})) as r:
+        m, task = r.scene.model, r.task
+        names = {m.geom(g).name for g in range(m.ngeom)}
+        assert {"table_pad0", "table_pad1", "table_pad2", "cup_stand"} <= names and "table_top" not in names
+        r.send(StartCommand(1, 1))
+        foot = r.sim.data.xpos[m.body("cup").id]
+        axis = r.sim.data.xmat[m.body("cup").id].reshape(3, 3)[:, 2]
+    np.testing.assert_allclose(foot, [task.cup_x, task.cup_y, task.table_height + (task.cup_x - task.table_x)
+                                      * np.tan(TILT)], atol=1e-12)
+    np.testing.assert_allclose(axis, [-np.sin(TILT), 0.0, np.cos(TILT)], atol=1e-12)  # the surface's normal
+
+
+def test_a_ball_bounces_on_a_pad_with_the_tables_restitution_and_falls_through_a_gap():
+    """Thrown straight down at 2.4 m/s onto the middle of a pad, the ball leaves at the table's
+    restitution (as on the whole top); dropped from 30 cm over the gap between two pads, it falls
+    past the surface to the floor without a table bounce, and the throw is never scored."""
+    task = make_task("beer_pong", {"pads": 2})
+    (first, second) = task.pad_centres()
+    gap = (first + second) / 2
+    with Runner(task) as r:
+        r.send(StartCommand(1, 1, context=np.array([0.0])))
+        model, data = copy.copy(r.sim.model), copy.copy(r.sim.data)
+        data.act[:] = 0.0
+        rows = drop(r, [*gap, task.table_height + task.ball_radius + 0.30], 1.0, 2)
+        ret = r.episodes[-1].episode_return
+    pad = contact_ratios(model, data, [*first, task.table_height + task.ball_radius])
+    assert pad.mean() == pytest.approx(task.table_restitution, abs=0.005) and np.ptp(pad) < 0.04
+    assert not np.any(col(rows, "on_table") > 0.5) and col(rows, "ball_z").min() < task.table_height - 0.3
+    assert ret == -1.0
+
+
+def oblique_rebound(task, speed: float = 2.4) -> tuple[np.ndarray, np.ndarray]:
+    """The ball thrown straight down (world -z) at ``speed`` m/s onto the slanted top at (1.0,
+    0.3), without spin; its velocity (3,) m/s and spin (3,) rad/s just after it leaves, in the
+    table's frame (x along the surface, z its normal)."""
+    with Runner(task) as r:
+        r.send(StartCommand(1, 1, context=np.array([0.0])))
+        model, data = r.sim.model, copy.copy(r.sim.data)
+    data.act[:] = 0.0
+    rotation = task.table_rotation
+    normal = rotation[:, 2]
+    joint, ball = model.joint("ball"), model.geom("ball").id
+    qa, va = int(joint.qposadr[0]), int(joint.dofadr[0])
+    along_normal = speed * normal[2]  # the normal part of the fall, toward the surface
+    surface = task.surface_point([1.0, 0.3])
+    data.qpos[qa : qa + 7] = [*(surface + normal * (task.ball_radius + 0.5 * along_normal * model.opt.timestep)),
+                              1, 0, 0, 0]
+    data.qvel[va : va + 6] = [0, 0, -speed, 0, 0, 0]
+    touched = False
+    for _ in range(2000):
+        mujoco.mj_step(model, data)
+        touching = bool(np.any(data.contact.geom[: data.ncon] == ball))
+        if touched and not touching:
+            break
+        touched = touched or touching
+    return data.qvel[va : va + 3] @ rotation, data.qvel[va + 3 : va + 6] @ rotation
+
+
+def test_a_bounce_on_the_slanted_table_leaves_along_its_tilted_normal():
+    """A ball falling straight down onto the top tilted by 0.1 rad meets it at v_n = v cos 0.1
+    along its normal and v_t = v sin 0.1 along it (v_t/v_n = 0.10). Impulse theory (a rigid
+    thin shell, I = 2/3 m r^2, Coulomb friction 0.25): it leaves at table_restitution v_n along
+    the tilted normal, not the vertical; friction (0.25 x 1.9 v_n > 0.4 v_t) stops its contact
+    point from sliding, so it leaves rolling at v_t / (1 + 2/3) = 0.6 v_t down the slope with a
+    spin of that over r. Measured: the normal within 0.02 of e v_n, the slope's part within 0.02
+    m/s of 0.6 v_t, no sideways motion."""
+    task = make_task("beer_pong", {"table_tilt": TILT})
+    speed = 2.4
+    v, w = oblique_rebound(task, speed)
+    v_n, v_t = speed * np.cos(TILT), speed * np.sin(TILT)  # toward the surface; down the slope (local -x)
+    assert v[2] / v_n == pytest.approx(task.table_restitution, abs=0.02)
+    assert -v[0] == pytest.approx(v_t / (1 + 2 / 3), abs=0.02)
+    assert abs(v[1]) < 1e-6
+    assert w[1] * task.ball_radius == pytest.approx(v[0], abs=0.02)  # rolling: spin about the table's y
+    level_v, _ = oblique_rebound(make_task("beer_pong"), speed)  # on the level table it goes straight up
+    assert abs(level_v[0]) < 1e-6 and level_v[2] / speed == pytest.approx(task.table_restitution, abs=0.02)
+
+
+VARIANTS = {"one pad": {"pads": 1}, "raised far end": {"table_tilt": 0.05}, "lowered far end": {"table_tilt": -0.05},
+            "raised 0.1 rad": {"table_tilt": 0.1}}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_reference_lands_in_the_cup_on_a_broken_and_a_slanted_table(variant):
+    """On the slanted tables the reference plans its release speed again (plan_release_speed);
+    on pads it throws as on the whole top, whose bounce lies on the first pad."""
+    params = VARIANTS[variant]
+    with Runner(make_task("beer_pong", params)) as r:
+        replies = [r.send(c) for c in reference.reference_commands(r.robot, params=params)]
+        ep = r.episodes[-1]
+    rows = motion(ep)
+    touch = col(rows, "on_table") > 0.5
+    assert [x.flag for x in replies] == [Flag.OK] * 4 and np.count_nonzero(touch & ~np.r_[False, touch[:-1]]) == 1
+    assert ep.success and ep.episode_return > -0.025, ep.episode_return
+
+
+def test_with_no_pad_under_its_bounce_the_reference_falls_through():
+    params = {"pads": 1, "pad_x": 1.5}
+    with Runner(make_task("beer_pong", params)) as r:
+        for c in reference.reference_commands(r.robot, params=params):
+            r.send(c)
+        ep = r.episodes[-1]
+    assert not ep.success and ep.episode_return == -1.0
+
+
+@pytest.mark.parametrize("variant", ["one pad", "raised far end"])
+def test_a_crash_never_beats_holding_still_which_never_beats_the_reference(variant):
+    """A swing of j1 that trips the safety abort within 50 ms, the start posture held as long as the
+    reference's motion, the reference: in that order of return (the throw's -1 m at the first step
+    is earned back only by a scored throw)."""
+    params = VARIANTS[variant]
+    throw = reference.reference_commands("wam", 3, params=params)
+    start = throw[0]
+    n = sum(len(c.q) + int(round(c.wait_time * 500)) if isinstance(c, TrajectoryCommand) else 0 for c in throw)
+    posture = make_task("beer_pong").start_posture(reference.load_robot("wam"))
+    hold = np.tile(posture, (n, 1))
+    crash = hold.copy()
+    crash[:, 0] += np.minimum(200.0 * (np.arange(1, n + 1) * 0.002) ** 2, 0.5)
+    episodes = [[StartCommand(i, 1, context=start.context), TrajectoryCommand(i, 1, 1, q)]
+                for i, q in ((1, crash), (2, hold))] + [throw]
+    crashed, held, thrown = evaluate(episodes, ("beer_pong", params), threads=2)
+    assert crashed.flag == Flag.SAFETY_ABORT and crashed.command_steps[-1] < 25
+    assert crashed.episode_return <= held.episode_return <= thrown.episode_return and thrown.success
