@@ -39,7 +39,9 @@ bounce sends the ball off along the tilted normal, so the release speed toward t
 again (``plan_release_speed``: a bisection on free throws of the task's ball in the task's scene,
 the arm held at the release posture, scored by where the ball comes down through the cup's rim
 plane after one bounce); the point and the upward speed stay. Measured (the test file): tilts of
--0.05 and +0.05 rad land in the cup. On a broken surface (``pads``) the throw lands in the cup when
+-0.1, -0.05 and +0.05 rad land in the cup; at +0.1 rad and beyond +-0.1 no speed from 0.7 to 1.3
+times the module's does with this release point and upward speed (a steeper or flatter throw
+would: not searched). On a broken surface (``pads``) the throw lands in the cup when
 a pad lies under its bounce (the task's default pad does: the bounce is at x 1.11 m); the
 reference does not search for a throw that bounces on a pad elsewhere (that is a second unknown,
 the upward speed, and is left to the learner), so with no pad under its bounce the ball falls

@@ -508,7 +508,7 @@ def test_a_bounce_on_the_slanted_table_leaves_along_its_tilted_normal():
 
 
 VARIANTS = {"one pad": {"pads": 1}, "raised far end": {"table_tilt": 0.05}, "lowered far end": {"table_tilt": -0.05},
-            "raised 0.1 rad": {"table_tilt": 0.1}}
+            "lowered 0.1 rad": {"table_tilt": -0.1}}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
