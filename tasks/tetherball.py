@@ -28,7 +28,23 @@ ball flies through still air (1.204 kg/m^3, 20 degC) with a tennis ball's drag c
 takes 4 cm off the rebound of the ball dropped 1 m onto the taut string (tested), so it is kept.
 
 Context (command 0): the target (x, y, z) m of the ball's centre in the world frame, or
-nothing for (``target_x``, ``target_y``, ``target_z``). Start: the ball hangs still below the
+nothing for (``target_x``, ``target_y``, ``target_z``); for a moving target, where it starts.
+
+A moving target (the seed's first extension; ``target_speed`` rad/s, 0 by default: still). The
+target circles the anchor's vertical axis at ``target_speed`` (positive: counterclockwise seen
+from above), at its start's height and horizontal distance from that axis, from the start
+command's reset on (the physics time; in realtime mode it also moves while the robot holds
+waiting for the learner): at t s, anchor_xy + r (cos(phi0 + w t), sin(phi0 + w t)) at the
+start's z (``target_at``). So it keeps to the ball's sphere of swing when it starts on it, and
+passes through azimuths the racket cannot send the ball to (a sideways stroke reaches about 30
+degrees either side of +-y): the learner has to choose where and when to meet it. Physically a
+marker body on two horizontal slide joints with equal springs toward the axis (an isotropic
+oscillator), carried by a mocap body on the axis that the context places: its motion is part of
+the physics state, logged and replayed, within 0.5 mm of the circle over 10 s (tested). The
+reward keeps its meaning with d_t the distance to where the target is at step t.
+Not built of the seed's tetherball: continuous play after the first hit (a periodic,
+infinite-horizon task, each further stroke scored as the ball comes round); the episode ends
+with the learner's segments and is scored by one closest approach. Start: the ball hangs still below the
 anchor at its loaded length, anchor - (L + m g / k) e_z, zero velocity.
 
 Reward. d_t = |p_ball - p_target| at each control step. Over the steps of the episode's
@@ -63,6 +79,7 @@ from episodic.contact import (
 )
 from episodic.robot import Robot
 from episodic.task import (
+    TARGET,
     Episode,
     StepView,
     Task,
@@ -78,6 +95,8 @@ from episodic.task import (
 )
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
+TARGET_RGBA = [0.2, 0.8, 0.2, 0.25]
+TARGET_MASS = 1.0  # kg, the moving target marker's (it touches nothing: any mass moves it alike)
 BALL_SURFACES = MATERIALS["tennis_ball_on_rigid"]  # restitution, friction and their sources
 
 
@@ -125,6 +144,10 @@ class Tetherball(Task):
     target_x: float = coordinate(0.85, "x", "the target without a context")
     target_y: float = coordinate(0.6, "y", "the target without a context")
     target_z: float = coordinate(1.55, "z", "the target without a context")
+    # a moving target (the seed's first extension)
+    target_speed: float = param(0.0, "rad/s", "0: the target stands still; else it circles the anchor's vertical "
+                                "axis at this angular speed (positive: counterclockwise seen from above), at its "
+                                "start's height and distance from that axis", ge=-3.0, le=3.0)
 
     # -- derived quantities ----------------------------------------------------
     @property
@@ -186,11 +209,44 @@ class Tetherball(Task):
         string.wrap_site("anchor")
         string.wrap_site("ball")
 
-        add_target(spec, self.default_target, self.tolerance, [0.2, 0.8, 0.2, 0.25])
+        if self.target_speed == 0:
+            add_target(spec, self.default_target, self.tolerance, TARGET_RGBA)
+        else:
+            self._add_circling_target(spec)
         spec.add_sensor(name="clock", type=mujoco.mjtSensor.mjSENS_CLOCK)
         # every geom the ball can touch (racket, links, floor) gets a calibrated bouncing pair
         add_bouncing_pairs(spec, "ball", self.restitution, BALL_SURFACES.friction, spec.option.timestep)
         add_air(spec, ["ball"], TENNIS_BALL_DRAG_COEFFICIENT)
+
+    def _add_circling_target(self, spec: mujoco.MjSpec) -> None:
+        """The moving target: a mocap body ``target_centre`` on the anchor's vertical axis (at the
+        target's height, placed by the context) carrying the marker body ``target`` on two
+        horizontal slide joints with springs of equal stiffness toward that axis: an isotropic
+        oscillator of angular frequency |target_speed|, which started on the circle with the
+        circle's speed stays on it (MuJoCo's step keeps the radius within (omega dt)^2 / 8 of
+        it). Touches nothing; its inertia is tiny (a point of TARGET_MASS kg), so the air's drag
+        on it is nil. Sensor ``target_pos`` as for a still target."""
+        centre = spec.worldbody.add_body(name="target_centre", mocap=True, pos=self.default_target)
+        body = centre.add_body(name=TARGET)
+        body.explicitinertial = True
+        body.mass, body.inertia = TARGET_MASS, [1e-9] * 3
+        stiffness = TARGET_MASS * self.target_speed**2
+        for name, axis in (("target_x", [1, 0, 0]), ("target_y", [0, 1, 0])):
+            body.add_joint(name=name, type=mujoco.mjtJoint.mjJNT_SLIDE, axis=axis, stiffness=stiffness)
+        body.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[self.tolerance, 0, 0], rgba=TARGET_RGBA,
+                      contype=0, conaffinity=0, mass=0.0)
+        spec.add_sensor(name=f"{TARGET}_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
+                        objtype=mujoco.mjtObj.mjOBJ_XBODY, objname=TARGET)
+
+    def target_at(self, start, seconds) -> np.ndarray:
+        """(n, 3) m, where the target that starts at ``start`` (3,) m is ``seconds`` (n,) s after the
+        episode's start (the physics time since the start command's reset)."""
+        t = np.atleast_1d(np.asarray(seconds, float))
+        offset = np.asarray(start, float)[:2] - self.anchor[:2]
+        angle = np.arctan2(offset[1], offset[0]) + self.target_speed * t
+        radius = np.hypot(*offset)
+        return np.column_stack([self.anchor[0] + radius * np.cos(angle), self.anchor[1] + radius * np.sin(angle),
+                                np.full(len(t), float(start[2]))])
 
     def start_posture(self, robot: Robot) -> np.ndarray:
         """Home with the first joint turned -0.5 rad: the racket waits beside the ball."""
@@ -204,7 +260,14 @@ class Tetherball(Task):
 
     def initialize_episode(self, model, data, context, rng) -> None:
         ids = self.episode.ids
-        place_target(data, ids, context)
+        if self.target_speed == 0:
+            place_target(data, ids, context)
+        else:  # on its circle about the anchor's axis, moving along it
+            data.mocap_pos[ids.mocap["target_centre"]] = [*self.anchor[:2], context[2]]
+            offset = np.asarray(context[:2], float) - self.anchor[:2]
+            for axis, name in enumerate(("target_x", "target_y")):
+                data.qpos[ids.qpos[name]] = offset[axis]
+                data.qvel[ids.dof[name]] = -self.target_speed * offset[1] if axis == 0 else self.target_speed * offset[0]
         place_free_ball(data, ids, "ball", self.rest_position)
         mujoco.mj_forward(model, data)
         ball = ids.geom["ball"]

@@ -1,5 +1,7 @@
 """The tetherball task with real MuJoCo: the elastic string, the pendulum, the reward, the
-scripted reference stroke (over the bridge and replayed: tests/test_tasks_over_bridge.py)."""
+scripted reference stroke (over the bridge and replayed: tests/test_tasks_over_bridge.py); the seed's
+moving target: its circle, the reference that meets it, and a crash, a hold and the reference in
+order of return."""
 from __future__ import annotations
 
 import copy
@@ -10,6 +12,7 @@ import numpy as np
 import pytest
 
 from episodic import contact
+from episodic.batch import evaluate
 from episodic.commands import StartCommand, TrajectoryCommand
 from episodic.kinematics import SiteIK
 from episodic.machine import Flag, MachineState
@@ -63,7 +66,8 @@ def test_task_declares_its_columns_context_and_parameters():
     assert task.columns == COLUMNS
     assert "target" in task.context_help
     assert {"string_length", "string_stiffness", "ball_mass", "ball_radius", "anchor_x", "anchor_y",
-            "anchor_z", "blade_radius", "blade_mass", "handle_mass", "tolerance", "restitution"} <= set(task.params())
+            "anchor_z", "blade_radius", "blade_mass", "handle_mass", "tolerance", "restitution",
+            "target_speed"} <= set(task.params())
     longer = make_task("tetherball", {"string_length": "1.3", "anchor_z": "2.4"})
     assert longer.rest_position[2] == pytest.approx(2.4 - 1.3 - longer.static_stretch)
     with pytest.raises(TaskError, match="string_length"):
@@ -294,3 +298,57 @@ def test_the_ball_bounces_off_the_racket_with_a_tennis_balls_restitution():
     ratios = np.array(ratios)
     assert np.all(np.abs(ratios - task.restitution) < 0.03), ratios
     assert ratios.mean() == pytest.approx(task.restitution, abs=0.015)
+
+
+# -- the seed's moving target --------------------------------------------------------------------
+def test_a_moving_target_circles_the_anchors_axis_at_its_speed():
+    """With target_speed 0.8 rad/s the target goes round the anchor's vertical axis at its start's
+    height and distance from it: within 0.5 mm of the circle r (cos(phi0 + w t), sin(phi0 + w t))
+    for 10 s (an isotropic oscillator in MuJoCo's step), from the start command's reset on."""
+    start = np.array([1.3, -0.4, 1.6])
+    with Runner(make_task("tetherball", {"target_speed": 0.8})) as r:
+        reply = r.send(StartCommand(1, 1, context=start))
+        hold(r, 1, 10.0)
+        ep, task = r.episodes[-1], r.task
+    np.testing.assert_allclose(reply.state[6:9], start, atol=1e-12)
+    steps = ep.steps()
+    motion = steps["index"] >= 1
+    rows, t = steps["task_state"][motion], steps["time"][motion]
+    assert t[0] == 0.0
+    expected = task.target_at(start, t)
+    assert np.abs(col(rows, "target_x") - expected[:, 0]).max() < 5e-4
+    assert np.abs(col(rows, "target_y") - expected[:, 1]).max() < 5e-4
+    assert np.all(col(rows, "target_z") == start[2])
+    turned = np.unwrap(np.arctan2(col(rows, "target_y") - task.anchor_y, col(rows, "target_x") - task.anchor_x))
+    assert turned[-1] - turned[0] == pytest.approx(0.8 * t[-1], rel=1e-3)
+
+
+@pytest.mark.parametrize("speed", [0.8, -0.8, -1.5])
+def test_the_reference_meets_a_moving_target(speed):
+    params = {"target_speed": speed}
+    with Runner(make_task("tetherball", params)) as r:
+        replies = [r.send(c) for c in reference_commands(r.robot, 1, params=params)]
+        ep = r.episodes[-1]
+    assert [x.flag for x in replies] == [Flag.OK] * 3 and ep.success
+    assert -ep.episode_return < 0.05
+    rows = ball_rows(ep)
+    k = int(np.argmin(col(rows, "distance")))
+    assert rows[k, 2] > r.task.rest_position[2] + 0.15  # met in flight, where the target then was
+
+
+def test_a_crash_never_beats_holding_still_which_never_beats_the_reference_on_a_moving_target():
+    """A swing of j1 that trips the safety abort within 50 ms, the start posture held as long as the
+    reference's motion (the target passes no nearer the hanging ball than a crash sees: the return
+    is the closest approach so far), the reference meeting the target."""
+    params = {"target_speed": 0.8}
+    stroke = reference_commands("wam", 3, params=params)
+    n = sum(len(c.q) + int(round(c.wait_time * 500)) for c in stroke[1:])
+    posture = make_task("tetherball").start_posture(reference.load_robot("wam"))
+    still = np.tile(posture, (n, 1))
+    crash = still.copy()
+    crash[:, 0] += np.minimum(200.0 * (np.arange(1, n + 1) * 0.002) ** 2, 0.5)
+    episodes = [[StartCommand(i, 1, context=stroke[0].context), TrajectoryCommand(i, 1, 1, q)]
+                for i, q in ((1, crash), (2, still))] + [stroke]
+    crashed, held, hit = evaluate(episodes, ("tetherball", params), threads=2)
+    assert crashed.flag == Flag.SAFETY_ABORT and crashed.command_steps[-1] < 25
+    assert crashed.episode_return <= held.episode_return <= hit.episode_return and hit.success
