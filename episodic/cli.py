@@ -344,12 +344,13 @@ def robots() -> None:
 def tasks() -> None:
     """List the tasks: what each is, the robots it runs on (`any`, or those its scene is built
     for), its state columns, the context its start takes, its start posture on the WAM, the task
-    gains of its feedback law (gain-set tasks) and its parameters, each as NAME=DEFAULT UNIT
-    RANGE and what it means (set them with `episodic serve --task NAME
-    --param NAME=VALUE`)."""
+    gains of its feedback law (gain-set tasks), what ending an episode early costs, what of its
+    scenario is not built, and its parameters, each as NAME=DEFAULT UNIT RANGE and what it means
+    (set them with `episodic serve --task NAME --param NAME=VALUE`)."""
     import numpy as np
 
     from episodic.robot import load_robot
+    from episodic.task import Task
     from episodic.tasks import TASKS
 
     wam = load_robot("wam")
@@ -361,8 +362,16 @@ def tasks() -> None:
         click.echo(f"    context: {cls.context_help}")
         if cls.gains_help:
             click.echo(f"    task gains (gains command): {cls.gains_help}")
-        start = cls().start_posture(wam)
+        task = cls()
+        start = task.start_posture(wam)
         click.echo(f"    start posture on wam: {np.round(start, 4).tolist()} rad")
+        horizon = task.scored_duration()
+        click.echo("    ending early: " + (
+            f"every episode is scored over {horizon:g} s of motion (parameter horizon); the steps an episode "
+            f"leaves out are charged at the task's worst cost rate" if horizon > 0 else
+            "the steps an episode leaves out are charged at the task's worst reward rate" if type(task).worst_reward_rate
+            is not Task.worst_reward_rate else "no charge: the rewards are earned, an early end forfeits the rest"))
+        click.echo(f"    not built: {cls.not_built or 'nothing of its scenario'}")
         declared = cls.declared()
         click.echo(f"    parameters:{'' if declared else ' -'}")
         for key, spec in declared.items():
