@@ -1,6 +1,7 @@
 """The ball_bouncing task with real MuJoCo: the racket's restitution by drop tests, the ball's
 flight against the drag law and the parabola, the bounce bookkeeping, the floor, and the
-scripted reference (over the bridge and replayed: tests/test_tasks_over_bridge.py)."""
+scripted reference (also with a late, noisy tracker; over the bridge and replayed:
+tests/test_tasks_over_bridge.py)."""
 from __future__ import annotations
 
 import copy
@@ -243,9 +244,9 @@ def test_mirror_law_tilts_the_face_toward_its_centre():
         np.testing.assert_allclose(moved.site_xpos[site], data.site_xpos[site], atol=0.01)  # turned, not moved
 
 
-def run_reference(context=None, **kw):
-    with Runner(make_task("ball_bouncing"), keep_episodes=True) as r:
-        replies = [r.send(c) for c in reference.reference_commands(r.robot, 1, context, **kw)]
+def run_reference(context=None, params: dict | None = None, **kw):
+    with Runner(make_task("ball_bouncing", params or {}), keep_episodes=True) as r:
+        replies = [r.send(c) for c in reference.reference_commands(r.robot, 1, context, params=params, **kw)]
         memory = r.task.episode
     return r.episodes[-1], replies, memory
 
@@ -314,3 +315,13 @@ def test_bounce_rewards_do_not_depend_on_how_the_steps_are_split(reference_run, 
     kept = np.setdiff1d(np.arange(len(states)), hole)
     np.testing.assert_array_equal(got, rewards[kept])
     assert len(again.apexes) == len(memory.apexes) - 1
+
+
+def test_reference_bounces_on_with_a_late_noisy_tracker():
+    """The mirror law fed the ball one 60 Hz frame late (17 ms) with 2 mm and 2 cm/s of noise:
+    the reference still succeeds (measured: 19 good bounces in a row, return 18.73 against 18.98
+    seen at once)."""
+    ep, replies, memory = run_reference(params={"sensing_latency": 0.017, "sensing_noise": 0.002,
+                                                "sensing_noise_rate": 0.02})
+    assert replies[-1].flag == Flag.OK and ep.success and memory.best_run >= 15
+    assert memory.good - 0.5 < ep.episode_return < memory.good  # the sideways distances cost 0.27
