@@ -161,6 +161,9 @@ def test_c_example_runs_a_reach_episode(c_example, tmp_path):
     assert episode.attrs["flag"] == Flag.OK and episode.attrs["n_steps"] == rows >= 1500
     assert [float(x) for x in re.findall(r"reward (-?[\d.]+)", out.stdout)[1:]] == pytest.approx(
         list(episode.segments["reward"]), abs=1e-6)
+    ended = re.search(r"^episode \d+: return (-?[\d.]+), flags 0, (solved|not solved)$", out.stdout, flags=re.M)
+    assert float(ended.group(1)) == pytest.approx(episode.attrs["return"], abs=1e-6)  # the ending reply's
+    assert (ended.group(2) == "solved") == bool(episode.attrs["success"])
 
 
 def test_c_example_evaluates_a_population(c_example):
@@ -170,8 +173,8 @@ def test_c_example_evaluates_a_population(c_example):
         out = subprocess.run([str(c_example), s.channel, "3"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     episode = int(re.search(r"^episode (\d+): return", out.stdout, flags=re.M).group(1))
-    found = re.findall(r"^population episode (\d) \(id (\d+)\): return (-?[\d.]+), flag 0 \(OK\), 500 steps$",
-                       out.stdout, flags=re.M)
+    found = re.findall(r"^population episode (\d) \(id (\d+)\): return (-?[\d.]+), flag 0 \(OK\), 500 steps, "
+                       r"not solved$", out.stdout, flags=re.M)
     assert [(int(k), int(i)) for k, i, _ in found] == [(k, episode + 1 + k) for k in range(3)], out.stdout
     assert len({r for _, _, r in found}) == 3
 
@@ -705,6 +708,9 @@ def test_c_example_runs_a_puma560_episode(c_example, tmp_path):
     np.testing.assert_allclose([float(x) for x in final.groups()], episode.steps["q"][-1, :3], rtol=0, atol=5e-5)
     assert [float(x) for x in re.findall(r"reward (-?[\d.]+)", out.stdout)[1:]] == pytest.approx(
         list(episode.segments["reward"]), abs=1e-6)
+    ended = re.search(r"^episode \d+: return (-?[\d.]+), flags 0, (solved|not solved)$", out.stdout, flags=re.M)
+    assert float(ended.group(1)) == pytest.approx(episode.attrs["return"], abs=1e-6)  # the ending reply's
+    assert (ended.group(2) == "solved") == bool(episode.attrs["success"])
 
 
 def puma_commands(episode_id: int) -> list:

@@ -15,7 +15,7 @@
  * records the same return, a charge for ending early included), fetches the episode log and
  * prints its row count. Given a number N, it then evaluates N
  * episodes with one ep_evaluate call (each a start and one 1 s segment from the start posture,
- * the amplitude growing from episode to episode) and prints each one's return.
+ * the amplitude growing from episode to episode) and prints each one's return and success.
  * Exit status: 0 when every flag is OK, 1 on a client error, 2 when a flag is not OK.
  */
 #include "episodic_client.h"
@@ -90,10 +90,10 @@ static int evaluate_population(ep_client *c, int n, int n_samples, const double 
         status = 1;
     }
     for (k = 0; k < n && status != 1; k++) {
-        printf("population episode %d (id %lld): return %.6f, flag %d (%s), %lld steps%s%s\n", k,
+        printf("population episode %d (id %lld): return %.6f, flag %d (%s), %lld steps, %s%s%s\n", k,
                (long long)results[k].episode_id, results[k].episode_return, results[k].flag,
-               ep_flag_name(results[k].flag), (long long)results[k].n_steps, results[k].message[0] ? " " : "",
-               results[k].message);
+               ep_flag_name(results[k].flag), (long long)results[k].n_steps,
+               results[k].success ? "solved" : "not solved", results[k].message[0] ? " " : "", results[k].message);
         if (results[k].flag != EP_FLAG_OK)
             status = 2;
     }
