@@ -3,7 +3,8 @@ moving the pole's pivot along the swing plane with the shoulder and elbow while 
 from the passive j7 (see tasks/pole_balancing.py for the feedback law).
 
     python examples/pole_balancing_reference.py [--out runs/pole_balancing_reference.h5]
-                                                [--pole-length 0.5]
+                                                [--pole-length 0.5] [--sensing-latency 0]
+                                                [--sensing-noise 0] [--sensing-noise-rate 0]
 
 Without --pole-length it runs the default 0.5 m pole and then prints the table of success
 against pole length (0.2-1.0 m) and start that tasks/pole_balancing.py records.
@@ -20,12 +21,19 @@ left out), with the task law's structure: u = K y on y = (phi, phi_d, s, s_d) on
 from the LQR of the cart-pole model the linearisation gives when the arm moves only along the
 law's pivot direction v (the pole's state and the pivot's), and is then improved on the full
 model (BFGS on the closed loop's quadratic cost, Q = diag(10, 1, 1, 0.3) on y, R = 10 on u).
+For a law that sees the pole late (the task's ``sensing_latency``, D control steps), the balance
+gains can be designed for that delay (``latency``): the same weights on the linearisation with
+the pole's angle and rate passed through a delay line of D steps (the state extended by the last
+D values of (phi, phi_d)), the cost taken over the first 2^11 control steps (4.1 s) and
+minimised by Nelder-Mead from the gains without delay, the horizon lengthened in stages from 2^5
+steps (the delay-free gains are unstable under a delay, and over a long horizon every unstable
+loop's cost overflows alike).
 Swing gains: k_E from a small search per pole length (SWING_GAIN), a_swing 0.2 m, phi_catch
 0.6 rad and theta_back 2.2 rad (j7's upper stop lies 2.46 rad from hanging on the WAM with its
 +-3.0 rad j7).
 
 What it reaches (12 s episodes, measured; main() prints it again): see the table in
-tasks/pole_balancing.py.
+tasks/pole_balancing.py; with a sensing latency, by pole length: benchmarks/pole_latency.py.
 """
 from __future__ import annotations
 
@@ -51,6 +59,7 @@ KD = np.array([10, 60, 7, 12, 0.95, 0.95, 0.0])     # N m s/rad: j2, j4 damped n
 SWING_GAIN = {0.3: 0.1, 0.4: 0.08, 0.5: 0.06, 0.6: 0.06, 0.8: 0.06, 1.0: 0.06}  # k_E m by pole length m
 A_SWING, PHI_CATCH, THETA_BACK = 0.2, 0.6, 2.2  # m, rad, rad
 Q_Y, R_U = np.diag([10.0, 1.0, 1.0, 0.3]), 10.0  # LQR weights on (phi, phi_d, s, s_d) and on u
+HORIZON_STAGES = (5, 7, 9, 11)  # doublings: the delayed design's cost horizon, 2^n control steps, in stages
 NUDGE = (3, 0.1, 0.3)  # joint index (j4), rad, s: the bump that starts the swing
 DURATION = 12.0        # s
 CONTEXTS = {"hanging at rest": None, "pi - 0.2": [np.pi - 0.2], "pi + 0.3, -1 rad/s": [np.pi + 0.3, -1.0],
@@ -97,9 +106,51 @@ def _cost(k: np.ndarray, a, b, c, x0) -> float:
     return float(np.trace(scipy.linalg.solve_discrete_lyapunov(closed.T, q) @ x0))
 
 
+def delayed(a, b, c, delay: int):
+    """(A, B, C) of the loop ``a``, ``b`` whose law reads the first two outputs of ``c``
+    (phi, phi_d) ``delay`` control steps late and the others (s, s_d) at once: the state extended
+    by the last ``delay`` values of (phi, phi_d), the newest first."""
+    n, m = len(a), 2 * delay
+    a_d, b_d = np.zeros((n + m, n + m)), np.zeros((n + m, 1))
+    a_d[:n, :n], b_d[:n] = a, b
+    a_d[n : n + 2, :n] = c[:2]
+    a_d[n + 2 :, n : n + m - 2] = np.eye(m - 2)
+    c_d = np.zeros((4, n + m))
+    c_d[:2, n + m - 2 :] = np.eye(2)
+    c_d[2:, :n] = c[2:]
+    return a_d, b_d, c_d
+
+
+def _horizon_cost(k: np.ndarray, a, b, c, x0, doublings: int) -> float:
+    """The closed loop's quadratic cost over its first 2^doublings control steps from the initial
+    spread x0 (the sum of the step costs by repeated doubling; 1e200 when it overflows)."""
+    closed = a + b @ k[None] @ c
+    total = c.T @ (Q_Y + R_U * np.outer(k, k)) @ c
+    with np.errstate(over="ignore", invalid="ignore"):
+        for _ in range(doublings):
+            total = total + closed.T @ total @ closed
+            closed = closed @ closed
+            if not np.all(np.isfinite(total)) or np.abs(total).max() > 1e200:
+                return 1e200
+    return float(np.trace(total @ x0))
+
+
 @functools.lru_cache(maxsize=None)
-def balance_gains(pole_length: float, robot_name: str = "wam") -> np.ndarray:
-    """[k_phi, k_phid, k_s, k_sd] for a pole of ``pole_length`` m (see the module docstring)."""
+def balance_gains(pole_length: float, robot_name: str = "wam", delay: int = 0) -> np.ndarray:
+    """[k_phi, k_phid, k_s, k_sd] for a pole of ``pole_length`` m whose law sees phi and phi_d
+    ``delay`` control steps late (see the module docstring)."""
+    if delay > 0:
+        a, b, c, _, _ = linearise(load_robot(robot_name), pole_length)
+        a, b, c = delayed(a, b, c, delay)
+        x0 = c.T @ c + 1e-6 * np.eye(len(a))
+        k = balance_gains(pole_length, robot_name)
+        for doublings in HORIZON_STAGES:
+            k = scipy.optimize.minimize(lambda g: np.log(_horizon_cost(g, a, b, c, x0, doublings)), k,
+                                        method="Nelder-Mead", options=dict(maxiter=2000, xatol=1e-5, fatol=1e-7)).x
+        if _cost(k, a, b, c, x0) < 1e12:  # stable: on to the whole (infinite-horizon) cost, as without delay
+            k = scipy.optimize.minimize(lambda g: np.log(_cost(g, a, b, c, x0)), k, method="Nelder-Mead",
+                                        options=dict(maxiter=2000, xatol=1e-5, fatol=1e-7)).x
+        return k
     a, b, c, v, dof = linearise(load_robot(robot_name), pole_length)
     nv = len(a) // 2
     # the cart-pole model: the arm moves along v only, the hinge keeping the pole's angle
@@ -119,10 +170,12 @@ def balance_gains(pole_length: float, robot_name: str = "wam") -> np.ndarray:
     return found.x
 
 
-def task_gains(pole_length: float = 0.5) -> np.ndarray:
-    """The eight task gains for a pole of ``pole_length`` m (k_E of the nearest length in SWING_GAIN)."""
+def task_gains(pole_length: float = 0.5, delay: int = 0) -> np.ndarray:
+    """The eight task gains for a pole of ``pole_length`` m seen ``delay`` control steps late
+    (k_E of the nearest length in SWING_GAIN)."""
     nearest = min(SWING_GAIN, key=lambda length: abs(length - pole_length))
-    return np.r_[balance_gains(float(pole_length)), SWING_GAIN[nearest], A_SWING, PHI_CATCH, THETA_BACK]
+    return np.r_[balance_gains(float(pole_length), delay=delay), SWING_GAIN[nearest], A_SWING, PHI_CATCH,
+                 THETA_BACK]
 
 
 def nudge(posture: np.ndarray, control_rate: float) -> np.ndarray:
@@ -135,28 +188,33 @@ def nudge(posture: np.ndarray, control_rate: float) -> np.ndarray:
 
 
 def reference_commands(robot: Robot, episode_id: int = 1, context=None, pole_length: float = 0.5,
-                       duration: float = DURATION) -> list:
+                       duration: float = DURATION, latency: float = 0.0) -> list:
     """Start (pole hanging unless ``context`` says otherwise), the nudge, and one gains command
-    running the swing-up and balance law for ``duration`` s."""
+    running the swing-up and balance law for ``duration`` s, its balance gains designed for a
+    law that sees the pole ``latency`` s late."""
     if robot.n_dofs != 7:
         raise ValueError("the reference gains are for the 7-DoF WAM")
     start = StartCommand(episode_id, 2, context=np.zeros(0) if context is None else np.asarray(context, float))
     posture = robot.clamp(make_task("pole_balancing").start_posture(robot))
     return [start, TrajectoryCommand(episode_id, 1, 2, nudge(posture, robot.control_rate)),
             GainsCommand(episode_id, 2, 2, KP.copy(), KD.copy(), wait_time=duration,
-                         task_gains=task_gains(pole_length))]
+                         task_gains=task_gains(pole_length, int(round(latency / robot.control_dt))))]
 
 
-def run(pole_length: float, context=None, out=None, duration: float = DURATION) -> dict:
+def run(pole_length: float, context=None, out=None, duration: float = DURATION, sensing: dict | None = None,
+        designed: bool = True) -> dict:
     """One reference episode: success, when the pole first came up (s after the motion started,
     nan if never), whether it stayed up the last 2 s, whether j7 met a stop, the return and the
-    episode's flag."""
+    episode's flag. ``sensing``: the task's sensing parameters (sensing_latency s, sensing_noise
+    rad, sensing_noise_rate rad/s; none: the defaults, the pole seen at once); ``designed``: the
+    balance gains designed for that latency (else for none)."""
     robot = load_robot("wam")
-    with Runner(make_task("pole_balancing", {"pole_length": pole_length}), log=out, keep_episodes=True,
-                overwrite=True) as runner:
+    params = {"pole_length": pole_length, **(sensing or {})}
+    with Runner(make_task("pole_balancing", params), log=out, keep_episodes=True, overwrite=True) as runner:
         began = time.perf_counter()
+        latency = runner.task.sensing_latency if designed else 0.0
         replies = [runner.send(c) for c in reference_commands(robot, context=context, pole_length=pole_length,
-                                                              duration=duration)]
+                                                              duration=duration, latency=latency)]
         wall = time.perf_counter() - began
         episode = runner.episodes[0]
         upright = runner.task.upright
@@ -179,8 +237,13 @@ def main() -> None:
     parser.add_argument("--pole-length", type=float, default=None,
                         help="pole length, m: run this one episode only (default: 0.5 m, then the table of "
                              f"success against pole length, {', '.join(map(str, LENGTHS))} m, and start)")
+    parser.add_argument("--sensing-latency", type=float, default=0.0, help="s the law sees the pole late (default 0)")
+    parser.add_argument("--sensing-noise", type=float, default=0.0, help="rad, noise std on the sensed angle")
+    parser.add_argument("--sensing-noise-rate", type=float, default=0.0, help="rad/s, noise std on the sensed rate")
     args = parser.parse_args()
-    r = run(0.5 if args.pole_length is None else args.pole_length, out=args.out)
+    sensing = {"sensing_latency": args.sensing_latency, "sensing_noise": args.sensing_noise,
+               "sensing_noise_rate": args.sensing_noise_rate}
+    r = run(0.5 if args.pole_length is None else args.pole_length, out=args.out, sensing=sensing)
     print(f"return {r['episode_return']:.4f}  success {r['success']}  upright after {r['up_after']:.2f} s  "
           f"upright for the last 2 s {r['stays_up']}  j7 met a stop {r['stop']}  "
           f"final phi {r['final_phi']:+.4f} rad  steps {r['steps']}  {r['steps'] / r['wall']:.0f} steps/s")
@@ -190,7 +253,7 @@ def main() -> None:
     for length in LENGTHS:
         cells, solved = [], 0
         for context in CONTEXTS.values():
-            r = run(length, context)
+            r = run(length, context, sensing=sensing)
             solved += r["success"]
             note = ("" if r["stays_up"] else ", only just") + (", hit j7's stop" if r["stop"] else "")
             cells.append(f"yes, up at {r['up_after']:.1f} s{note}" if r["success"]

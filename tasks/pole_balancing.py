@@ -70,8 +70,7 @@ reach the law ``sensing_latency`` s late (rounded to control steps of 2 ms), wit
 Gaussian noise of std ``sensing_noise`` rad and ``sensing_noise_rate`` rad/s, drawn from the
 episode's random generator (seeded by the run's seed and the episode's number, so a replay
 repeats it); the defaults, 0, give the true state at once and keep the reference's figures
-comparable (a camera tracker is 6-17 ms late: sensing.py). The reaction time this adds is what
-makes a short pole hard (below).
+comparable (a camera tracker is 6-17 ms late: sensing.py). What a latency does: below.
 
 State columns: pole_angle rad, pole_velocity rad/s, pivot_x, pivot_y, pivot_z m (world).
 
@@ -101,6 +100,28 @@ default episode (0.5 m, hanging at rest) returns -12.13, upright from 7.9 s. Wit
 pole stays up; without j2, j5 or j6 the arm sags or the hand turns under the pole and the law
 drives the elbow past its speed limit (SAFETY_ABORT); without j4, the law's main joint, the pole
 falls.
+
+Sensing latency (benchmarks/pole_latency.py, hanging at rest, no noise): success and "up" (when
+|phi| first fell below 0.2 rad), with the reference's balance gains as published and designed
+for the delay (the reference's ``latency``):
+    pole m | 0 ms       | 10 ms, published | 10 ms, designed | 20, 40, 60 ms, either
+    0.3    | yes, 4.1 s | no, never up     | no, never up    | no, SAFETY_ABORT, never up
+    0.4    | yes, 6.1 s | no, SAFETY_ABORT | yes, 7.5 s      | no, SAFETY_ABORT, never up
+    0.5    | yes, 7.7 s | no, SAFETY_ABORT | yes, 11.3 s     | no, SAFETY_ABORT, never up
+    0.7    | yes, 8.8 s | no, SAFETY_ABORT | yes, 10.7 s     | no, SAFETY_ABORT, never up
+    1.0    | yes, 11.7 s| no, never up     | no, never up    | no, SAFETY_ABORT, never up
+The reference's law is built for a pole seen at once and its loop is fast: its balance gains hold
+a pole seen one control step (2 ms) late (chattering) but not two, and at 20 ms and more the
+energy pump, whose gain is largest near hanging, drives the elbow into an oscillation that
+passes its speed limit within 0.1 s, on every pole length. The balance law alone from 0.1 rad
+(gains designed for the delay) holds every length at 10 ms but 1.0 m, and at 20 ms and more
+fails on every length (but 0.3 m at 40 ms), the pivot drifting until the elbow passes its speed
+limit. So this reference does not show "shorter is harder" through reaction time: the latencies
+it fails at are set by its own loop (the pump, and the pivot's travel through the stiff arm),
+far below the pole's own limit (an inverted pendulum of unstable rate lambda under delayed PD
+feedback can be stabilised only for a delay under sqrt(2) / lambda: Stepan, Phil. Trans. R. Soc.
+A 367, 1195 (2009); with this model's omega0 0.22 s for 0.3 m, 0.37 s for 1.0 m). A law for a
+late tracker (a predictor, a gentler pump) is the learner's to find.
 """
 from __future__ import annotations
 
