@@ -237,6 +237,7 @@ def _run_episode(r: Runner, commands: Sequence[Command], keep_steps: bool,
     when ``keep_episode`` (None when it never started)."""
     r.start_afresh()
     replies = r.send_episode(commands)
+    cut = r.machine.episode is not None  # its commands ran out before its last segment
     r.abort(Flag.INTERRUPTED, BATCH_END_MESSAGE)  # only when still running
     ep = r.machine.last_episode
     names = tuple(r.state_names)
@@ -250,7 +251,8 @@ def _run_episode(r: Runner, commands: Sequence[Command], keep_steps: bool,
     else:
         flag, message, success, n_steps = Flag(ep.flag), ep.message, bool(ep.success), ep.n_steps
     result = EpisodeResult(
-        episode_return=float(rewards.sum()), rewards=rewards, flags=tuple(Flag(x.flag) for x in replies),
+        # the replies' rewards, and the charge of an episode the batch's end cut short (as the log has it)
+        episode_return=float(rewards.sum()) + (ep.early_end if cut else 0.0), rewards=rewards, flags=tuple(Flag(x.flag) for x in replies),
         task_states=states, command_steps=np.array([x.n_steps for x in replies], dtype=int), flag=flag,
         message=message, success=success, n_steps=int(n_steps), state_names=names,
         steps=(r.get_episode() if ep is not None else None) if keep_steps else None)

@@ -117,6 +117,9 @@ class EpisodeMachine:
         self._scored_steps = 0
         self._pending_steps = 0
         self._aborted: tuple[int | None, Flag, str] = (None, Flag.OK, "")  # (episode id, flag, why) of the last abort
+        # the episode aborted without a reply (a timeout, an interruption while waiting): the first
+        # refusal of one of its commands ends it for the learner, with its charge and return
+        self._unreplied: EpisodeBuffer | None = None
         # set (e.g. from a signal handler) to end paced motion at the next tick with Flag.INTERRUPTED
         self.interrupted = False
         # put the simulation in the exact start state after GOTO_START (module docstring):
@@ -190,6 +193,11 @@ class EpisodeMachine:
             self.abort(Flag.ABORTED_BY_LEARNER, "the learner reset the episode")
             return self._reply(cmd, Flag.ABORTED_BY_LEARNER, done=True, message="episode aborted", episode=ep)
         if self.episode is None and self._aborted[0] == cmd.episode_id:
+            ended, self._unreplied = self._unreplied, None
+            if ended is not None and ended.episode_id == cmd.episode_id:
+                self.on_reject(raw, self._aborted[1])
+                return self._refusal(raw, self._aborted[1], f"episode {cmd.episode_id} was aborted: "
+                                     f"{self._aborted[2]}", ended)
             return self._refuse(raw, self._aborted[1], f"episode {cmd.episode_id} was aborted: {self._aborted[2]}")
         if self.episode is None:
             return self._refuse(raw, Flag.OUT_OF_ORDER,
@@ -252,6 +260,8 @@ class EpisodeMachine:
         integers, NaN task state, the posture held; when it ended ``episode``, that episode's
         early-end charge as its reward and the episode's return."""
         charge, total = (0.0, 0.0) if episode is None else (episode.early_end, episode.episode_return)
+        if episode is not None and episode is self._unreplied:
+            self._unreplied = None
         return Reply(_int(getattr(raw, "episode_id", -1)), _int(getattr(raw, "index", -1)), flag, charge,
                      self._no_state(), 0, True, message, self.state, self._hold_q.copy(), False, total)
 
@@ -274,6 +284,8 @@ class EpisodeMachine:
             total = episode.episode_return
             if done:
                 reward, success = reward + episode.early_end, episode.success
+                if episode is self._unreplied:
+                    self._unreplied = None
         return Reply(cmd.episode_id, cmd.index, flag, reward, self.current_task_state(), n_steps, done, message,
                      self.state, self._hold_q.copy(), success, total)
 
@@ -537,6 +549,7 @@ class EpisodeMachine:
         self.episode = None
         self._motion_steps = None  # failures still due do not come; failed joints stay passive until the next start
         self._aborted = (ep.episode_id, flag, message) if flag != Flag.OK else (None, Flag.OK, "")
+        self._unreplied = ep if flag != Flag.OK else None
         self.state = MachineState.RESTART
         self.on_episode(ep)
 

@@ -381,9 +381,9 @@ class Task:
         ``context_sizes`` and the values are finite, make a fresh :attr:`episode` bound to
         ``model``, complete the context from :meth:`default_context` and hand it to
         :meth:`initialize_episode`."""
+        self._episode = self.episode_type(Ids.bind(model))  # fresh also when the context is refused
         if context.size not in self.context_sizes or not np.all(np.isfinite(context)):
             raise TaskError(f"{self.name} takes {self.context_help}; got {context.size} values")
-        self._episode = self.episode_type(Ids.bind(model))
         full = np.concatenate([context, self.default_context()[context.size :]])
         self.initialize_episode(model, data, full, rng)
 

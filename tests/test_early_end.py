@@ -100,3 +100,21 @@ def test_the_same_returns_over_the_bridge(name, tmp_path):
     for key, replies in remote.items():
         assert returns[key] == local[key].episode_return, (name, key)
         assert replies[-1].episode_done
+
+
+def test_an_episode_ended_without_a_reply_is_reported_once_by_the_next_refusal():
+    """A timeout ends an episode while the learner is silent: the refusal of its next command
+    carries the charge and the episode's return (so the rewards of its replies add up to the log's
+    return), a second refusal neither."""
+    q = np.tile(WAM.home, (100, 1))
+    with Runner(make_task("reach")) as runner:
+        start = runner.send(StartCommand(1, 2))
+        first = runner.send(TrajectoryCommand(1, 1, 2, q))
+        runner.machine.abort(Flag.TIMEOUT, "the learner was silent")
+        refused = runner.send(TrajectoryCommand(1, 2, 2, q))
+        again = runner.send(TrajectoryCommand(1, 2, 2, q))
+        ep = runner.machine.last_episode
+    assert refused.flag == again.flag == Flag.TIMEOUT and refused.episode_done
+    assert ep.early_end < 0 and refused.reward == ep.early_end
+    assert refused.episode_return == ep.episode_return == start.reward + first.reward + refused.reward
+    assert again.reward == 0.0 and again.episode_return == 0.0
