@@ -2,7 +2,7 @@
 and lower it in.
 
 The ball on its string is a pendulum hanging from the hook (small-angle period T_n: the task's
-``pendulum_period``, 1.784 s for the defaults). Moving the hook along a straight line with a
+``pendulum_period``, 1.783 s for the defaults). Moving the hook along a straight line with a
 rest-to-rest profile s(t) leaves the ball swinging afterwards unless the profile's acceleration
 has no content at the pendulum's frequency. Zero-vibration (ZV) input shaping (Singer &
 Seering, "Preshaping command inputs to reduce system vibration", J. Dyn. Sys. Meas. Control

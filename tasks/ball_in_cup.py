@@ -22,14 +22,43 @@ has no hollow cylinder) and a rounded rim of as many capsules on top of them. A 
   limited to [0, ``string_length``] m: about 4 times faster to simulate, but it passes through the
   cup's wall and bottom (in 277 and 599 of the reference swing's 2239 states; tested).
 
-Slack, the ball flies freely; taut, the string pulls it back like a stiff spring-damper of the
-ball's mass with natural frequency 1 / (``string_timeconst`` ``string_dampratio``) and damping
-ratio ``string_dampratio`` (the chain's slide joint stiffness and damping; the tendon's limit
-solref), so a snapping string stretches a little and loses its radial speed, as a real string
-does (the default 6 ms gives the 0.4 m string EA = 270 N: 1 N stretches it by 1.5 mm).
-Elastic allowance: with the default time constant the string stretches at most
-``STRETCH_ALLOWANCE`` = 0.02 m (5 %) past its length (measured in a vigorous swing 5.5 mm on the
-chain, 7.4 mm on the tendon; in the reference swing 5.9 and 8.7 mm; tested).
+Slack, the ball flies freely; taut, the string pulls it back like a spring of
+``string_stiffness`` N/m (the cord's EA over its length) with a damper of ``string_dampratio``
+times the critical damping of the ball on it, 2 sqrt(``string_stiffness`` ``ball_mass``) N s/m
+(the chain's slide joint; the tendon's limit, MuJoCo's direct solref (-stiffness, -damping) per
+kg of the ball), so a snapping string stretches a little and loses radial speed. A more elastic
+string is a less stiff one: under the same pull it stretches further (hanging still, by
+``ball_mass`` g / ``string_stiffness``; tested), and the two parameters are independent.
+
+The real cord and what the step holds. Cotton fibre's initial modulus is 350 cN/tex and more
+(Handbook of Properties of Textile and Technical Fibres, 2nd ed., 2018, ch. 7 section 7.8,
+after Morton & Hearle, Physical Properties of Textile Fibres; intrinsic moduli of 5-13 GPa are
+also reported): times cellulose's 1.54 g/cm^3, E >= 5.4 GPa; over the 2 mm cord's fibre
+cross-section (0.6 pi (1 mm)^2 = 1.9 mm^2, ``STRING_DENSITY``'s packing) EA = ``STRING_EA`` =
+10 kN, so k = EA / L = 25 kN/m for the 0.4 m string (1 N stretches it 0.04 mm). That is an upper
+estimate, good to a factor of about 2-3: a twisted cord's fibres lie at the twist angle and slip
+on one another, which makes it softer (by how much was not found measured for a cord like this).
+The ball on the string alone, a spring stepped explicitly with its damper implicit (MuJoCo's
+implicitfast), is stable at the 0.5 ms step while sqrt(k / m) dt < 2 zeta + 2 sqrt(1 + zeta^2):
+up to 0.47 MN/m at zeta = 0.1, far above the cord. The chain holds less: a snap's tension (about
+the radial speed times sqrt(k m), tens of N) bends each link against the next at a frequency that
+grows with the tension and reaches what the step can follow. Measured at 0.5 ms (the reference
+swing, a vigorous swing and 8 perturbed reference swings each): no instability at 200-5000 N/m
+with damping ratios 0.25-2, nor at 10 and 25 kN/m with 0.5-2; but unstable simulations at 5 kN/m
+with damping ratios 0.1 and 0.2, at 20 kN/m with 0.5, at 67 kN/m with 0.1 and 100 kN/m with 0.2
+and 0.3 (a vigorous swing, or every swing). So the step cannot be trusted with the cord's own
+stiffness: ``string_stiffness`` is at most ``STRING_STIFFNESS`` = 5 kN/m, its default, a factor of
+4 below the first instability seen at a damping ratio within ``string_dampratio``'s range
+[0.5, 2], and ``string_dampratio`` is at least 0.5, a factor of 2.5 above the first seen at
+5 kN/m. The model's string is therefore more elastic than a cotton cord, by up to about 5 (a snap
+stretches it about 2.2 times as far; the hanging ball stretches it 0.05 mm). The damping ratio's
+default, 1 (a snap takes the ball's radial speed, as a cord's slack fibres do), is a choice: no
+measured figure for a cord was found. The whole range is tested (stiffness 20 and 5000 N/m and
+their geometric middle, damping ratios 0.5 and 2, on both string models).
+
+Elastic allowance: with the default string the ball stretches it at most ``STRETCH_ALLOWANCE`` =
+0.02 m (5 %) past its length in a vigorous swing and in the reference swing (tested; the stretch
+measured at the defaults is in the test).
 
 Contacts. The ball meets the cup (bottom, wall, rim and bracket) through explicit bouncing pairs
 (``episodic.contact``): a wooden ball on a hard cup, restitution 0.60 (The Physics Factbook,
@@ -136,6 +165,14 @@ STRING_CONTACT_SOLIMP = (0.995, 0.995, 0.001, 0.5, 2.0)
 # it decays with 1/e in 2 x 3.9e-3 kg m^2 / 1e-4 = 78 s, its period changes by 0.004 %.
 STRING_BEND_DAMPING = 1e-4
 STRING_BEND_ARMATURE = 3e-7
+# The string's stretch (module docstring): the cotton cord's EA, N (an upper estimate), and what
+# the chain holds at the 0.5 ms step, the stiffest value held with a margin (measured), N/m; the
+# damping ratio's range, where that stiffness is held (not a measured property of a cord)
+STRING_EA = 10.2e3
+STRING_STIFFNESS = 5000.0
+STRING_STIFFNESS_RANGE = (20.0, STRING_STIFFNESS)
+STRING_DAMPRATIO = 1.0
+STRING_DAMPRATIO_RANGE = (0.5, 2.0)
 # geom bitmasks: the ball collides with the arm and the floor by contype/conaffinity, with the cup
 # only through explicit bouncing pairs; the string's links collide with the cup only
 BALL_BITS = dict(contype=1, conaffinity=1)
@@ -144,8 +181,9 @@ STRING_BITS = dict(contype=4, conaffinity=0)
 # the anchor: the string's end under the cup's bottom, one string diameter below it, so that the
 # first link can turn up against the bottom without starting in contact with it
 ANCHOR_GAP = 2 * STRING_RADIUS
-# the ball on the cup (wooden ball on a hard cup: restitution 0.60, friction 0.4; see contact.py)
-CUP_MATERIAL = "wooden_ball_on_cup"
+# the ball on the cup: the defaults of cup_restitution and cup_friction (a wooden ball on a hard
+# surface: restitution 0.60, friction 0.4; sources in contact.py and the module docstring)
+CUP_MATERIAL = contact.MATERIALS["wooden_ball_on_cup"]
 
 
 @dataclass
@@ -163,21 +201,28 @@ class BallInCup(Task):
     substeps: ClassVar[int] = 4  # 0.5 ms physics steps at 500 Hz: the string and the bounces converge
     CROSSING_ALPHA: ClassVar[float] = 20.0  # 1/m^2, width of the rim-crossing reward
     CATCH_BONUS: ClassVar[float] = 3.0
-    STRETCH_ALLOWANCE: ClassVar[float] = 0.02  # m, for the default string_timeconst (tested)
+    STRETCH_ALLOWANCE: ClassVar[float] = 0.02  # m, for the default string (tested)
 
     string_model: str = choice("chain", STRING_MODELS, "chain: 8 jointed capsules with the string's mass that "
                                "collide with the cup; tendon: a massless straight tendon that passes through "
                                "the cup (faster)")
     string_length: float = param(0.40, "m", "anchor to ball centre when taut (the anchor is 1.54 m above "
                                  "the floor at the start on the WAM)", gt=0, le=1.5)
-    string_timeconst: float = param(0.006, "s", "time constant of the taut string's stretch under the ball's "
-                                    "mass (1 / its natural frequency): the string's elasticity", ge=0.004)
-    string_dampratio: float = param(1.0, "", "damping ratio of the taut string's stretch", gt=0)
+    string_stiffness: float = param(STRING_STIFFNESS, "N/m", "axial stiffness of the taut string (EA / its "
+                                    "length: the pull per metre of stretch); lower is more elastic",
+                                    ge=STRING_STIFFNESS_RANGE[0], le=STRING_STIFFNESS_RANGE[1])
+    string_dampratio: float = param(STRING_DAMPRATIO, "", "damping ratio of the ball bouncing on the taut string: "
+                                    "damping 2 string_dampratio sqrt(string_stiffness ball_mass)",
+                                    ge=STRING_DAMPRATIO_RANGE[0], le=STRING_DAMPRATIO_RANGE[1])
     ball_radius: float = param(0.02, "m", gt=0)
     ball_mass: float = param(0.024, "kg", gt=0)
     cup_radius: float = param(0.045, "m", "inner radius, larger than ball_radius", gt=0)
     cup_depth: float = param(0.10, "m", "inner bottom to rim", gt=0)
     cup_mass: float = param(0.1, "kg", "cup and bracket", gt=0)
+    cup_restitution: float = param(CUP_MATERIAL.restitution, "", "the ball's coefficient of restitution on the "
+                                   "cup (bottom, wall, rim, bracket): rebound / impact speed, head-on", ge=0, le=0.9)
+    cup_friction: float = param(CUP_MATERIAL.friction, "", "Coulomb friction coefficient of the ball on the cup",
+                                ge=0, le=1.5)
     rest_speed: float = param(0.1, "m/s", "'at rest' below this speed relative to the cup", gt=0)
     rest_time: float = param(0.2, "s", "caught this long ends the segment with the bonus", ge=0)
 
@@ -257,6 +302,11 @@ class BallInCup(Task):
                + m_b * (R**2 / 4 + t**2 / 12) + m_b * (z_b - z) ** 2)
         return self.cup_mass, np.array([0.0, 0.0, z]), np.array([ixx, ixx, izz])
 
+    def string_damping(self) -> float:
+        """N s/m, the taut string's damping: string_dampratio times the critical damping of the
+        ball on a spring of string_stiffness, 2 sqrt(string_stiffness ball_mass)."""
+        return 2 * self.string_dampratio * float(np.sqrt(self.string_stiffness * self.ball_mass))
+
     def link_length(self) -> float:
         """Length m of each of the chain's links."""
         return self.string_length / CHAIN_LINKS
@@ -269,7 +319,8 @@ class BallInCup(Task):
         timestep = spec.option.timestep
         spec.add_exclude(bodyname1="cup", bodyname2="ball")  # the pairs below replace that contact
         for geom in self.cup_geoms():
-            contact.add_material_pair(spec, "ball", geom, CUP_MATERIAL, timestep, name=f"ball/{geom}")
+            contact.add_bouncing_pair(spec, "ball", geom, self.cup_restitution, self.cup_friction, timestep,
+                                      name=f"ball/{geom}")
         contact.add_air(spec, ["ball"])
         add_frame_sensors(spec, "bic_ball", mujoco.mjtObj.mjOBJ_XBODY, "ball")
         add_frame_sensors(spec, "bic_rim", mujoco.mjtObj.mjOBJ_SITE, "cup_rim")
@@ -280,7 +331,7 @@ class BallInCup(Task):
                         objtype=mujoco.mjtObj.mjOBJ_TENDON, objname="string")
 
     def _ball_geom(self) -> dict:
-        return dict(condim=3, friction=[contact.MATERIALS[CUP_MATERIAL].friction, 0.005, 0.0001],
+        return dict(condim=3, friction=[CUP_MATERIAL.friction, 0.005, 0.0001],
                     rgba=[0.9, 0.15, 0.15, 1.0], **BALL_BITS)
 
     def _add_tendon(self, spec: mujoco.MjSpec) -> None:
@@ -291,7 +342,8 @@ class BallInCup(Task):
         string = spec.add_tendon(name="string", limited=mujoco.mjtLimited.mjLIMITED_TRUE,
                                  range=[0.0, self.string_length], width=STRING_RADIUS,
                                  rgba=[0.9, 0.9, 0.85, 1.0])
-        string.solref_limit = [self.string_timeconst, self.string_dampratio]
+        # MuJoCo's direct solref (-stiffness, -damping) of the limit, per unit of the ball's mass
+        string.solref_limit = [-self.string_stiffness / self.ball_mass, -self.string_damping() / self.ball_mass]
         string.solimp_limit = [0.95, 0.99, 0.001, 0.5, 2.0]
         string.wrap_site("cup_anchor")
         string.wrap_site("ball_centre")
@@ -299,9 +351,8 @@ class BallInCup(Task):
     def _add_chain(self, spec: mujoco.MjSpec) -> None:
         """CHAIN_LINKS capsules from the anchor, each on a universal joint (two hinges) on the one
         before (the first on the cup), and the ball at the last one's end on a slide joint along
-        it: the string's stretch, a spring-damper of the ball's mass with natural frequency
-        1 / (string_timeconst string_dampratio) and damping ratio string_dampratio, as the
-        tendon's limit. The links have the string's mass and collide with the cup (not with the
+        it: the string's stretch, a spring of string_stiffness N/m and a damper of
+        string_damping() N s/m, as the tendon's limit. The links have the string's mass and collide with the cup (not with the
         ball, the arm or each other); at rest (joints at zero) the chain hangs straight down the
         cup's -z."""
         cup = spec.body("cup")
@@ -329,9 +380,9 @@ class BallInCup(Task):
                       friction=[STRING_FRICTION, STRING_FRICTION, 0.005, 0.0001, 0.0001],
                       solref=list(STRING_CONTACT_SOLREF), solimp=list(STRING_CONTACT_SOLIMP))
         ball = parent.add_body(name="ball", pos=pos)
-        m, tc, dr = self.ball_mass, self.string_timeconst, self.string_dampratio
+        m = self.ball_mass
         ball.add_joint(name="string_stretch", type=mujoco.mjtJoint.mjJNT_SLIDE, axis=[0, 0, -1],
-                       stiffness=m / (tc * dr) ** 2, damping=2 * m / tc, **free)
+                       stiffness=self.string_stiffness, damping=self.string_damping(), **free)
         ball.explicitinertial = True
         ball.mass, ball.ipos, ball.iquat = m, [0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]
         ball.inertia = [0.4 * m * self.ball_radius**2] * 3

@@ -16,10 +16,12 @@ The string. ball_in_cup's capsule chain (tasks/ball_in_cup.py, imported, not cop
 ``CHAIN_LINKS`` = 8 capsules of a 2 mm cotton cord (2.9 g/m: 2.3 g for the default 0.8 m
 string, 8 % of the ball), each on a universal joint on the one before, the first on the hook;
 the ball sits at the last one's end on a slide joint along it, the string's stretch: slack, the
-ball and string move freely; taut, the string pulls like a stiff spring-damper of natural
-frequency 1 / (``string_timeconst`` ``string_dampratio``) and damping ratio
-``string_dampratio`` (the string's elasticity; the weight of the ball stretches it by
-g (string_timeconst string_dampratio)^2 = 0.35 mm). The links collide with the cup (and the
+ball and string move freely; taut, the string pulls like a spring of ``string_stiffness`` N/m
+with a damper of ``string_dampratio`` times the ball's critical damping (lower stiffness: a
+more elastic string). The default is ball_in_cup's, 5 kN/m, the stiffest its chain holds at the
+0.5 ms step: the cotton cord over 0.8 m would be stiffer, EA / L = 12.7 kN/m (an upper estimate;
+the sources, the stability measurements and the allowed ranges are in tasks/ball_in_cup.py). The
+ball's weight stretches it by ``ball_mass`` g / ``string_stiffness`` = 0.06 mm. The links collide with the cup (and the
 hook), so the string drapes over the lip instead of passing through it. Why the chain and not
 ball_in_cup's cheaper straight tendon: the ball is lowered into a cup while the string comes
 down into it from above; a straight tendon from the anchor to the ball passes through the cup's
@@ -32,8 +34,9 @@ length from the task's parameters (recorded in every log).
 
 Ball contacts (``episodic.contact``): every surface the ball meets is an explicit bouncing pair
 calibrated at the physics step. The cup (bottom, wall, lip): restitution ``cup_restitution`` =
-0.35 and friction 0.5, a cup lined with a damping rubber (``CUP_LINING``: for a rigid ball on a
-rubber layer, the rebound is the rubber's rebound resilience, ISO 4662, e = sqrt(resilience);
+0.35 and friction ``cup_friction`` = 0.5, a cup lined with a damping rubber (``CUP_LINING``: for
+a rigid ball on a rubber layer, the rebound is the rubber's rebound resilience, ISO 4662, e =
+sqrt(resilience);
 0.35 is a resilience of 12 %, which damping rubbers such as butyl have at room temperature;
 friction of wood on rubber); the issue asks for a low restitution, 0.3-0.4, so that a ball
 dropped into the cup stays in it. The floor, the arm and the hook: a wooden ball on a hard
@@ -54,9 +57,9 @@ restitution within about +-0.02 of the calibrated value). The reference's return
 Pendulum. Hanging from the held hook, the ball and string swing as a compound pendulum: for
 small angles, period 2 pi sqrt(I / (M g d)) with I = m_b (L^2 + 2/5 r^2) + m_s L^2 / 3 and
 M d = m_b L + m_s L / 2 about the anchor (m_b ball, m_s string, L = string_length plus the
-static stretch, r ball_radius), 1.784 s for the defaults, 0.6 % shorter than a point mass's
-2 pi sqrt(L / g): measured 1.7842 s in a 3-degree swing (tested within 0.1 % for 0.5 and 1.0 m
-strings, where the point mass is 0.3-0.6 % off).
+static stretch, r ball_radius), 1.783 s for the defaults, 0.6 % shorter than a point mass's
+2 pi sqrt(L / g) (tested within 0.1 % for 0.5 and 1.0 m strings, where the point mass is 0.3-0.6 %
+off).
 
 Context (command 0): the cup's position (x, y) m on the floor, or nothing for (``cup_x``,
 ``cup_y``) = (0.55, 0.35): 0.7 m across from the ball's start, a slewing move of the arm. The cup
@@ -126,8 +129,12 @@ from episodic.tasks.ball_in_cup import (
     ANCHOR_GAP,
     STRING_CONTACT_SOLIMP,
     STRING_CONTACT_SOLREF,
+    STRING_DAMPRATIO,
+    STRING_DAMPRATIO_RANGE,
     STRING_DENSITY,
     STRING_FRICTION,
+    STRING_STIFFNESS,
+    STRING_STIFFNESS_RANGE,
     WALL_BOXES,
     BallInCup,
 )
@@ -226,14 +233,19 @@ class Casting(Task):
     ball_radius: float = param(0.0215, "m", gt=0)
     string_length: float = param(0.8, "m", "anchor to ball centre when taut (the anchor is 1.25 m up at the start, "
                                  "the cup's rim 0.09 m)", ge=0.3, le=1.1)
-    string_timeconst: float = param(0.006, "s", "the string's elasticity: the time constant of its stretch, taut, "
-                                    "under the ball's mass (1 / its natural frequency)", ge=0.004)
-    string_dampratio: float = param(1.0, "", "damping ratio of the taut string's stretch", gt=0)
+    string_stiffness: float = param(STRING_STIFFNESS, "N/m", "axial stiffness of the taut string (EA / its "
+                                    "length: the pull per metre of stretch); lower is more elastic",
+                                    ge=STRING_STIFFNESS_RANGE[0], le=STRING_STIFFNESS_RANGE[1])
+    string_dampratio: float = param(STRING_DAMPRATIO, "", "damping ratio of the ball bouncing on the taut string: "
+                                    "damping 2 string_dampratio sqrt(string_stiffness ball_mass)",
+                                    ge=STRING_DAMPRATIO_RANGE[0], le=STRING_DAMPRATIO_RANGE[1])
     # cup
     cup_radius: float = param(0.06, "m", "inner radius, larger than ball_radius", gt=0)
     cup_depth: float = param(0.08, "m", "inner bottom to the top of the lip", gt=0)
     cup_restitution: float = param(CUP_LINING.restitution, "", "the ball's coefficient of restitution on the cup "
-                                   "(a rubber-lined cup)", ge=0, lt=1)
+                                   "(a rubber-lined cup)", ge=0, le=0.9)
+    cup_friction: float = param(CUP_LINING.friction, "", "Coulomb friction coefficient of the ball on the cup",
+                                ge=0, le=1.5)
     cup_x: float = coordinate(0.55, "x", "the cup's position without a context")
     cup_y: float = coordinate(0.35, "y", "the cup's position without a context")
     # rest and reward
@@ -275,10 +287,14 @@ class Casting(Task):
         pendulum, the string a uniform rod, the ball a solid sphere at the loaded length."""
         g = contact.GRAVITY
         m_b, m_s, r = self.ball_mass, self.string_mass(), self.ball_radius
-        length = self.string_length + g * (self.string_timeconst * self.string_dampratio) ** 2
+        length = self.string_length + self.static_stretch()
         inertia = m_b * (length**2 + 0.4 * r**2) + m_s * self.string_length**2 / 3
         moment = m_b * length + m_s * self.string_length / 2
         return float(2 * np.pi * np.sqrt(inertia / (g * moment)))
+
+    def static_stretch(self) -> float:
+        """m, the string's stretch under the hanging ball's weight: ball_mass g / string_stiffness."""
+        return self.ball_mass * contact.GRAVITY / self.string_stiffness
 
     def cup_geoms(self) -> list[str]:
         """The names of the cup's geoms: bottom, wall boxes, lip capsules."""
@@ -288,7 +304,7 @@ class Casting(Task):
     def _string(self) -> BallInCup:
         """ball_in_cup with this task's string and ball: its chain builder."""
         return BallInCup(string_model="chain", string_length=self.string_length,
-                         string_timeconst=self.string_timeconst, string_dampratio=self.string_dampratio,
+                         string_stiffness=self.string_stiffness, string_dampratio=self.string_dampratio,
                          ball_radius=self.ball_radius, ball_mass=self.ball_mass,
                          cup_radius=self.cup_radius)
 
@@ -315,7 +331,7 @@ class Casting(Task):
     def add_scene(self, spec: mujoco.MjSpec, robot: Robot) -> None:
         self._string()._add_chain(_HookSpec(spec))
         self._add_cup(spec)
-        overrides = {geom: dict(restitution=self.cup_restitution, friction=CUP_LINING.friction)
+        overrides = {geom: dict(restitution=self.cup_restitution, friction=self.cup_friction)
                      for geom in self.cup_geoms()}
         contact.add_bouncing_pairs(spec, "ball", HARD_SURFACES.restitution, HARD_SURFACES.friction,
                                    spec.option.timestep, overrides=overrides)

@@ -244,7 +244,8 @@ def test_the_ball_bounces_off_the_cup_and_flies_through_air(model):
         dt = m.opt.timestep
         assert dt == pytest.approx(r.robot.control_dt / BallInCup.substeps)
         ball = m.geom("ball").id
-        material = contact.MATERIALS[CUP_MATERIAL]
+        material = CUP_MATERIAL
+        assert (r.task.cup_restitution, r.task.cup_friction) == (material.restitution, material.friction)
         solref = contact.solref_for_restitution(material.restitution, dt)
         bouncing = [i for i in range(m.npair) if ball in (m.pair_geom1[i], m.pair_geom2[i])]
         assert len(bouncing) == 34  # bottom, 16 wall boxes, 16 rim capsules, bracket
@@ -294,9 +295,17 @@ def test_a_ball_dropped_into_the_cup_rebounds_with_the_stated_restitution():
     rises to 0.51^2 of the drop height: the cup recoils at 0.14 m/s.)"""
     with Runner(task("tendon", rest_time=5.0)) as r:
         e = drop_restitution(r, 0.04 + 0.001 * np.arange(8))
-    expected = contact.MATERIALS[CUP_MATERIAL].restitution
-    assert np.mean(e) == pytest.approx(expected, abs=0.03), e  # measured 0.590
+    assert np.mean(e) == pytest.approx(CUP_MATERIAL.restitution, abs=0.03), e  # measured 0.590
     assert np.ptp(e) < 0.05, e  # measured 0.578-0.606
+
+
+@pytest.mark.parametrize("restitution", [0.3, 0.8])
+def test_the_cup_restitution_is_a_parameter_the_drop_test_measures(restitution):
+    with Runner(task("tendon", rest_time=5.0, cup_restitution=restitution, cup_friction=0.2)) as r:
+        e = drop_restitution(r, 0.04 + 0.002 * np.arange(4))
+        friction = {r.scene.model.pair_friction[i, 0] for i in range(r.scene.model.npair)}
+    assert np.mean(e) == pytest.approx(restitution, abs=0.03), e
+    assert friction == {0.2}
 
 
 def test_start_hangs_the_ball_still_below_the_cup(any_runner):
@@ -324,13 +333,15 @@ def test_start_hangs_the_ball_still_below_the_cup(any_runner):
 
 
 def test_parameters_are_settable_checked_and_logged(tmp_path):
-    params = {"string_length": "0.3", "cup_radius": "0.05", "ball_mass": "0.03", "string_timeconst": "0.008",
-              "string_model": "tendon"}
+    params = {"string_length": "0.3", "cup_radius": "0.05", "ball_mass": "0.03", "string_stiffness": "500",
+              "string_dampratio": "0.5", "string_model": "tendon"}
     with Runner(make_task("ball_in_cup", params), log=tmp_path / "p.h5") as r:
         m = r.scene.model
         string = m.tendon("string").id
         assert m.tendon_range[string, 1] == pytest.approx(0.3)
-        assert m.tendon_solref_lim[string, 0] == pytest.approx(0.008)
+        # MuJoCo's direct solref of the limit: (-stiffness, -damping) per kg of the ball
+        damping = 2 * 0.5 * np.sqrt(500 * 0.03)
+        np.testing.assert_allclose(m.tendon_solref_lim[string], [-500 / 0.03, -damping / 0.03])
         assert m.body("ball").mass[0] == pytest.approx(0.03)
         reply = r.send(StartCommand(1, 1))
         assert reply.state[col("string")] == pytest.approx(0.3, abs=1e-4)
@@ -343,12 +354,12 @@ def test_parameters_are_settable_checked_and_logged(tmp_path):
         make_task("ball_in_cup", {"string_length": "-1"})
     with pytest.raises(TaskError, match="'cup_depth' .* larger than the wall's thickness"):
         make_task("ball_in_cup", {"cup_depth": "0.003"})
-    # the chain: its links span the string, the stretch spring follows the time constant
+    # the chain: its links span the string, the stretch joint is the string's spring and damper
     with Runner(make_task("ball_in_cup", {**params, "string_model": "chain"}), log=tmp_path / "c.h5") as r:
         m = r.scene.model
         assert r.task.link_length() * CHAIN_LINKS == pytest.approx(0.3)
         stretch = m.joint("string_stretch").id
-        assert m.jnt_stiffness[stretch] == pytest.approx(0.03 / 0.008**2)
+        assert m.jnt_stiffness[stretch] == 500 and m.dof_damping[m.jnt_dofadr[stretch]] == pytest.approx(damping)
         assert r.send(StartCommand(1, 1)).state[col("string")] == pytest.approx(0.3, abs=1e-12)
     assert read_metadata(tmp_path / "c.h5")["task_params"]["string_model"] == "chain"
 
@@ -396,6 +407,45 @@ def test_string_never_stretches_past_its_allowance(any_runner):
     for command in reference_commands(runner.robot, 2):
         runner.send(command)
     assert motion_state(runner)[:, col("string")].max() - L <= BallInCup.STRETCH_ALLOWANCE
+
+
+STIFFNESS_RANGE = BallInCup.declared()["string_stiffness"].low, BallInCup.declared()["string_stiffness"].high
+DAMPRATIO_RANGE = BallInCup.declared()["string_dampratio"].low, BallInCup.declared()["string_dampratio"].high
+MIDDLE_STIFFNESS = float(np.sqrt(np.prod(STIFFNESS_RANGE)))  # N/m, the range's geometric middle
+STRING_SWEEP = [(k, z) for k in (*STIFFNESS_RANGE, MIDDLE_STIFFNESS) for z in DAMPRATIO_RANGE] + [(MIDDLE_STIFFNESS, 1.0)]
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("stiffness,dampratio", STRING_SWEEP)
+def test_the_whole_documented_string_range_is_stable(model, stiffness, dampratio):
+    """The reference swing and the vigorous swing run to their end (no safety abort, no unstable
+    simulation) at the ends of the string's stiffness and damping ranges and between them."""
+    with Runner(task(model, string_stiffness=stiffness, string_dampratio=dampratio)) as runner:
+        replies = [runner.send(c) for c in reference_commands(runner.robot, 1)]
+        runner.send(StartCommand(2, 1))
+        q = vigorous_swing(runner.task.start_posture(runner.robot), runner.robot.control_dt)
+        replies.append(runner.send(TrajectoryCommand(2, 1, 1, q, wait_time=0.5)))
+    assert [r.flag for r in replies] == [Flag.OK] * len(replies), [r.message for r in replies]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_a_more_elastic_string_is_a_less_stiff_one(model):
+    """Lower string_stiffness, longer stretch: in the reference swing's snaps the peak stretch
+    grows as the stiffness falls (about as 1 / sqrt(stiffness), the ball's kinetic energy going
+    into the spring); hanging still (chain: a spring of the joint's stiffness) the ball stretches
+    the string by ball_mass g / string_stiffness."""
+    peaks = []
+    for stiffness in (STIFFNESS_RANGE[0], MIDDLE_STIFFNESS, STIFFNESS_RANGE[1]):
+        with Runner(task(model, string_stiffness=stiffness)) as runner:
+            for command in reference_commands(runner.robot, 1):
+                runner.send(command)
+            peaks.append(motion_state(runner)[:, col("string")].max() - runner.task.string_length)
+            if model == "chain":
+                runner.send(StartCommand(2, 1))
+                runner.send(TrajectoryCommand(2, 1, 1, hold(runner, 1.0)))
+                hanging = motion_state(runner)[-1, col("string")] - runner.task.string_length
+                assert hanging == pytest.approx(runner.task.ball_mass * G / stiffness, rel=0.02)
+    assert peaks[0] > peaks[1] > peaks[2] > 0, peaks
 
 
 def test_ball_dropped_into_the_cup_is_caught_and_stays():
