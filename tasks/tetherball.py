@@ -42,20 +42,49 @@ marker body on two horizontal slide joints with equal springs toward the axis (a
 oscillator), carried by a mocap body on the axis that the context places: its motion is part of
 the physics state, logged and replayed, within 0.5 mm of the circle over 10 s (tested). The
 reward keeps its meaning with d_t the distance to where the target is at step t.
-Not built of the seed's tetherball: continuous play after the first hit (a periodic,
-infinite-horizon task, each further stroke scored as the ball comes round); the episode ends
-with the learner's segments and is scored by one closest approach. Start: the ball hangs still below the
-anchor at its loaded length, anchor - (L + m g / k) e_z, zero velocity.
 
-Reward. d_t = |p_ball - p_target| at each control step. Over the steps of the episode's
-segments so far (since the start command), the running minimum is m_t = min(d_0..d_t), and the
-step reward is its decrease, r_t = m_{t-1} - m_t with m_{-1} = 0 (so r_0 = -d_0 and later steps
-earn what they bring the closest approach down by). A segment's reward is thus minus its own
-closest approach for the first segment and its improvement on the closest approach so far
-for later ones, and the episode return is exactly minus the closest approach of the ball to
-the target over all segments: return = -min_t d_t. Steps outside segments (going to the start,
-a real-time hold while the learner is late) earn nothing and do not count. Success: that
-closest approach is below ``tolerance``.
+Start: the ball hangs still below the anchor at its loaded length, anchor - (L + m g / k) e_z,
+zero velocity.
+
+Reward (``approaches`` 1, the default: the single stroke). d_t = |p_ball - p_target| at each
+control step. Over the steps of the episode's segments so far (since the start command), the
+running minimum is m_t = min(d_0..d_t), and the step reward is its decrease, r_t = m_{t-1} - m_t
+with m_{-1} = 0 (so r_0 = -d_0 and later steps earn what they bring the closest approach down
+by). A segment's reward is thus minus its own closest approach for the first segment and its
+improvement on the closest approach so far for later ones, and the episode return is exactly
+minus the closest approach of the ball to the target over all segments: return = -min_t d_t.
+Steps outside segments (going to the start, a real-time hold while the learner is late) earn
+nothing and do not count. Success: that closest approach is below ``tolerance``.
+
+Continuous play (the seed's second extension: after the first hit the task goes on, a periodic
+task; ``approaches`` N > 1). The episode scores N approaches of the ball to the target. d_0, the
+distance of the first scored step, is where the ball hangs (the start command leaves it hanging
+still; a circling target keeps that distance). An approach is one swing of the ball toward the
+target: it begins where the last one ended (the first at the first scored step), the ball comes
+closer to the target than it hung by at least the target's radius (d_t < d_0 - ``tolerance``:
+so the jitter of a ball at rest or a racket's touch never counts as one), and it ends at the
+first step after that where the ball is back as far from the target as it hung (d_t >= d_0:
+it has swung back through the bottom, away from the target); that step begins the next
+approach. The N-th approach never ends: it runs to the episode's end, so N = 1 is exactly the
+single stroke above. An approach's score is its closest approach, c_i = min(d_0, min of d_t over
+its steps), and the episode return is -(c_1 + ... + c_N), an approach not played (the episode
+ended first) counting c_i = d_0, as the hanging ball that was never hit. As step rewards: r_0 =
+-N d_0 (every approach charged as the ball hangs), then each step earns what it brings the
+closest approach of the approach under way down by (>= 0; 0 on an approach's first step). So
+every reward after the first is >= 0 and an episode that ends early (a crash, an abort, a
+learner that stops after the first swing) forfeits only what the approaches left would have
+earned: ending early never pays and the task keeps the worst reward rate 0. Holding still scores
+-N d_0; a swing that comes no closer than the ball hung scores like no swing at all. Success:
+all N approaches played, each closer than ``tolerance``. "Infinite horizon": the runner's
+episodes are finite, so the periodic task is scored over a fixed number of swings; -return / N,
+the mean closest approach per swing, compares runs of different N, and the stability of a
+periodic strategy shows as the later approaches' distances (``approach_distances``) staying
+small. The string is nearly lossless (only air drag takes energy, the string's damping is
+neglected), so with a still target a ball hit once swings back to it on its own: with the default
+target the reference's single stroke stays within ``tolerance`` for 8 approaches, the ball's
+apex sinking about 1 cm a swing (measured: tests/test_task_tetherball.py); beyond that, or with a
+moving target (which does not wait for the ball's fixed plane of swing), the robot must hit the
+ball again as it comes back, predicting its position and speed (the state carries both).
 
 State columns: ball_x, ball_y, ball_z m, ball_vx, ball_vy, ball_vz m/s, target_x, target_y,
 target_z m, distance m (d_t), min_distance m: the running minimum of d over the rows of the
@@ -102,11 +131,17 @@ BALL_SURFACES = MATERIALS["tennis_ball_on_rigid"]  # restitution, friction and t
 
 @dataclass
 class Approach(Episode):
-    """The reward's memory: times (k,) s of the segment steps since the start command and the
-    running minimum mins (k,) m of the ball-target distance over them (see the module docstring)."""
+    """The reward's memory, one entry per segment step since the start command (see the module
+    docstring): times (k,) s; approach (k,) the 0-based number of the approach the step belongs
+    to; mins (k,) m the running minimum of the ball-target distance over that approach's steps so
+    far (capped at the hanging distance d_0 for the approaches after the first); near (k,) whether
+    the ball has come within d_0 - tolerance of the target during that approach so far."""
 
     times: np.ndarray = field(default_factory=lambda: np.zeros(0))
     mins: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    approach: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
+    near: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    hanging: float = np.inf  # m, d_0: the distance of the first scored step (the ball hanging still)
 
 
 @dataclass
@@ -121,6 +156,8 @@ class Tetherball(Task):
     context_help: ClassVar[str] = "a target (x, y, z) m for the ball's centre, or no context for the default"
     substeps: ClassVar[int] = 4  # 0.5 ms physics: bounces within +-0.015 of ``restitution`` (docstring)
     episode_type: ClassVar[type[Episode]] = Approach
+    not_built: ClassVar[str] = ("a target that changes from hit to hit; a scripted return stroke for continuous "
+                                "play (the reference hits once, its ball swings back to a still target by itself)")
 
     # string and ball
     string_length: float = param(1.0, "m", "anchor to ball centre when just taut", gt=0)
@@ -148,6 +185,10 @@ class Tetherball(Task):
     target_speed: float = param(0.0, "rad/s", "0: the target stands still; else it circles the anchor's vertical "
                                 "axis at this angular speed (positive: counterclockwise seen from above), at its "
                                 "start's height and distance from that axis", ge=-3.0, le=3.0)
+    # continuous play (the seed's second extension)
+    approaches: int = param(1, "", "how many approaches of the ball to the target an episode scores: 1, the "
+                            "single stroke; more, a periodic task of that many swings (module docstring)",
+                            ge=1, le=100)
 
     # -- derived quantities ----------------------------------------------------
     @property
@@ -289,19 +330,59 @@ class Tetherball(Task):
         if len(times) == 0:
             return np.zeros(0)
         memory = self.episode
-        earlier = memory.times < times[0]  # drop steps a truncated segment did not keep
-        memory.times, memory.mins = memory.times[earlier], memory.mins[earlier]
-        before = memory.mins[-1] if memory.mins.size else np.inf
-        mins = np.minimum.accumulate(np.minimum(state[:, 9], before))
-        previous = np.concatenate([[before if memory.mins.size else 0.0], mins[:-1]])
+        kept = memory.times < times[0]  # drop steps a truncated segment did not keep
+        memory.times, memory.mins = memory.times[kept], memory.mins[kept]
+        memory.approach, memory.near = memory.approach[kept], memory.near[kept]
+        distance, n, first = state[:, 9], len(times), memory.mins.size == 0
+        if first:
+            memory.hanging = float(distance[0])
+        hanging, last = memory.hanging, self.approaches - 1
+        approach = 0 if first else int(memory.approach[-1])
+        near = False if first else bool(memory.near[-1])
+        before = np.inf if first else float(memory.mins[-1])
+        mins, approaches, nears = np.empty(n), np.empty(n, int), np.empty(n, bool)
+        k = 0
+        while k < n:  # one pass per approach that the block's steps belong to
+            entered = k if near else _first(distance[k:] < hanging - self.tolerance, k)
+            back = None if approach == last or entered is None else _first(distance[entered:] >= hanging, entered)
+            stop = n if back is None else back
+            nears[k:stop] = np.arange(k, stop) >= (stop if entered is None else entered)
+            mins[k:stop] = np.minimum.accumulate(np.minimum(distance[k:stop], before))
+            approaches[k:stop] = approach
+            if stop < n:  # the ball is back as far from the target as it hung: the next approach
+                approach, near, before = approach + 1, False, hanging
+            k = stop
+        previous = np.concatenate([[0.0 if first else memory.mins[-1]], mins[:-1]])
+        previous[np.diff(np.concatenate([[approaches[0] if first else memory.approach[-1]], approaches])) > 0] = hanging
         memory.times = np.concatenate([memory.times, times])
         memory.mins = np.concatenate([memory.mins, mins])
-        return previous - mins
+        memory.approach = np.concatenate([memory.approach, approaches])
+        memory.near = np.concatenate([memory.near, nears])
+        rewards = previous - mins
+        if first:  # the approaches still to come, each charged as the ball hangs (module docstring)
+            rewards[0] -= last * hanging
+        return rewards
+
+    def approach_distances(self) -> np.ndarray:
+        """(k,) m, the closest approach of the ball to the target in each approach played so far
+        (the one under way included), the ones after the first capped at the hanging distance."""
+        memory = self.episode
+        ends = np.flatnonzero(np.diff(np.append(memory.approach, -1)) != 0)
+        return memory.mins[ends]
 
     def closest_approach(self) -> float:
         """m, the smallest ball-target distance over the segment steps since the start command."""
-        mins = self.episode.mins
-        return float(mins[-1]) if mins.size else np.inf
+        distances = self.approach_distances()
+        return float(distances.min()) if distances.size else np.inf
 
     def success(self, state: np.ndarray) -> bool:
-        return bool(min(self.closest_approach(), state[10]) < self.tolerance)
+        if self.approaches == 1:
+            return bool(min(self.closest_approach(), state[10]) < self.tolerance)
+        distances = self.approach_distances()
+        return bool(distances.size == self.approaches and np.all(distances < self.tolerance))
+
+
+def _first(mask: np.ndarray, offset: int) -> int | None:
+    """offset + the index of the first True of ``mask`` (k,), or None if there is none."""
+    hit = np.flatnonzero(mask)
+    return int(hit[0]) + offset if hit.size else None
