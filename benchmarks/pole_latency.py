@@ -38,7 +38,8 @@ BALANCE = 5.0                        # s, the balance table's episodes
 BALANCE_START = (0.1, 0.0)           # rad, rad/s: the balance table's start
 TABLES = {"published": "swing-up and balance, balance gains designed for no latency (the published reference)",
           "designed": "swing-up and balance, balance gains designed for the latency",
-          "balance": f"balance alone from {BALANCE_START[0]} rad at rest for {BALANCE:g} s, gains designed for the latency"}
+          "balance": f"balance alone from {BALANCE_START[0]} rad at rest for {BALANCE:g} s, gains designed for the "
+                     "latency"}
 
 
 def reference():
@@ -67,7 +68,8 @@ def balance(ref, length: float, sensing: dict) -> str:
     with Runner(make_task("pole_balancing", params), keep_episodes=True) as runner:
         replies = [runner.send(c) for c in (
             StartCommand(1, 1, context=list(BALANCE_START)),
-            GainsCommand(1, 1, 1, ref.KP, ref.KD, wait_time=BALANCE, task_gains=ref.balance_gains(length, delay=delay)))]
+            GainsCommand(1, 1, 1, ref.KP, ref.KD, wait_time=BALANCE,
+                         task_gains=ref.balance_gains(length, delay=delay)))]
         episode, dt, upright = runner.episodes[0], runner.robot.control_dt, runner.task.upright
     if episode.success:
         return "yes"

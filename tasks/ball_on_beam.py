@@ -43,16 +43,17 @@ The ball is placed on the beam, rolling without slipping, once the arm has reach
 Feedback law (task_gains of a gains command; in C, tasks/ball_on_beam.c): [k_x, k_v] in rad/m
 and rad s/m:
     q7_desired = q7_held + clip(k_x * x + k_v * xd, -max_tilt, max_tilt)
-with x, xd measured each control step (all other joints keep their held posture), from the
-ball's world position and velocity as a tracker senses them and the beam's present pose and
-velocity (the joint encoders). Sensing (episodic/native/sensing.py): the ball's position and
-velocity reach the law ``sensing_latency`` s late (rounded to control steps of 2 ms), each
-coordinate with independent Gaussian noise of std ``sensing_noise`` m and
-``sensing_noise_rate`` m/s, drawn from the episode's random generator (seeded by the run's seed
-and the episode's number, so a replay repeats it); the defaults, 0, give the true state at once
-and keep the reference's figures comparable (a camera tracker is 6-17 ms late: sensing.py). Near the start posture the beam angle is q7, so positive gains are restoring: a ball
-at x > 0 raises the +x end and rolls back towards the centre. The joint gains kp, kd of the
-same command set how stiffly j7 follows (the reference uses kp7 = 5 N m/rad, kd7 = 0.4 N m s/rad).
+with x, xd measured each control step (all other joints keep their held posture), from the ball's
+world position and velocity as a tracker senses them and the beam's present pose and velocity (the
+joint encoders). Sensing (episodic/native/sensing.py): the ball's position and velocity reach the
+law ``sensing_latency`` s late (rounded to control steps of 2 ms), each coordinate with independent
+Gaussian noise of std ``sensing_noise`` m and ``sensing_noise_rate`` m/s, drawn from the episode's
+random generator (seeded by the run's seed and the episode's number, so a replay repeats it); the
+defaults, 0, give the true state at once and keep the reference's figures comparable (a camera
+tracker is 6-17 ms late: sensing.py). Near the start posture the beam angle is q7, so positive gains
+are restoring: a ball at x > 0 raises the +x end and rolls back towards the centre. The joint gains
+kp, kd of the same command set how stiffly j7 follows (the reference uses kp7 = 5 N m/rad, kd7 = 0.4
+N m s/rad).
 
 State columns: ball_x m, ball_xd m/s, beam_angle rad, on_beam (1 while |x| <= beam_length/2 and
 the ball lies in the channel, else 0).

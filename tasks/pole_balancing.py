@@ -80,26 +80,27 @@ Success: the episode ends with the pole upright and nearly still, |phi| < ``upri
 |phi_d| < 1 rad/s (a task sees only the final state; the tests also check the last seconds).
 
 Reference (examples/pole_balancing_reference.py: a 0.3 s nudge of the elbow, then the law above
-with LQR balance gains for 12 s), measured success by pole length and start:
-    pole m | hanging at rest | pi - 0.2     | pi + 0.3, -1 rad/s | pi - 0.1, +1 rad/s | solved
-    0.2    | never up        | never up     | never up           | never up           | 0/4
-    0.3    | up at 4.1 s     | 4.1 s, stop  | 7.6 s              | 3.9 s, stop        | 4/4
-    0.4    | 6.1 s           | 4.7 s        | 5.2 s              | 4.1 s, stop        | 4/4
-    0.5    | 7.9 s           | 6.1 s        | 5.3 s              | 6.0 s              | 4/4
-    0.6    | 8.3 s           | 6.7 s        | 5.6 s              | 6.4 s              | 4/4
-    0.8    | 11.2 s, late    | 7.2 s        | 8.3 s              | 6.9 s              | 4/4
-    1.0    | 11.9 s, late    | 10.2 s       | 9.0 s              | 9.8 s              | 4/4
-("up at": when |phi| first fell below 0.2 rad, after the motion started; "stop": the pole
-touched one of j7's stops on the way, the law caught it all the same; "late": caught under 2 s
-before the end.) A shorter pole is harder: the 0.2 m pole's damping ratio on j7 is 0.16 (0.066
-at 0.3 m, 0.019 at 0.5 m, 0.0035 at 1 m), so j7's drive takes out faster than the pump, bound by
-the arm's speed, can put in, and the pole never passes the horizontal; the balance law alone
-still holds it near upright. Longer poles swing slower, so they take longer to come up. The
-default episode (0.5 m, hanging at rest) returns -12.13, upright from 7.9 s. With a joint failing
-8 s after the motion starts (pole 0.5 m, start pi - 0.2, caught at 6.1 s): without j1 or j3 the
-pole stays up; without j2, j5 or j6 the arm sags or the hand turns under the pole and the law
-drives the elbow past its speed limit (SAFETY_ABORT); without j4, the law's main joint, the pole
-falls.
+with LQR balance gains for 12 s), measured success by pole length and start (``python
+examples/pole_balancing_reference.py``):
+    pole m | hanging at rest | pi - 0.2     | pi + 0.3, -1 rad/s  | pi - 0.1, +1 rad/s | solved
+    0.2    | never up        | never up     | never up            | never up           | 0/4
+    0.3    | up at 4.1 s     | 4.1 s, stop  | never up            | 3.9 s, stop        | 3/4
+    0.4    | 6.1 s           | 4.4 s, stop  | 5.2 s               | 4.1 s, stop        | 4/4
+    0.5    | 7.7 s           | 6.1 s        | 5.3 s               | 5.9 s              | 4/4
+    0.6    | 8.3 s           | 6.7 s        | 5.6 s, SAFETY_ABORT | 6.5 s              | 3/4
+    0.8    | 11.3 s, late    | 7.2 s        | 8.3 s               | 6.9 s              | 4/4
+    1.0    | 11.7 s, late    | 10.2 s       | 9.0 s               | 9.8 s              | 4/4
+("up at": when |phi| first fell below 0.2 rad, after the motion started; "stop": the pole touched
+one of j7's stops on the way, the law caught it all the same; "late": caught under 2 s before the
+end; SAFETY_ABORT: up, then the law drove the elbow past its speed limit.) A shorter pole is harder:
+the 0.2 m pole's damping ratio on j7 is 0.16 (0.066 at 0.3 m, 0.019 at 0.5 m, 0.0035 at 1 m), so
+j7's drive takes out faster than the pump, bound by the arm's speed, can put in, and the pole never
+passes the horizontal; the balance law alone still holds it near upright. Longer poles swing slower,
+so they take longer to come up. The default episode (0.5 m, hanging at rest) returns -12.16, upright
+from 7.7 s. With a joint failing 8 s after the motion starts (pole 0.5 m, start pi - 0.2, caught at
+6.1 s): without j1 or j3 the pole stays up; without j2, j5 or j6 the arm sags or the hand turns
+under the pole and the law drives the elbow past its speed limit (SAFETY_ABORT); without j4, the
+law's main joint, the pole falls.
 
 Sensing latency (benchmarks/pole_latency.py, hanging at rest, no noise): success and "up" (when
 |phi| first fell below 0.2 rad), with the reference's balance gains as published and designed
