@@ -1,7 +1,8 @@
 """The tetherball task with real MuJoCo: the elastic string, the pendulum, the reward, the
 scripted reference stroke (over the bridge and replayed: tests/test_tasks_over_bridge.py); the seed's
 moving target: its circle, the reference that meets it, and a crash, a hold and the reference in
-order of return."""
+order of return; the seed's continuous play (approaches): the ball's swing back after a hit at a
+pendulum's period, the approaches as the module defines them, and ending early never paying."""
 from __future__ import annotations
 
 import copy
@@ -352,3 +353,87 @@ def test_a_crash_never_beats_holding_still_which_never_beats_the_reference_on_a_
     crashed, held, hit = evaluate(episodes, ("tetherball", params), threads=2)
     assert crashed.flag == Flag.SAFETY_ABORT and crashed.command_steps[-1] < 25
     assert crashed.episode_return <= held.episode_return <= hit.episode_return and hit.success
+
+
+# -- the seed's continuous play ---------------------------------------------------------------------
+def approach_starts(task) -> np.ndarray:
+    """s, the times of the steps that begin the second and later approaches."""
+    memory = task.episode
+    return memory.times[np.flatnonzero(np.diff(memory.approach)) + 1]
+
+
+def test_after_a_hit_the_ball_swings_back_with_the_pendulum_period_and_each_swing_is_one_approach():
+    """The reference's stroke with 4 approaches scored: the ball, hit once, swings back to the
+    target by itself (the string is lossless, the air takes about 1 cm of apex a swing). The
+    approaches begin a swing period apart, the period of a pendulum of the loaded string's length
+    at the amplitude the ball's apexes show (4 sqrt(l / g) K(sin^2(theta_0 / 2))), within 1 %; each
+    begins where the ball is back as far from the target as it hung, after coming within d_0 -
+    tolerance of it; the return is minus the sum of the approaches' closest distances."""
+    from scipy.special import ellipk
+
+    params = {"approaches": 4}
+    with Runner(make_task("tetherball", params)) as r:
+        replies = [r.send(c) for c in reference_commands(r.robot, 1, params=params)]
+        task, ep = r.task, r.episodes[-1]
+        starts, distances, memory = approach_starts(task), task.approach_distances(), copy.deepcopy(task.episode)
+    assert [x.flag for x in replies] == [Flag.OK] * 3 and ep.success
+    assert len(starts) == 3 and len(distances) == 4 and np.all(distances < task.tolerance)
+    assert ep.episode_return == pytest.approx(-distances.sum(), abs=1e-12)
+    steps = ep.steps()
+    motion = (steps["index"] >= 1) & (steps["machine_state"] == MachineState.DO_MOTION)
+    rows, t = steps["task_state"][motion], steps["time"][motion]
+    distance, hanging = col(rows, "distance"), memory.hanging
+    assert hanging == distance[0]
+    for k in np.searchsorted(t, starts):
+        assert distance[k] >= hanging > distance[k - 1]  # back as far from the target as it hung
+    edges = np.concatenate([[0], np.searchsorted(t, starts), [len(t)]])
+    for i, (a, b) in enumerate(zip(edges[:-1], edges[1:])):
+        assert distance[a:b].min() < hanging - task.tolerance  # each came near
+        assert distances[i] == pytest.approx(distance[a:b].min(), abs=1e-15)
+    # the period: apexes on the target's side between the approaches' starts
+    length = task.anchor[2] - task.rest_position[2]
+    y = col(rows, "ball_y") - task.anchor_y
+    for a, b in zip(edges[1:-2], edges[2:-1]):
+        apex = a + int(np.argmax(col(rows, "ball_z")[a:b] * (y[a:b] > 0)))
+        amplitude = np.arccos((task.anchor[2] - rows[apex, 2]) / length)
+        period = 4 * np.sqrt(length / G) * ellipk(np.sin(amplitude / 2) ** 2)
+        assert t[b] - t[a] == pytest.approx(period, rel=0.01)
+        assert period > 2 * np.pi * np.sqrt(length / G) * 1.02  # a wide swing: slower than a small one
+
+
+def test_later_approaches_of_a_ball_hit_once_sink_below_the_target():
+    """The reference's single stroke, 9 approaches: the first 8 within the tolerance, the closest
+    distance growing from the 4th on as the air takes the swing's height, the 9th missing: no
+    success, and a return below the 8 approaches' sum by more than the tolerance."""
+    params = {"approaches": 9}
+    with Runner(make_task("tetherball", params)) as r:
+        [r.send(c) for c in reference_commands(r.robot, 1, params=params)]
+        distances, ep = r.task.approach_distances(), r.episodes[-1]
+    assert len(distances) == 9 and np.all(distances[:8] < 0.1) and distances[8] > 0.1 and not ep.success
+    assert np.all(np.diff(distances[3:]) > 0)
+
+
+def test_continuous_play_never_pays_to_end_early():
+    """With 3 approaches: a crash within 50 ms and holding still each score every approach as the
+    hanging ball (-3 d_0; the crash no better), the single stroke stopped after its first approach
+    (the reference's segments without the longer wait) scores that approach and 2 d_0, and the
+    reference playing all three scores best: crash <= hold <= stopped <= reference."""
+    params = {"approaches": 3}
+    start, approach, stroke = reference_commands("wam", 4, params=params)
+    n = len(approach.q) + len(stroke.q) + int(round(stroke.wait_time * 500))
+    posture = make_task("tetherball").start_posture(reference.load_robot("wam"))
+    still = np.tile(posture, (n, 1))
+    crash = still.copy()
+    crash[:, 0] += np.minimum(200.0 * (np.arange(1, n + 1) * 0.002) ** 2, 0.5)
+    stopped = reference_commands("wam", 3)
+    episodes = [[StartCommand(i, 1, context=start.context), TrajectoryCommand(i, 1, 1, q)]
+                for i, q in ((1, crash), (2, still))] + [stopped, [start, approach, stroke]]
+    crashed, held, cut, full = evaluate(episodes, ("tetherball", params), threads=2)
+    task = make_task("tetherball", params)
+    hanging = float(np.linalg.norm(task.rest_position - task.default_target))
+    assert crashed.flag == Flag.SAFETY_ABORT and crashed.command_steps[-1] < 25
+    assert held.episode_return == pytest.approx(-3 * hanging, abs=1e-9)
+    assert cut.episode_return == pytest.approx(-2 * hanging - 0.0256, abs=1e-3)
+    assert crashed.episode_return <= held.episode_return < cut.episode_return < full.episode_return
+    assert full.success and not cut.success and not held.success
+
