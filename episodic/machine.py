@@ -43,8 +43,9 @@ the exact start state (``Simulation.reset`` to the posture, then the task's ``re
 - then the task's ``reset``: a fresh ``Episode`` and ``initialize_episode`` from the context and
   the episode's random generator, which places the task's objects (and passive joints: the
   pole's angle and velocity) on top of that state. (That generator is seeded with the run's
-  seed and the episode's number in the run: a task that drew from it would depend on its
-  place; none of the tasks does.)
+  seed and the episode's number in the run, so what a task draws from it depends on the
+  episode's place in the run, and a replay, which runs each episode at its place, repeats it:
+  ball_on_beam, pole_balancing and ball_bouncing draw the key of their sensing noise there.)
 
 The state the go-to-start really reached is kept in ``settled_state`` (mjSTATE_INTEGRATION).
 The log's ``time`` column counts from the exact start: the GOTO_START steps, which ran at the

@@ -422,7 +422,8 @@ class Task:
         task's feedback law with ``task_gains``: a law in Python overrides this; a compiled one
         (:meth:`compiled_law`) is evaluated once here. data's positions and velocities and what
         is computed from them (xpos, xmat, com-based velocities: the position and velocity
-        stages of mj_step1 or mj_forward) are current."""
+        stages of mj_step1 or mj_forward) are current. A law that keeps memory (a sensing delay
+        line) counts each call as a control step."""
         law = self.compiled_law(model, task_gains)
         if law is None:
             raise NotImplementedError(f"task '{self.name}' has no feedback law")

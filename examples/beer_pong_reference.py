@@ -45,11 +45,11 @@ would: not searched). On a broken surface (``pads``) the throw lands in the cup 
 a pad lies under its bounce (the task's default pad does: the bounce is at x 1.11 m); the
 reference does not search for a throw that bounces on a pad elsewhere (that is a second unknown,
 the upward speed, and is left to the learner), so with no pad under its bounce the ball falls
-through and the throw is never scored. The throw scores 1.0 cm from the cup's axis and the ball
-comes to rest in the cup. Perturbed (30 copies per level): with the release time off by a normal
-error of 1, 2, 5, 10 ms (whole control steps), 30, 30, 30, 29 of 30 still land in the cup; with
-the stroke's start and end postures off by 0.005, 0.01, 0.02 rad on each of j2, j4, j6, 30,
-27, 16 of 30.
+through and the throw is never scored. The throw scores 0.25 cm from the cup's axis and the ball
+comes to rest in the cup. Perturbed (``python examples/beer_pong_reference.py --noise 30``: 30
+copies per level): with the release time off by a normal error of 1, 2, 5, 10 ms (whole control
+steps), 30, 30, 30, 29 of 30 still land in the cup; with the stroke's start and end postures off
+by 0.005, 0.01, 0.02 rad on each of j2, j4, j6, 28, 27, 16 of 30.
 
     python examples/beer_pong_reference.py [--out runs/beer_pong_reference.h5] [--noise 30]
 

@@ -312,7 +312,7 @@ def test_reference_throw_bounces_once_and_lands_in_the_cup(tmp_path):
     ep = r.episodes[-1]
     assert [x.flag for x in replies] == [Flag.OK] * 4 and replies[-1].episode_done and ep.success
     assert ep.episode_return == pytest.approx(-scored, abs=1e-12) and scored < 0.02
-    assert ep.episode_return == pytest.approx(-0.0101, abs=0.005)
+    assert ep.episode_return == pytest.approx(-0.0025, abs=0.005)
     rows = motion(ep)
     touch = col(rows, "on_table") > 0.5
     onsets = np.flatnonzero(touch & ~np.r_[False, touch[:-1]])
@@ -333,7 +333,7 @@ def test_a_cup_at_the_same_distance_elsewhere_is_aimed_at_by_turning_j1():
         replies = [r.send(c) for c in reference.reference_commands(r.robot, 1, cup)]
         ep = r.episodes[-1]
     np.testing.assert_allclose(replies[0].state[6:8], cup)
-    assert ep.success and ep.episode_return == pytest.approx(-0.0101, abs=0.005)
+    assert ep.success and ep.episode_return == pytest.approx(-0.0025, abs=0.005)
 
 
 def test_after_the_release_the_ball_flies_as_the_drag_ode_says():
