@@ -117,6 +117,7 @@ class EpisodeMachine:
         # the command in hand that have not run (what an early end now would leave out)
         self._scored_steps = 0
         self._pending_steps = 0
+        self._task_ready = False  # the running episode's task reset succeeded
         self._aborted: tuple[int | None, Flag, str] = (None, Flag.OK, "")  # (episode id, flag, why) of the last abort
         # the episode aborted without a reply (a timeout, an interruption while waiting): the first
         # refusal of one of its commands ends it for the learner, with its charge and return
@@ -303,6 +304,7 @@ class EpisodeMachine:
         self._tick_mark = self.sim.pacer.mark() if self.sim.pacer is not None else None
         self._max_commands, self._next_index = cmd.max_commands, 1
         self._scored_steps = self._pending_steps = 0
+        self._task_ready = False
         ep = self.episode
         self._passive, self._motion_steps = self.scene.passive.copy(), None
         self._schedule = self._failure_schedule()
@@ -323,6 +325,7 @@ class EpisodeMachine:
         except TaskError as exc:
             self.abort(Flag.INVALID_PAYLOAD, str(exc))
             return self._reply(cmd, Flag.INVALID_PAYLOAD, done=True, message=str(exc), episode=ep)
+        self._task_ready = True
         self._events = self._event_schedule()
         mujoco.mj_forward(self.sim.model, self.sim.data)
         self.sim.touch()
@@ -557,14 +560,21 @@ class EpisodeMachine:
     def _early_end_charge(self) -> float:
         """What the running episode's early end costs (<= 0): the steps it leaves out, those of the
         command in hand that did not run or the rest of the task's scored duration, whichever is
-        more, at the task's worst reward rate (Task.worst_reward_rate, Task.scored_duration)."""
+        more, at the task's worst reward rate (Task.worst_reward_rate, Task.scored_duration); and
+        when no motion step ran at all, what the task charges up front (Task.unplayed_return)."""
+        charge = 0.0
+        if self._task_ready and not any(s["n_steps"] for s in self.episode.segments):
+            charge = float(self.task.unplayed_return(self.current_task_state()))
+            if not charge <= 0.0:
+                raise ValueError(f"task '{self.task.name}' gives an unplayed episode the return {charge}; "
+                                 f"it must be <= 0")
         left = max(self._pending_steps, self._steps(self.task.scored_duration()) - self._scored_steps)
         if left <= 0:
-            return 0.0
+            return charge
         rate = float(self.task.worst_reward_rate(self.sim.model, self.robot))
         if not rate <= 0.0:
             raise ValueError(f"task '{self.task.name}' gives a worst reward rate of {rate}/s; it must be <= 0")
-        return rate * left * self.robot.control_dt
+        return charge + rate * left * self.robot.control_dt
 
     # -- logging -------------------------------------------------------------
     def _view(self, record: StepRecord) -> StepView:

@@ -459,6 +459,15 @@ class Task:
         the rest would have earned and charging nothing keeps that rule."""
         return 0.0
 
+    def unplayed_return(self, state: np.ndarray) -> float:
+        """The return (<= 0) of an episode of this task that ends before any motion step ran (a
+        refused first segment, a reset right after the start), from its task state ``state``
+        (len(columns),) then: what its first step would have charged, for a task that charges its
+        cost up front and pays it back as it is earned (a ball never scored, never at rest, never
+        brought closer), so that such an episode never returns more than one that plays. Default
+        0: nothing is charged up front."""
+        return 0.0
+
     def scored_duration(self) -> float:
         """s of motion every episode is scored over (0: none). An episode whose motion ends
         sooner, however it ends (Flag.OK included), is charged the rest at

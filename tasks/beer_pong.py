@@ -495,6 +495,10 @@ class BeerPong(Task):
         """m, the ball's distance from the cup's axis where the throw was scored, nan before."""
         return float(self.episode.scored)
 
+    def unplayed_return(self, state: np.ndarray) -> float:
+        """-MISS_DISTANCE: a ball never thrown is never scored."""
+        return -MISS_DISTANCE
+
     def success(self, state: np.ndarray) -> bool:
         memory = self.episode
         if not memory.scored < self.cup_rim_radius:

@@ -375,6 +375,10 @@ class Tetherball(Task):
         distances = self.approach_distances()
         return float(distances.min()) if distances.size else np.inf
 
+    def unplayed_return(self, state: np.ndarray) -> float:
+        """-approaches x the hanging ball's distance from the target: no approach played."""
+        return -self.approaches * float(state[9])
+
     def success(self, state: np.ndarray) -> bool:
         if self.approaches == 1:
             return bool(min(self.closest_approach(), state[10]) < self.tolerance)

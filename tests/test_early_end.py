@@ -3,12 +3,14 @@ never returns more than the task's reference: for every task, in-process and ove
 (the three episodes: examples/early_end.py)."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from episodic.batch import evaluate
 from episodic.bridge import Client
-from episodic.commands import StartCommand, TrajectoryCommand
+from episodic.commands import ResetCommand, StartCommand, TrajectoryCommand
 from episodic.log import read_episodes
 from episodic.protocol import Flag
 from episodic.runner import Runner
@@ -118,3 +120,20 @@ def test_an_episode_ended_without_a_reply_is_reported_once_by_the_next_refusal()
     assert ep.early_end < 0 and refused.reward == ep.early_end
     assert refused.episode_return == ep.episode_return == start.reward + first.reward + refused.reward
     assert again.reward == 0.0 and again.episode_return == 0.0
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCES))
+def test_an_episode_that_never_moves_returns_no_more_than_holding_still(name):
+    """A first segment refused (it starts 0.5 rad away from the held posture: DISCONTINUOUS) and
+    a reset right after the start end the episode before any motion step: the task's up-front
+    charge (Task.unplayed_return) and the horizon keep them at or below holding still."""
+    episodes = three_episodes(name)
+    hold = episodes["hold"]
+    far = hold[1].q.copy()
+    far[:, 0] += 0.5
+    refused = [dataclasses.replace(hold[0], episode_id=4), dataclasses.replace(hold[1], episode_id=4, q=far)]
+    reset = [dataclasses.replace(hold[0], episode_id=5, max_commands=1), ResetCommand(5)]
+    held, jumped, aborted = evaluate([hold, refused, reset], name, threads=2)
+    assert jumped.flag == Flag.DISCONTINUOUS and aborted.flag == Flag.ABORTED_BY_LEARNER
+    assert jumped.episode_return <= held.episode_return and aborted.episode_return <= held.episode_return, \
+        (jumped.episode_return, aborted.episode_return, held.episode_return)
