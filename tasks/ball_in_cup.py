@@ -61,10 +61,24 @@ Elastic allowance: with the default string the ball stretches it at most ``STRET
 measured at the defaults is in the test).
 
 Contacts. The ball meets the cup (bottom, wall, rim and bracket) through explicit bouncing pairs
-(``episodic.contact``): a wooden ball on a hard cup, restitution 0.60 (The Physics Factbook,
-"Coefficient of restitution": wooden ball on a hard floor) and friction 0.4 (wood on wood,
-Marks' Standard Handbook), calibrated at the task's physics step. A drop test on the cup's
-bottom measures 0.59 relative to the cup (tested; MuJoCo's default contact gave 0.12). The
+(``episodic.contact``) of restitution ``cup_restitution`` and friction ``cup_friction``,
+calibrated at the task's physics step. A drop test on the cup's bottom measures 0.59 relative
+to the cup at the default 0.60, and the stated value at 0.3 and 0.8 (tested; MuJoCo's default
+contact gave 0.12). The defaults: a wooden ball on a hard surface, restitution 0.60 (The Physics
+Factbook, G. Elert ed., "Coefficient of restitution": wooden ball on a hard floor) and friction
+0.4 (wood on wood, clean and dry, 0.25-0.5: Marks' Standard Handbook for Mechanical Engineers).
+How sure: the restitution is a compiled figure for an unspecified wooden ball and floor, good
+to perhaps +-0.1; no measured figure was found for a wooden ball in a wooden (kendama,
+bilboquet) or plastic cup, nor for a cup held in a hand or a gripper, and Kober & Peters'
+papers, as far as they were found, give the toy's 40 cm string but neither the cup's material
+nor its restitution. What was found around it: a ball's rebound off wood depends on the wood's
+density and can be inelastic, with permanent dents (J. Soc. Mater. Sci. Japan 71(7), 603-607,
+2022: balls dropped on wood species, filmed at high speed); croquet balls, once wooden, must
+rebound from 60 in onto a steel plate to 30-45 in (US Croquet Association), e = 0.71-0.87, a
+harder pair than wood on wood. The hand's or
+gripper's compliance is modelled, not folded into the number: the cup is carried by the
+PD-held arm and recoils (0.14 m/s in the drop test). Learning depends on this number (see the
+README's learning table); it is a parameter, so a benchmark states the value it ran. The
 ball hits the arm and the floor with MuJoCo's default contact; the cup and the arm never collide
 with each other; the chain's links touch the cup with a stiff, critically damped contact and
 friction 0.3 (cord on wood). Air (``contact.add_air``): 1.204 kg/m^3 and 1.81e-5 Pa s; the ball
