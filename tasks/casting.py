@@ -105,6 +105,13 @@ ball has come to rest, the time stops and later steps earn nothing. Steps outsid
 to the start, a real-time hold while the learner is late) earn nothing, though the clock runs on.
 Success: the episode ends with the ball resting in the cup (``resting`` = 1), so a learner's
 last segment should hold still until the ball has settled.
+
+Ending early. The rewards are earned (the charge of -max_time comes with the first motion step
+and is paid back only by a rest in the cup), so an episode cut short is charged nothing more
+(``worst_reward_rate`` 0): a crash returns -max_time less its strikes, no more than holding
+still (-max_time), and an episode that ends before its first motion step (a refused first
+segment, a reset after the start) returns ``unplayed_return`` = -max_time (tests/test_early_end.py).
+A crash can save the strikes that holding on would have cost; each is paid as it happens.
 """
 from __future__ import annotations
 
@@ -451,6 +458,11 @@ class Casting(Task):
             memory.rested = float(times[rest] + steps.dt - memory.start)
             reward[rest] += max(self.max_time - memory.rested, 0.0)
         return reward
+
+    def unplayed_return(self, state: np.ndarray) -> float:
+        """-max_time: what the episode's first motion step charges (the ball never at rest in the
+        cup), so an episode that ends before it returns no more than one held still."""
+        return -self.max_time
 
     def segment_end(self, steps: StepView, state: np.ndarray) -> int | None:
         rest = self._rest_step(steps, state)
