@@ -122,6 +122,11 @@ the sum: 4 to 5.4 for a catch (a ball that bounces up over the rim and falls bac
 twice), below 2.3 for a ball that falls near the cup or bounces out of it, 0 for one that never
 rises above the rim. Success: the episode ends with ``caught`` = 1, so a learner's last
 segment should hold the cup still while the ball settles (about 1 s).
+
+Ending early. Every reward is earned and none is negative, so an episode cut short (a crash, an
+abort, a refused segment) is charged nothing (``worst_reward_rate`` and ``unplayed_return`` 0):
+it forfeits what the rest would have earned and returns no more than the same episode completed
+by holding still (holding still from the start returns 0; tests/test_early_end.py).
 """
 from __future__ import annotations
 
