@@ -14,7 +14,7 @@ it) in five eighths of the simulated time.
 
 Start: the mirror law switched off, theta = [0, 0]: the sideways offset grows bounce by bounce
 and after 5 good bounces and 2 more the ball falls to the floor (return 4.72). With the reference's gains [0.8,
-0.2] the same episode returns 11.98 and succeeds. An aborted episode scores ``FAILED``.
+0.2] the same episode returns 11.98 and succeeds. An aborted episode scores the runner's return (the bounces it made).
 
 Learner: episodic REPS, 8 samples per iteration, KL bound epsilon 0.5, initial standard
 deviations ``SIGMA`` (0.5 rad/m, 0.15 rad s/m, about the size of the reference's gains), diagonal
@@ -51,7 +51,6 @@ TASK = "ball_bouncing"
 SEGMENTS, SEGMENT_TIME = 3, 2.5   # the learning episode: 3 segments of 2.5 s
 START = np.zeros(2)               # k_r rad/m, k_v rad s/m: the mirror law off
 SIGMA = np.array([0.5, 0.15])     # REPS's initial standard deviations, rad/m and rad s/m
-FAILED = 0.0                      # the return of an aborted episode: no bounce at all
 
 ITERATIONS = 10
 QUICK = (1, 5.0)
@@ -66,7 +65,7 @@ def problem(robot: Robot) -> Problem:
         law = replace(gains, episode_id=episode_id, task_gains=np.array(theta, float))
         return [replace(start, episode_id=episode_id), law, *(replace(s, episode_id=episode_id) for s in segments)]
 
-    return Problem(TASK, START.copy(), episode, "mirror-law task gains k_r, k_v", failed_return=FAILED)
+    return Problem(TASK, START.copy(), episode, "mirror-law task gains k_r, k_v")
 
 
 def learner(problem: Problem, seed: int) -> Reps:

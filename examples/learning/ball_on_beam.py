@@ -46,7 +46,6 @@ from examples.ball_on_beam_reference import KD7, KP7, TASK_GAINS, reference_comm
 TASK = "ball_on_beam"
 START = np.log([TASK_GAINS[0], TASK_GAINS[1] / 5, KP7, KD7])  # ln k_x, k_v, kp7, kd7
 SIGMA = 0.3       # exploration in each log-gain
-FAILED = -10.0    # the return of an aborted episode: as bad as the ball falling at once (fall_cost 1/s x 10 s)
 
 ITERATIONS = 20
 QUICK = (3, 0.03)
@@ -61,7 +60,7 @@ def problem(robot: Robot) -> Problem:
         kp[6], kd[6] = kp7, kd7
         return [start, replace(gains, kp=kp, kd=kd)]
 
-    return Problem(TASK, START.copy(), episode, "ln task gains k_x, k_v and j7's kp, kd", failed_return=FAILED)
+    return Problem(TASK, START.copy(), episode, "ln task gains k_x, k_v and j7's kp, kd")
 
 
 def learner(problem: Problem, seed: int) -> Power:

@@ -59,7 +59,6 @@ TASK = "beer_pong"
 N_WEIGHTS = 8          # basis functions per joint
 DEMO_SPEED = 0.85      # the demonstration's release speed toward the cup, a fraction of the reference's
 SIGMA = 0.01           # rad, PoWER's initial exploration on every (peak-scaled) weight
-FAILED = -1.0          # the return of an aborted episode: as bad as a throw that is never scored (-MISS_DISTANCE)
 
 ITERATIONS = 20
 QUICK = (3, 0.08)
@@ -78,8 +77,7 @@ def problem(robot: Robot) -> Problem:
         return [*(replace(c, episode_id=episode_id) for c in before),
                 replace(stroke, episode_id=episode_id, q=move.q, qd=move.qd, qdd=move.qdd)]
 
-    return Problem(TASK, theta0, episode, f"DMP weights of the stroke, j2, j4, j6 x {N_WEIGHTS}",
-                   failed_return=FAILED)
+    return Problem(TASK, theta0, episode, f"DMP weights of the stroke, j2, j4, j6 x {N_WEIGHTS}")
 
 
 def learner(problem: Problem, seed: int) -> Power:

@@ -42,12 +42,11 @@ import numpy as np
 
 from episodic.policy_search import Problem, Reps
 from episodic.robot import Robot
-from examples.pole_balancing_reference import DURATION, reference_commands, task_gains
+from examples.pole_balancing_reference import reference_commands, task_gains
 
 TASK = "pole_balancing"
 SWING = slice(4, 8)                              # k_E, a_swing, phi_catch, theta_back in the task gains
 SIGMA = np.array([0.5, 0.3, 0.1, 0.2])           # exploration: ln k_E, ln a_swing, phi_catch rad, theta_back rad
-FAILED = -2.0 * DURATION                         # an aborted episode: as bad as the pole hanging throughout
 
 ITERATIONS = 20
 QUICK = (2, 4.0)
@@ -76,8 +75,7 @@ def problem(robot: Robot) -> Problem:
         gains[SWING] = from_theta(theta)
         return commands[:-1] + [replace(commands[-1], task_gains=gains)]
 
-    return Problem(TASK, to_theta(start), episode, "swing-up gains ln k_E, ln a_swing, phi_catch, theta_back",
-                   failed_return=FAILED)
+    return Problem(TASK, to_theta(start), episode, "swing-up gains ln k_E, ln a_swing, phi_catch, theta_back")
 
 
 def learner(problem: Problem, seed: int) -> Reps:

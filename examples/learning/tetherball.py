@@ -52,7 +52,6 @@ TASK = "tetherball"
 DEMO_TARGET = np.array([0.85, 0.436, 1.45])  # m, on the swing sphere (1 m around the anchor), 0.1 m below the target
 N_WEIGHTS = 10         # basis functions per joint
 SIGMA = 0.02           # rad, PoWER's exploration of every (scaled) weight
-FAILED = -1.0          # the return of an aborted episode: a ball 1 m from the target
 
 ITERATIONS = 15
 QUICK = (2, 0.05)
@@ -74,7 +73,7 @@ def problem(robot: Robot) -> Problem:
         return [replace(start, episode_id=episode_id, context=target), replace(approach, episode_id=episode_id),
                 replace(stroke, episode_id=episode_id, q=move.q[1:], qd=move.qd[1:], qdd=move.qdd[1:])]
 
-    return Problem(TASK, theta0, episode, f"DMP weights of the stroke, 7 joints x {N_WEIGHTS}", failed_return=FAILED)
+    return Problem(TASK, theta0, episode, f"DMP weights of the stroke, 7 joints x {N_WEIGHTS}")
 
 
 def learner(problem: Problem, seed: int) -> Power:
