@@ -196,7 +196,7 @@ def test_the_chain_never_passes_through_the_cup_and_the_tendon_does():
     for label, _ in swings:
         assert counts["chain", label] == (0, 0), label
     wall, bottom = counts["tendon", "reference"]
-    assert wall > 50 and bottom > 50, counts  # measured 277 and 599 of 2239 states
+    assert wall > 50 and bottom > 50, counts
 
 
 # -- scene ----------------------------------------------------------------------------------
@@ -402,7 +402,7 @@ def test_string_never_stretches_past_its_allowance(any_runner):
     assert string.min() < L - 0.2, "the string went slack (free flight)"
     assert np.mean(string > L) > 0.3, "and taut"
     stretch = string.max() - L
-    assert 0 < stretch <= BallInCup.STRETCH_ALLOWANCE, stretch  # measured: chain 5.5 mm, tendon 7.4 mm
+    assert 0 < stretch <= BallInCup.STRETCH_ALLOWANCE, stretch  # measured: chain 1.6 mm, tendon 2.6 mm
     # the reference swing, whose string snaps taut hard once, too
     for command in reference_commands(runner.robot, 2):
         runner.send(command)
