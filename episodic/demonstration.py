@@ -96,10 +96,12 @@ JOINT_DAMPING = 0.1
 # -- the ball-in-a-cup demonstration -------------------------------------------------------------
 BALL_IN_CUP = "ball_in_cup"
 # rad added to every elbow knot of REFERENCE_SWING (episodic.demo.bent_swing): the bend of the
-# PoWER example's missing start swing, which executed as a swing misses by 16 cm. Taught along its hand
-# path the ball rises 0.055 m above the rim and comes down 0.29 m from the cup's axis; the
-# recording, executed by the runner, lifts it 0.12 m and it comes down 0.21 m from the axis
-# (measured). With stiffnesses of 1000 to 5000 N/m, a grip of 0.12 m, a damping ratio of 0.8 or
+# PoWER example's missing start swing. At the task's defaults (a 5 kN/m string, contacts that keep
+# their restitution when sliding) the ball, taught along its hand path, rises 0.047 m above the rim
+# and comes down 0.313 m from the cup's axis; the recording executed by the runner catches (return
+# 3.99); the PoWER example's DMP imitation of it (10 weights per joint) lifts it 0.243 m and it
+# comes down 0.080 m from the axis (return 2.275). (With the earlier 0.67 kN/m string and contacts:
+# 0.29 m taught, 0.21 m executed.) With stiffnesses of 1000 to 5000 N/m, a grip of 0.12 m, a damping ratio of 0.8 or
 # twice the joint damping, the teaching misses by 0.19 to 0.34 m and the execution by 0.19 to
 # 0.24 m; from 0.045 rad alike. (Closer to REFERENCE_SWING the execution flips between catches and
 # near misses: at 0.015 rad it misses by 0.09 m, and catches when taught at 2200 N/m.)

@@ -3,11 +3,13 @@ that misses (Kober & Peters, "Policy search for motor primitives in robotics", N
 Machine Learning 84, 2011), over several seeds, beside their figures.
 
 Setting (``episodic.demo.ball_in_cup_learner``, what ``episodic demo`` runs):
-- the calibrated task: the chain string, a wooden ball on a hard cup (restitution 0.60 measured
-  by a drop test), 0.5 ms physics;
+- the calibrated task at its defaults: the chain string (5 kN/m, damping ratio 1), a wooden ball
+  on a hard cup (restitution 0.60 measured by a drop test, friction 0.4), 0.5 ms physics;
 - the demonstration: kinesthetic teaching in simulation (``episodic.demonstration``), the hand
-  guided along a swing bent 0.05 rad at the elbow: the ball comes down 0.21 m from the cup's axis
-  when the runner executes it (a miss by centimetres, like the human demonstration);
+  guided along a swing bent 0.05 rad at the elbow: taught, the ball comes down 0.31 m from the
+  cup's axis; the recording executed by the runner catches, but the policy below, its imitation,
+  misses by centimetres like the human demonstration (the ball comes down 0.08 m from the axis,
+  return 2.275);
 - the policy: a DMP of j2, j4 and j6 (the arm's pitch joints: the swing lies in the arm's vertical
   plane, and the other joints hold the start posture) with 10 weights each, imitated from the
   demonstration: 30 parameters, in rad of joint displacement per kernel. Kober & Peters learned all
