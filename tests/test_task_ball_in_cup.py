@@ -18,7 +18,8 @@ from episodic.runner import Runner
 from examples.ball_in_cup_reference import reference_commands
 from episodic.tasks import TaskError, make_task
 from episodic.tasks.ball_in_cup import (ANCHOR_GAP, BOTTOM_THICKNESS, CHAIN_LINKS, CUP_MATERIAL, STRING_DENSITY,
-                                        WALL_THICKNESS, BallInCup)
+                                        STRING_EA, STRING_STIFFNESS, WALL_THICKNESS, BallInCup)
+from episodic.tasks.ball_in_cup import STRING_RADIUS as CHAIN_STRING_RADIUS
 
 COLUMNS = BallInCup.columns
 MODELS = ("chain", "tendon")
@@ -426,6 +427,16 @@ def test_the_whole_documented_string_range_is_stable(model, stiffness, dampratio
         q = vigorous_swing(runner.task.start_posture(runner.robot), runner.robot.control_dt)
         replies.append(runner.send(TrajectoryCommand(2, 1, 1, q, wait_time=0.5)))
     assert [r.flag for r in replies] == [Flag.OK] * len(replies), [r.message for r in replies]
+
+
+def test_the_default_string_is_the_stiffest_held_and_softer_than_the_cotton_cord():
+    """The cord's EA (fibre modulus times fibre area) over the string's length is beyond what the
+    step holds: the default is the top of the range, and the model says it is softer."""
+    cord = STRING_EA / BallInCup().string_length  # N/m
+    assert BallInCup().string_stiffness == STIFFNESS_RANGE[1] == STRING_STIFFNESS
+    assert cord == pytest.approx(25.5e3, rel=0.01) and cord > 4 * STRING_STIFFNESS
+    fibre_area = 0.6 * np.pi * CHAIN_STRING_RADIUS**2  # m^2, the packing of STRING_DENSITY
+    assert STRING_EA == pytest.approx(3.5e6 * 1540 * fibre_area, rel=0.01)  # 350 cN/tex = 3.5e6 N m/kg, x 1540 kg/m^3
 
 
 @pytest.mark.parametrize("model", MODELS)
