@@ -375,9 +375,9 @@ class BallInCup(Task):
         """CHAIN_LINKS capsules from the anchor, each on a universal joint (two hinges) on the one
         before (the first on the cup), and the ball at the last one's end on a slide joint along
         it: the string's stretch, a spring of string_stiffness N/m and a damper of
-        string_damping() N s/m, as the tendon's limit. The links have the string's mass and collide with the cup (not with the
-        ball, the arm or each other); at rest (joints at zero) the chain hangs straight down the
-        cup's -z."""
+        string_damping() N s/m, as the tendon's limit. The links have the string's mass and
+        collide with the cup (not with the ball, the arm or each other); at rest (joints at zero)
+        the chain hangs straight down the cup's -z."""
         cup = spec.body("cup")
         ell, r = self.link_length(), STRING_RADIUS
         m_link = STRING_DENSITY * ell

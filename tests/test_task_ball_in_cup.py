@@ -413,7 +413,8 @@ def test_string_never_stretches_past_its_allowance(any_runner):
 STIFFNESS_RANGE = BallInCup.declared()["string_stiffness"].low, BallInCup.declared()["string_stiffness"].high
 DAMPRATIO_RANGE = BallInCup.declared()["string_dampratio"].low, BallInCup.declared()["string_dampratio"].high
 MIDDLE_STIFFNESS = float(np.sqrt(np.prod(STIFFNESS_RANGE)))  # N/m, the range's geometric middle
-STRING_SWEEP = [(k, z) for k in (*STIFFNESS_RANGE, MIDDLE_STIFFNESS) for z in DAMPRATIO_RANGE] + [(MIDDLE_STIFFNESS, 1.0)]
+STRING_SWEEP = ([(k, z) for k in (*STIFFNESS_RANGE, MIDDLE_STIFFNESS) for z in DAMPRATIO_RANGE]
+                + [(MIDDLE_STIFFNESS, 1.0)])
 
 
 @pytest.mark.parametrize("model", MODELS)
