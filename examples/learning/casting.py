@@ -20,7 +20,8 @@ after the start, return -3.87 (the reference, 1 s and 0.5 s, returns -2.48). A f
 not simply better: with the delay 0.15 s short of the half period the ball arrives swinging,
 lands beside the cup and the return drops to -10 (never at rest in the cup: max_time; -10.5
 after a rim strike), and a move too fast for the arm (0.5 s, lowered in 0.4 s) is aborted by the
-safety check and scores ``FAILED``. So the learner has to shorten the move while keeping the
+safety check and returns what the runner returns for it, -10 less its strikes (the first step's
+charge is kept; the task's rewards are earned). So the learner has to shorten the move while keeping the
 shaper tuned to the pendulum.
 
 Learner: CMA-ES (pycma), initial step 1 on scaled parameters (``STDS``: 0.15 in the logarithms
@@ -33,7 +34,8 @@ and it adapts its step along each axis.
 Baseline: no published baseline (IAS's casting has no paper numbers, design.md section 9).
 
 Measured (``python examples/learn.py casting --seeds 0 1 2 --quiet``, 2 threads, 10 iterations,
-on a machine shared with other jobs):
+on a machine shared with other jobs) with the earlier string (0.67 kN/m), contacts and abort score
+(-15): not yet re-measured at the present defaults, where the reference returns -2.656:
 
     seed | return: start -> final policy | final policy succeeds | rollouts | wall time
        0 | -3.874 -> -2.154              | yes                  | 61       | 90 s
@@ -63,7 +65,6 @@ from examples.casting_reference import anchor_path, joint_path, reference_comman
 TASK = "casting"
 PLAN_DT = 0.01  # s, the anchor path's inverse-kinematics step (the reference's: every 2 ms control step)
 STDS = np.array([0.15, 0.15, 0.04])  # CMA-ES's initial step in ln move_time, ln lower_time, ln delay
-FAILED = -15.0  # the return of an aborted episode: below a ball that never rests (-max_time, -10 s, and strikes)
 
 ITERATIONS = 10
 QUICK = (1, 0.15)
@@ -88,7 +89,7 @@ def problem(robot: Robot) -> Problem:
         return [replace(start, episode_id=episode_id), replace(gains, episode_id=episode_id),
                 replace(motion, episode_id=episode_id, q=path(t), qd=path(t, 1), qdd=path(t, 2))]
 
-    return Problem(TASK, theta0, episode, "ln durations: move, lowering, shaper delay", failed_return=FAILED)
+    return Problem(TASK, theta0, episode, "ln durations: move, lowering, shaper delay")
 
 
 def learner(problem: Problem, seed: int) -> Cmaes:
