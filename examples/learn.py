@@ -52,7 +52,15 @@ def run(task: str, seed: int = 0, iterations: int | None = None, threads: int = 
     learner = config.learner(problem, seed)
     n = config.ITERATIONS if iterations is None else iterations
     curve = learn(learner, problem.rollouts(threads=threads), n, echo=echo)
-    return Run(task, seed, problem.representation, problem.theta0.size, type(learner).__name__, curve)
+    return Run(task, seed, problem.representation, problem.theta0.size, describe(learner), curve)
+
+
+def describe(learner) -> str:
+    """The learner in the table's words: "PoWER, 10 per iteration", "REPS, 8 per iteration,
+    epsilon 0.5", "CMA-ES, 13 per iteration"."""
+    name = {"Power": "PoWER", "Reps": "REPS", "Cmaes": "CMA-ES"}.get(type(learner).__name__, type(learner).__name__)
+    text = f"{name}, {learner.n_samples} per iteration"
+    return f"{text}, epsilon {learner.epsilon:g}" if name == "REPS" else text
 
 
 def table_row(runs: list[Run]) -> str:
