@@ -196,6 +196,19 @@ STRING_STIFFNESS = 5000.0
 STRING_STIFFNESS_RANGE = (20.0, STRING_STIFFNESS)
 STRING_DAMPRATIO = 1.0
 STRING_DAMPRATIO_RANGE = (0.5, 2.0)
+
+
+def string_stiffness_param():
+    """The declaration of a chain string's ``string_stiffness`` N/m (ball_in_cup, casting)."""
+    return param(STRING_STIFFNESS, "N/m", "axial stiffness of the taut string (EA / its length: the pull per "
+                 "metre of stretch); lower is more elastic", ge=STRING_STIFFNESS_RANGE[0], le=STRING_STIFFNESS_RANGE[1])
+
+
+def string_dampratio_param():
+    """The declaration of a chain string's ``string_dampratio`` (ball_in_cup, casting)."""
+    return param(STRING_DAMPRATIO, "", "damping ratio of the ball bouncing on the taut string: damping "
+                 "2 string_dampratio sqrt(string_stiffness ball_mass)",
+                 ge=STRING_DAMPRATIO_RANGE[0], le=STRING_DAMPRATIO_RANGE[1])
 # geom bitmasks: the ball collides with the arm and the floor by contype/conaffinity, with the cup
 # only through explicit bouncing pairs; the string's links collide with the cup only
 BALL_BITS = dict(contype=1, conaffinity=1)
@@ -231,12 +244,8 @@ class BallInCup(Task):
                                "the cup (faster)")
     string_length: float = param(0.40, "m", "anchor to ball centre when taut (the anchor is 1.54 m above "
                                  "the floor at the start on the WAM)", gt=0, le=1.5)
-    string_stiffness: float = param(STRING_STIFFNESS, "N/m", "axial stiffness of the taut string (EA / its "
-                                    "length: the pull per metre of stretch); lower is more elastic",
-                                    ge=STRING_STIFFNESS_RANGE[0], le=STRING_STIFFNESS_RANGE[1])
-    string_dampratio: float = param(STRING_DAMPRATIO, "", "damping ratio of the ball bouncing on the taut string: "
-                                    "damping 2 string_dampratio sqrt(string_stiffness ball_mass)",
-                                    ge=STRING_DAMPRATIO_RANGE[0], le=STRING_DAMPRATIO_RANGE[1])
+    string_stiffness: float = string_stiffness_param()
+    string_dampratio: float = string_dampratio_param()
     ball_radius: float = param(0.02, "m", gt=0)
     ball_mass: float = param(0.024, "kg", gt=0)
     cup_radius: float = param(0.045, "m", "inner radius, larger than ball_radius", gt=0)

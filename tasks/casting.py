@@ -136,14 +136,12 @@ from episodic.tasks.ball_in_cup import (
     ANCHOR_GAP,
     STRING_CONTACT_SOLIMP,
     STRING_CONTACT_SOLREF,
-    STRING_DAMPRATIO,
-    STRING_DAMPRATIO_RANGE,
     STRING_DENSITY,
     STRING_FRICTION,
-    STRING_STIFFNESS,
-    STRING_STIFFNESS_RANGE,
     WALL_BOXES,
     BallInCup,
+    string_dampratio_param,
+    string_stiffness_param,
 )
 
 # -- the hook on the flange ----------------------------------------------------------------------
@@ -240,12 +238,8 @@ class Casting(Task):
     ball_radius: float = param(0.0215, "m", gt=0)
     string_length: float = param(0.8, "m", "anchor to ball centre when taut (the anchor is 1.25 m up at the start, "
                                  "the cup's rim 0.09 m)", ge=0.3, le=1.1)
-    string_stiffness: float = param(STRING_STIFFNESS, "N/m", "axial stiffness of the taut string (EA / its "
-                                    "length: the pull per metre of stretch); lower is more elastic",
-                                    ge=STRING_STIFFNESS_RANGE[0], le=STRING_STIFFNESS_RANGE[1])
-    string_dampratio: float = param(STRING_DAMPRATIO, "", "damping ratio of the ball bouncing on the taut string: "
-                                    "damping 2 string_dampratio sqrt(string_stiffness ball_mass)",
-                                    ge=STRING_DAMPRATIO_RANGE[0], le=STRING_DAMPRATIO_RANGE[1])
+    string_stiffness: float = string_stiffness_param()
+    string_dampratio: float = string_dampratio_param()
     # cup
     cup_radius: float = param(0.06, "m", "inner radius, larger than ball_radius", gt=0)
     cup_depth: float = param(0.08, "m", "inner bottom to the top of the lip", gt=0)
