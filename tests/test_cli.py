@@ -108,6 +108,11 @@ def test_demo_learns_ball_in_cup_over_the_bridge_in_batches(ball_demo):
     assert float(rows[1][2]) == pytest.approx(np.mean(first_batch), abs=1e-3)
     assert float(rows[1][5]) == pytest.approx(episodes[1 + samples].attrs["return"], abs=1e-3)
     assert f"final policy: return {episodes[-1].attrs['return']:.3f}" in output
+    # the table's last line is that final policy, the closing lines say whether the rule was met
+    final = lines[header + 2 + iterations].split()
+    assert final[0] == "final" and float(final[2]) == pytest.approx(episodes[-1].attrs["return"], abs=1e-3)
+    assert final[3] == ("yes" if episodes[-1].attrs["success"] else "no")
+    assert "stopping rule met" in output or "stopping rule not met" in output
     assert "serving" not in output and "channel 'demo" in output
     assert f"log written to {path} ({n} episodes" in output
     assert f"episodic info {path}" in output and f"episodic replay {path}" in output
