@@ -739,8 +739,10 @@ def demo(out: str, seed: int, iterations: int | None, quick: bool, video: bool) 
     click.echo(f"first catch at rollout {first}" if first else f"no catch in {rollouts} rollouts")
     if reliable:
         click.echo(f"stopping rule met: {rate:.0%} of the last {window} rollouts caught after {reliable} rollouts")
+    elif len(curve.successes) < window:
+        click.echo(f"stopping rule not met: {len(curve.successes)} rollouts ran, fewer than the {window} it looks at")
     else:
-        best = max((sum(curve.successes[k - window : k]) for k in range(window, len(curve.successes) + 1)), default=0)
+        best = max(sum(curve.successes[k - window : k]) for k in range(window, len(curve.successes) + 1))
         click.echo(f"stopping rule not met: at most {best} of any {window} consecutive rollouts caught (it needs "
                    f"{rate:.0%}) in the {len(curve.rows) - 1} iterations run; ball-in-a-cup is hard for PoWER at "
                    f"this version's physics (the README's classic experiment shows how far 201 rollouts get on 10 "
