@@ -71,7 +71,9 @@ def test_serve_prints_a_line_per_finished_episode(tmp_path):
         assert line == (f"episode {int(ep.name)}: id {ep.attrs['episode_id']}, return {ep.attrs['return']:.6g}, "
                         f"flag {ep.attrs['flag_name']}, {ep.attrs['n_steps']} steps, "
                         f"success {'yes' if ep.attrs['success'] else 'no'}")
-    assert lines[2].startswith("episode 2: id 13, return 0, flag INTERRUPTED")
+    # the episode the stop cut short before it moved: charged its horizon at reach's worst rate
+    assert lines[2].startswith("episode 2: id 13, return -") and "flag INTERRUPTED" in lines[2]
+    assert episodes[2].attrs["return"] == episodes[2].attrs["early_end"] < 0
 
 
 @pytest.mark.slow
