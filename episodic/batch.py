@@ -252,7 +252,8 @@ def _run_episode(r: Runner, commands: Sequence[Command], keep_steps: bool,
         flag, message, success, n_steps = Flag(ep.flag), ep.message, bool(ep.success), ep.n_steps
     result = EpisodeResult(
         # the replies' rewards, and the charge of an episode the batch's end cut short (as the log has it)
-        episode_return=float(rewards.sum()) + (ep.early_end if cut else 0.0), rewards=rewards, flags=tuple(Flag(x.flag) for x in replies),
+        episode_return=float(rewards.sum()) + (ep.early_end if cut else 0.0), rewards=rewards,
+        flags=tuple(Flag(x.flag) for x in replies),
         task_states=states, command_steps=np.array([x.n_steps for x in replies], dtype=int), flag=flag,
         message=message, success=success, n_steps=int(n_steps), state_names=names,
         steps=(r.get_episode() if ep is not None else None) if keep_steps else None)

@@ -366,11 +366,14 @@ def tasks() -> None:
         start = task.start_posture(wam)
         click.echo(f"    start posture on wam: {np.round(start, 4).tolist()} rad")
         horizon = task.scored_duration()
-        click.echo("    ending early: " + (
-            f"every episode is scored over {horizon:g} s of motion (parameter horizon); the steps an episode "
-            f"leaves out are charged at the task's worst cost rate" if horizon > 0 else
-            "the steps an episode leaves out are charged at the task's worst reward rate" if type(task).worst_reward_rate
-            is not Task.worst_reward_rate else "no charge: the rewards are earned, an early end forfeits the rest"))
+        if horizon > 0:
+            ending = (f"every episode is scored over {horizon:g} s of motion (parameter horizon); the steps an "
+                      f"episode leaves out are charged at the task's worst cost rate")
+        elif type(task).worst_reward_rate is not Task.worst_reward_rate:
+            ending = "the steps an episode leaves out are charged at the task's worst reward rate"
+        else:
+            ending = "no charge: the rewards are earned, an early end forfeits the rest"
+        click.echo(f"    ending early: {ending}")
         click.echo(f"    not built: {cls.not_built or 'nothing of its scenario'}")
         declared = cls.declared()
         click.echo(f"    parameters:{'' if declared else ' -'}")

@@ -175,3 +175,10 @@ def velocity_over_limit(qd: np.ndarray, limit: np.ndarray) -> tuple[int, np.ndar
     if rows.size == 0:
         return None
     return int(rows[0]), np.flatnonzero(over[rows[0]])
+
+
+def over_velocity_limit_after(scene: Scene, states: np.ndarray, k: int) -> bool:
+    """Whether a robot joint of ``scene`` moves over its velocity limit (or not finitely) after
+    step k: in states[k + 1] of a run's mjSTATE_FULLPHYSICS rows (how a run stepped tick by tick
+    stops at the step the check would cut it)."""
+    return velocity_over_limit(scene.joint_velocities(states[k + 1 : k + 2]), scene.robot.velocity_limit) is not None

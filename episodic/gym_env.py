@@ -23,8 +23,8 @@ The episode. ``step`` sends a start command (index 0, the task's start posture, 
 then that segment; the reward is the episode's return as the runner reckons it (the sum of its
 step rewards and, for an episode that ended early, e.g. a joint over its velocity limit:
 SAFETY_ABORT, the runner's charge for what it left out, so that stopping a motion early cannot
-pay; plus ``penalty``, 0 by default, when the episode ended with a flag other than OK); ``terminated`` is always True,
-``truncated`` False; ``info`` holds ``flag`` (its name), ``success`` (the task's verdict on the
+pay; plus ``penalty``, 0 by default, when the episode ended with a flag other than OK);
+``terminated`` is always True, ``truncated`` False; ``info`` holds ``flag`` (its name), ``success`` (the task's verdict on the
 final state), ``steps`` (control steps of the motion and the hold) and ``message``. A start the
 runner refuses (a context the task does not take) raises :class:`EnvError`. ``step`` may be
 called again without ``reset``: it runs another episode in the same context.

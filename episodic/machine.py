@@ -69,7 +69,7 @@ from episodic.backend import Backend
 from episodic.columns import STEP_DTYPES
 from episodic.commands import (CommandError, Feedforward, GainsCommand, Limits, ResetCommand,
                                StartCommand, validate)
-from episodic.control import Feedback, Gains, velocity_over_limit
+from episodic.control import Feedback, Gains, over_velocity_limit_after, velocity_over_limit
 from episodic.log import EpisodeBuffer
 from episodic.protocol import Flag, MachineState, Reply
 from episodic.scene import ROLLOUT_SPEC, Scene
@@ -119,8 +119,8 @@ class EpisodeMachine:
         self._pending_steps = 0
         self._task_ready = False  # the running episode's task reset succeeded
         self._aborted: tuple[int | None, Flag, str] = (None, Flag.OK, "")  # (episode id, flag, why) of the last abort
-        # the episode aborted without a reply (a timeout, an interruption while waiting): the first
-        # refusal of one of its commands ends it for the learner, with its charge and return
+        # the episode last aborted (the one _aborted names) while no reply ended it (a timeout, an
+        # interruption while waiting), until the first refusal of one of its commands reports it
         self._unreplied: EpisodeBuffer | None = None
         # set (e.g. from a signal handler) to end paced motion at the next tick with Flag.INTERRUPTED
         self.interrupted = False
@@ -195,12 +195,11 @@ class EpisodeMachine:
             self.abort(Flag.ABORTED_BY_LEARNER, "the learner reset the episode")
             return self._reply(cmd, Flag.ABORTED_BY_LEARNER, done=True, message="episode aborted", episode=ep)
         if self.episode is None and self._aborted[0] == cmd.episode_id:
-            ended, self._unreplied = self._unreplied, None
-            if ended is not None and ended.episode_id == cmd.episode_id:
-                self.on_reject(raw, self._aborted[1])
-                return self._refusal(raw, self._aborted[1], f"episode {cmd.episode_id} was aborted: "
-                                     f"{self._aborted[2]}", ended)
-            return self._refuse(raw, self._aborted[1], f"episode {cmd.episode_id} was aborted: {self._aborted[2]}")
+            # the first refusal reports an episode no reply ended (_unreplied: then this one) with its
+            # charge and return
+            self.on_reject(raw, self._aborted[1])
+            return self._refusal(raw, self._aborted[1], f"episode {cmd.episode_id} was aborted: {self._aborted[2]}",
+                                 self._unreplied)
         if self.episode is None:
             return self._refuse(raw, Flag.OUT_OF_ORDER,
                                 f"no episode is running; send index 0 to start one (got index {cmd.index})")
@@ -378,7 +377,6 @@ class EpisodeMachine:
         self.state = MachineState.DO_MOTION
         self._steps_in_command = 0
         ep = self.episode
-        self._pending_steps = len(desired)
         stop = self._stop_early if self.sim.pacer is not None else None
         record = self._run_motion(desired, stop)
         view = self._view(record)
@@ -498,8 +496,7 @@ class EpisodeMachine:
         an interruption (``interrupted``)."""
         if self.interrupted:
             return True
-        qd = self.scene.joint_velocities(states[k + 1 : k + 2])
-        if velocity_over_limit(qd, self.robot.velocity_limit) is not None:
+        if over_velocity_limit_after(self.scene, states, k):
             return True
         if not self._ends_segments:
             return False

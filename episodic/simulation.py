@@ -18,7 +18,7 @@ import numpy as np
 
 from episodic import native
 from episodic.commands import Feedforward
-from episodic.control import Controller, Feedback, Gains, Segment, Stop, velocity_over_limit
+from episodic.control import Controller, Feedback, Gains, Segment, Stop, over_velocity_limit_after
 from episodic.native import CompiledLaw
 from episodic.pacing import Pacer
 from episodic.scene import ROLLOUT_SPEC, STATE_SPEC, Scene
@@ -207,8 +207,7 @@ class Simulation:
 
     def _over_velocity_limit(self, k: int, states: np.ndarray, sensordata: np.ndarray) -> bool:
         """Whether a robot joint's velocity after step k is over its limit (a ``Stop``)."""
-        qd = self.scene.joint_velocities(states[k + 1 : k + 2])
-        return velocity_over_limit(qd, self.scene.robot.velocity_limit) is not None
+        return over_velocity_limit_after(self.scene, states, k)
 
     def _warnings(self) -> tuple[int, ...]:
         """Counts of MuJoCo's instability warnings so far."""
