@@ -1,6 +1,6 @@
-"""Builds episodic's compiled part (episodic/native): the blocking control loop and the tasks'
+"""Builds episodic's compiled part (episodic/runtime/native): the blocking control loop and the tasks'
 feedback laws (tasks/*.c), one shared library linked against the MuJoCo installed for the build
-(pyproject.toml pins the same version for building and running; episodic.native refuses any
+(pyproject.toml pins the same version for building and running; episodic.runtime.native refuses any
 other at run time). Everything else about the package is in pyproject.toml."""
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ if len(LIBRARY) != 1:
                        f"reinstall mujoco-core (a Linux wheel ships it beside its Python bindings)")
 
 setup(ext_modules=[Extension(
-    "episodic.native._library",
-    sources=["episodic/native/control.c", *sorted(str(p) for p in Path("tasks").glob("*.c"))],
-    depends=["episodic/native/episodic.h"],
-    include_dirs=["episodic/native", str(MUJOCO / "include")],
+    "episodic.runtime.native._library",
+    sources=["episodic/runtime/native/control.c", *sorted(str(p) for p in Path("tasks").glob("*.c"))],
+    depends=["episodic/runtime/native/episodic.h"],
+    include_dirs=["episodic/runtime/native", str(MUJOCO / "include")],
     # the library by its file: the dependency is recorded under its soname (libmujoco.so.<version>),
-    # which the process has loaded once mujoco is imported (episodic.native imports it first)
+    # which the process has loaded once mujoco is imported (episodic.runtime.native imports it first)
     extra_objects=[str(LIBRARY[0])],
     libraries=["m"],
     # no fused multiply-add: the loop must round as numpy does (bit-identical to the Python loop)

@@ -1,4 +1,4 @@
-"""Episodes per second of batch evaluation (episodic.batch) against one-by-one evaluation, for
+"""Episodes per second of batch evaluation (episodic.tools.batch) against one-by-one evaluation, for
 populations of two-second episodes of open-loop tasks (reach, ball_in_cup) and of gain-set tasks
 whose feedback law runs in Python every step (ball_on_beam, pole_balancing), and how the
 throughput scales with the number of threads.
@@ -33,11 +33,11 @@ from typing import Callable
 
 import numpy as np
 
-from episodic.batch import evaluate
-from episodic.commands import Command, StartCommand, TrajectoryCommand
-from episodic.swing import demo_swings, swing_commands
-from episodic.robot import Robot, load_robot
-from episodic.runner import Runner
+from episodic.tools.batch import evaluate
+from episodic.interface.commands import Command, StartCommand, TrajectoryCommand
+from episodic.tasks.ball_in_cup_swing import demo_swings, swing_commands
+from episodic.interface.robot import Robot, load_robot
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from task_speed import reference
 
@@ -115,7 +115,7 @@ class OverBridge:
     def __call__(self, pop: Population) -> int:
         if pop.task not in self.clients:
             from episodic.bridge import Client
-            from episodic.served import ServedRunner, fresh_channel
+            from episodic.tools.served import ServedRunner, fresh_channel
 
             channel = fresh_channel("bench")
             served = self.stack.enter_context(ServedRunner(

@@ -40,9 +40,9 @@ import numpy as np
 import posix_ipc
 
 from episodic.bridge import Client
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.runner import Runner
-from episodic.served import fresh_channel
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.runtime.runner import Runner
+from episodic.tools.served import fresh_channel
 from episodic.tasks import make_task
 from process import MULTI_CORE, pin
 
@@ -54,7 +54,7 @@ SERVER = """
 import sys, time
 import numpy as np
 from episodic.bridge.serve import serve
-from episodic.runner import Runner
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 runner = Runner(make_task("reach"), keep_episodes=False)  # as `episodic serve` builds it
 spent = {"send": [], "serve_one": []}

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from episodic.commands import GainsCommand, StartCommand
-from episodic.runner import Runner
+from episodic.interface.commands import GainsCommand, StartCommand
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "pole_balancing_reference.py"

@@ -32,11 +32,11 @@ import h5py
 import numpy as np
 
 from episodic.bridge import Client
-from episodic.pacing import Pacer, Timing
-from episodic.robot import load_robot
-from episodic.scheduling import Scheduling, describe, set_realtime
-from episodic.served import ServedRunner, fresh_channel
-from episodic.trajectory import min_jerk
+from episodic.runtime.pacing import Pacer, Timing
+from episodic.interface.robot import load_robot
+from episodic.runtime.scheduling import Scheduling, describe, set_realtime
+from episodic.tools.served import ServedRunner, fresh_channel
+from episodic.interface.trajectory import min_jerk
 from process import MULTI_CORE, pin, rss_kib
 
 RUNNER_CORE, LEARNER_CORE = 1, 0

@@ -13,7 +13,7 @@ with the impact falling at evenly spread points of a physics step. Printed per p
 v_t/v_n (means over the phases):
 
 * ``e_n``: the normal restitution v_n' / v_n, next to the pair's stated restitution (the one its
-  solref was calibrated for, episodic.contact.pair_restitution);
+  solref was calibrated for, episodic.task.contact.pair_restitution);
 * ``v_t'``: v_t' / v_t after the impact, and what the rigid-body impulse theory of a sphere with
   Coulomb friction gives for the pair's e, mu and I / (m r^2) (in brackets);
 * ``spin``: omega' r / v_t, and the theory's.
@@ -22,9 +22,9 @@ Rigid-body theory (e.g. Cross, Am. J. Phys. 70, 482 (2002); Brach, Mechanical Im
 1991, ch. 4): the friction impulse is at most mu (1 + e) m v_n; if that is enough to bring the
 contact point to rest (v_t k / (1 + k) with k = I / (m r^2)) the ball leaves rolling,
 v_t' = v_t / (1 + k); otherwise it slides throughout, v_t' = v_t - mu (1 + e) v_n and
-omega' r = mu (1 + e) v_n / k (episodic.contact.rigid_sphere_impact).
+omega' r = mu (1 + e) v_n / k (episodic.task.contact.rigid_sphere_impact).
 
-The measurement is episodic.contact.measure_oblique_impact; the first version of this script
+The measurement is episodic.task.contact.measure_oblique_impact; the first version of this script
 (commit f7abada) measured the same way before ball contacts had their friction re-solved apart
 from the normal force.
 """
@@ -33,9 +33,9 @@ from __future__ import annotations
 import argparse
 import math
 
-from episodic.contact import measure_oblique_impact, pair_restitution, rigid_sphere_impact
-from episodic.robot import load_robot
-from episodic.scene import build_scene
+from episodic.task.contact import measure_oblique_impact, pair_restitution, rigid_sphere_impact
+from episodic.interface.robot import load_robot
+from episodic.runtime.scene import build_scene
 from episodic.tasks import make_task
 
 BALL_TASKS = ("beer_pong", "tetherball", "ball_bouncing", "ball_paddling", "casting", "ball_in_cup", "ball_on_beam")

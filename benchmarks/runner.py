@@ -9,7 +9,7 @@ Each repeat runs, one after the other (so that a busy machine slows all alike):
 (c) one episode of the runner with full logging to an HDF5 file: a start and SEGMENTS segments
     of the same trajectory; the segment commands are timed (only their steps count). The log is
     written as a blocking runner writes it: each finished episode on the log's writer thread
-    while the next one runs (episodic.log.RunLog, writer "thread"), so the segments' time holds
+    while the next one runs (episodic.logs.RunLog, writer "thread"), so the segments' time holds
     what that write takes from them (the interpreter, memory, the cores);
 (d) the same with the log written before the reply that ends the episode (writer "inline"):
     what the write would cost on the reply path.
@@ -31,10 +31,10 @@ import mujoco
 import numpy as np
 from mujoco import rollout
 
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.log import RunLog
-from episodic.machine import Flag
-from episodic.runner import Runner
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.logs import RunLog
+from episodic.runtime.machine import Flag
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 
 DURATION = 2.0       # s per trajectory / segment

@@ -20,7 +20,7 @@ version: about half an hour, 5 GB):
     episode over episodes 1,001-2,000 and over the last 1,000; then a 1,000-episode log to compare;
 (e) ``episodic info`` on both logs: in-process (time, and bytes the process read by
     /proc/self/io) and in a subprocess as a user runs it (interpreter start and imports included);
-(f) ``episodic.replay.replay`` of 1 episode of each log and of 10 of the long one, in turn
+(f) ``episodic.tools.replay.replay`` of 1 episode of each log and of 10 of the long one, in turn
     (medians of ``--repeats``), and of the whole short log (``--replay-all``: also of the long
     one); the peak RSS of ``episodic replay`` of one episode and of a whole log, in subprocesses.
 
@@ -51,12 +51,13 @@ from pathlib import Path
 import numpy as np
 from click.testing import CliRunner
 
-from episodic.cli import main as cli
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.log import EpisodeBuffer, RunLog
-from episodic.protocol import Flag
-from episodic.replay import replay
-from episodic.runner import Runner
+from episodic.cli.main import main as cli
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.logs import RunLog
+from episodic.runtime.episodes import EpisodeBuffer
+from episodic.interface.vocabulary import Flag
+from episodic.tools.replay import replay
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from process import rss_kib
 
@@ -70,7 +71,7 @@ SHORT_LOG = 1000  # episodes of the short log
 REPLAYED = 10     # episodes of the long log replayed together
 GOALS = {"per step": 1.1, "write": 1.2, "refusal": 1.1, "episode": 1.1, "rss": 5.0, "info": 1.0, "replay": 1.2}
 PEAK = """import sys
-from episodic.cli import main
+from episodic.cli.main import main
 try:
     main(sys.argv[1:])
 except SystemExit as end:

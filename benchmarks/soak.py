@@ -35,9 +35,9 @@ import numpy as np
 from episodic.bridge import Client
 from episodic.bridge.channel import SHM_DIR, object_names, object_paths
 from episodic.bridge.client import ProtocolError
-from episodic.protocol import Flag, Reply
-from episodic.served import ServedRunner, ServeError, fresh_channel
-from episodic.trajectory import min_jerk
+from episodic.interface.vocabulary import Flag, Reply
+from episodic.tools.served import ServedRunner, ServeError, fresh_channel
+from episodic.interface.trajectory import min_jerk
 from process import rss_kib
 
 SEGMENT_SAMPLES = 50   # samples of each episode's one segment

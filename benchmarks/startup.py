@@ -32,13 +32,13 @@ from collections import Counter
 
 from episodic.bridge import Client
 from episodic.bridge.client import ProtocolError
-from episodic.protocol import Flag
-from episodic.served import fresh_channel
+from episodic.interface.vocabulary import Flag
+from episodic.tools.served import fresh_channel
 
 HEAVY = ("mujoco", "h5py", "scipy", "matplotlib", "dask", "distributed", "posix_ipc")
 POLL = 0.002        # s between a client's attempts to attach while the runner starts
 READY_TIMEOUT = 60  # s
-CHECK_HELP = ("import sys; from episodic.cli import main\n"
+CHECK_HELP = ("import sys; from episodic.cli.main import main\n"
               "try: main(['--help'])\n"
               "except SystemExit: pass\n"
               f"print(','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")

@@ -13,8 +13,8 @@ import numpy as np
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.codec import command_from, command_parts
 from episodic.bridge.layout import BATCH_COMMAND, MESSAGE_BYTES, BatchCommandFields, Sizes
-from episodic.commands import Command, Kind, MalformedCommand
-from episodic.protocol import EpisodeResult, Flag
+from episodic.interface.commands import Command, Kind, MalformedCommand
+from episodic.interface.vocabulary import EpisodeResult, Flag
 
 # the order of a command's arrays in the value pool, the command block's order (each present only
 # when the command has it)

@@ -14,7 +14,7 @@ episode so far (the charge for an early end included: the log's return once the 
 ended). The reply that ends an episode (``episode_done``) says how it ended in ``flag`` and
 whether the task counts it as solved in ``success`` (True only there, and only with Flag.OK).
 
-The calls are those of the in-process runner (episodic.sender.Sender): a learner written
+The calls are those of the in-process runner (episodic.interface.sender.Sender): a learner written
 against ``Runner`` runs unchanged against a ``Client``.
 """
 from __future__ import annotations
@@ -33,9 +33,9 @@ from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import DEFAULT_CHANNEL, Channel, check_name, locked
 from episodic.bridge.codec import decode_reply, encode_command, encode_request
 from episodic.bridge.layout import LayoutError
-from episodic.commands import Command
-from episodic.protocol import EpisodeResult, Flag, Kind, Reply
-from episodic.sender import Sender
+from episodic.interface.commands import Command
+from episodic.interface.vocabulary import EpisodeResult, Flag, Kind, Reply
+from episodic.interface.sender import Sender
 
 POLL = 0.2  # s between checks that the runner is still alive (its lock) while waiting
 TAKEN_POLL = 0.002  # s between looks whether the runner has taken the previous command

@@ -14,9 +14,9 @@ import numpy as np
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.layout import (COMMAND, COMMAND_STRUCT, MAGIC, MESSAGE_BYTES, REPLY, REPLY_STRUCT, VERSION,
                                    BatchCommandFields, CommandFields, ReplyFields, Sizes)
-from episodic.commands import (Command, Feedforward, GainsCommand, Kind, MalformedCommand, ResetCommand,
+from episodic.interface.commands import (Command, Feedforward, GainsCommand, Kind, MalformedCommand, ResetCommand,
                                StartCommand, TrajectoryCommand)
-from episodic.protocol import Flag, MachineState, Reply
+from episodic.interface.vocabulary import Flag, MachineState, Reply
 
 _COMMAND_DEFAULTS = {name: 0 for name in COMMAND.names} | {"magic": MAGIC, "version": VERSION,
                                                            "rate": 0.0, "wait_time": 0.0}
@@ -89,7 +89,7 @@ def command_parts(s: Sizes, command: Command) -> tuple[dict, dict[str, np.ndarra
         fields["feedforward"] = int(Feedforward.parse(command.feedforward))
         fields["wait_time"] = float(command.wait_time)
     elif not isinstance(command, ResetCommand):
-        raise TypeError(f"cannot send {type(command).__name__}; send a command from episodic.commands")
+        raise TypeError(f"cannot send {type(command).__name__}; send a command from episodic.interface.commands")
     return fields, arrays
 
 

@@ -15,14 +15,14 @@ from episodic.bridge.channel import DEFAULT_CHANNEL, Channel, locked, pid_alive
 from episodic.bridge.batches import decode_batch, encode_results
 from episodic.bridge.codec import ReplyBlock, decode_command, encode_reply, read_command_fields
 from episodic.bridge.layout import MAGIC, VERSION, CommandFields, Layout, Sizes
-from episodic.columns import step_widths
-from episodic.commands import Command, MalformedCommand
-from episodic.protocol import EpisodeResult, Flag, Kind, Reply
-from episodic.runner import Runner, StepCursor
+from episodic.interface.columns import step_widths
+from episodic.interface.commands import Command, MalformedCommand
+from episodic.interface.vocabulary import EpisodeResult, Flag, Kind, Reply
+from episodic.runtime.runner import Runner, StepCursor
 
 log = logging.getLogger("episodic.serve")
 SPARE_TIME = 0.25  # share of a control period a waiting realtime runner spends writing its log
-# evaluates a batch: (episodes, keep_steps) -> one result per episode, in order (episodic.batch)
+# evaluates a batch: (episodes, keep_steps) -> one result per episode, in order (episodic.tools.batch)
 BatchEvaluator = Callable[[Sequence[Sequence[Command | MalformedCommand]], bool], list[EpisodeResult]]
 NO_BATCH = ("this runner evaluates no batches (a realtime runner cannot run episodes side by side); "
             "send the episodes one by one, or serve a blocking simulation")

@@ -81,7 +81,7 @@ REPLY = np.dtype([
     ("seq", "<u8"),             # seq of the command answered
     ("episode_id", "<i8"),
     ("index", "<i4"),
-    ("flag", "<i4"),            # episodic.protocol.Flag
+    ("flag", "<i4"),            # episodic.interface.vocabulary.Flag
     ("reward", "<f8"),          # reward of the segment
     ("n_steps", "<i4"),         # control steps the command ran
     ("episode_done", "<i4"),    # 1 when the episode ended with this command

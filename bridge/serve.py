@@ -11,9 +11,9 @@ import posix_ipc
 
 from episodic.bridge.channel import ChannelError
 from episodic.bridge.endpoint import BatchEvaluator, Endpoint
-from episodic.log import EpisodeBuffer
-from episodic.runner import Runner
-from episodic.scheduling import SchedulingError, set_realtime
+from episodic.runtime.episodes import EpisodeBuffer
+from episodic.runtime.runner import Runner
+from episodic.runtime.scheduling import SchedulingError, set_realtime
 
 log = logging.getLogger("episodic.serve")
 REALTIME_PRIORITY = 50  # SCHED_FIFO priority of a realtime runner (1..99)
@@ -22,7 +22,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  #
 
 def _realtime_priority(priority: int | None) -> None:
     """For a paced loop: no garbage-collector passes over the objects that exist at start-up,
-    and SCHED_FIFO with locked memory (episodic.scheduling): at ``priority``, or when None at
+    and SCHED_FIFO with locked memory (episodic.runtime.scheduling): at ``priority``, or when None at
     REALTIME_PRIORITY as far as this process may (a warning when it may not)."""
     gc.freeze()
     try:
@@ -45,7 +45,7 @@ def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.
     episode ends and has been handed to the log (see :func:`also_on_episode`). ``batch`` evaluates
     the episodes of a batch command (None: batches are refused), ``batch_sizes`` are (max_batch,
     max_batch_commands, max_batch_values) of the channel's batch block (None: the defaults).
-    A paced runner runs under SCHED_FIFO at ``priority`` (episodic.scheduling.SchedulingError
+    A paced runner runs under SCHED_FIFO at ``priority`` (episodic.runtime.scheduling.SchedulingError
     when not permitted), or when None at REALTIME_PRIORITY if permitted."""
     stopping: list[int] = []
     if on_episode is not None:

@@ -1,3 +1,3 @@
-from episodic.cli import main
+from episodic.cli.main import main
 
 main()

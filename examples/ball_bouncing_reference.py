@@ -31,7 +31,7 @@ the gains command also switches the feedforward to the inverse dynamics of the d
 which the stroke needs to be followed at 10 rad/s.
 
 Joints: inverse kinematics of the face's centre on a grid of heights along its vertical
-(episodic.kinematics.SiteIK on the site racket_face, whose x axis is the face normal),
+(episodic.task.kinematics.SiteIK on the site racket_face, whose x axis is the face normal),
 interpolated by cubic splines in the height, so q, qd and qdd follow z, z' and z''. The motion
 is cut into ``SEGMENTS`` trajectory segments of ``SEGMENT_TIME`` s. Only what a remote learner
 could know is used: the robot and task models and the context.
@@ -40,7 +40,7 @@ could know is used: the robot and task models and the context.
 
 runs it in-process and prints the return, the bounces and the simulation speed; ``--noise N``
 prints the success rate of N copies per noise level with the racket's speed at the impacts,
-the stroke's phase and the face's tilt perturbed (episodic.noise).
+the stroke's phase and the face's tilt perturbed (episodic.learning.noise).
 """
 from __future__ import annotations
 
@@ -51,11 +51,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.interpolate import CubicSpline
 
-from episodic.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
-from episodic.contact import AIR_DENSITY, TENNIS_BALL_DRAG_COEFFICIENT
-from episodic.kinematics import SiteIK
-from episodic.robot import Robot, load_robot
-from episodic.scene import build_scene
+from episodic.interface.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
+from episodic.task.contact import AIR_DENSITY, TENNIS_BALL_DRAG_COEFFICIENT
+from episodic.task.kinematics import SiteIK
+from episodic.interface.robot import Robot, load_robot
+from episodic.runtime.scene import build_scene
 from episodic.tasks import make_task
 
 GRAVITY = 9.81
@@ -92,7 +92,7 @@ class Noise:
 
 
 def drag_constant(task) -> float:
-    """1/m: the ball's drag deceleration over v^2 (episodic.contact's air, a tennis ball's Cd)."""
+    """1/m: the ball's drag deceleration over v^2 (episodic.task.contact's air, a tennis ball's Cd)."""
     area = np.pi * task.ball_radius**2
     return 0.5 * AIR_DENSITY * TENNIS_BALL_DRAG_COEFFICIENT * area / task.ball_mass
 
@@ -252,7 +252,7 @@ def joint_path(robot: Robot, task, heights: np.ndarray, tilt=(0.0, 0.0)) -> Cubi
 
 def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, context=None, params: dict | None = None,
                        noise: Noise = Noise(), segments: int = SEGMENTS, segment_time: float = SEGMENT_TIME) -> list:
-    """The reference episode as episodic.commands objects: the start (``context``: None for the
+    """The reference episode as episodic.interface.commands objects: the start (``context``: None for the
     task's default), the gains command (feedforward, mirror law) and ``segments`` segments."""
     robot = load_robot(robot) if isinstance(robot, str) else robot
     task = make_task("ball_bouncing", params)
@@ -280,7 +280,7 @@ def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, context=
 
 
 def perturbed(kind: str):
-    """For episodic.noise: rng, level -> one perturbed reference episode, the noise of
+    """For episodic.learning.noise: rng, level -> one perturbed reference episode, the noise of
     ``kind`` ("speed" m/s, "phase" rad, "tilt" rad per horizontal component) drawn at ``level``."""
     def make(rng: np.random.Generator, level: float) -> list:
         draw = rng.normal(0.0, level, 2)
@@ -295,7 +295,7 @@ NOISE_UNITS = {"speed": "m/s", "phase": "rad", "tilt": "rad"}
 
 
 def main() -> None:
-    from episodic.runner import Runner
+    from episodic.runtime.runner import Runner
 
     parser = argparse.ArgumentParser(description="Run the scripted ball_bouncing stroke and log it.")
     parser.add_argument("--out", default=None, help="HDF5 log to write, replaced if it exists (default: none)")
@@ -319,7 +319,7 @@ def main() -> None:
     print(f"{steps} steps ({sim_time:.2f} s simulated) in {wall:.3f} s: {steps / wall:,.0f} steps/s, "
           f"{sim_time / wall:.1f}x real time")
     if args.noise:
-        from episodic.noise import noise_table, print_noise_table
+        from episodic.learning.noise import noise_table, print_noise_table
 
         for kind, levels in NOISE_LEVELS.items():
             print(f"noise: {kind}")

@@ -1,5 +1,5 @@
 """A ball-in-a-cup learner over the bridge: the reference swing and perturbed variants of it,
-sent to a runner in another process. The swing lives in episodic/swing.py (``episodic demo``
+sent to a runner in another process. The swing lives in tasks/ball_in_cup_swing.py (``episodic demo``
 learns ball-in-a-cup from a demonstration instead).
 
     episodic serve --task ball_in_cup --log runs/ball_in_cup.h5     # one terminal
@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 
 from episodic.bridge import Client
-from episodic.swing import DEMO_NOISE, demo_swings, format_swing_rows, run_swings
-from episodic.robot import load_robot
+from episodic.tasks.ball_in_cup_swing import DEMO_NOISE, demo_swings, format_swing_rows, run_swings
+from episodic.interface.robot import load_robot
 
 
 def main() -> None:

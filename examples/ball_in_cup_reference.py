@@ -9,13 +9,13 @@ upright, ball hanging still) to rest at the catch posture:
     knot 5     move the cup under the falling ball and hold it there 1 s while it settles.
 
 It is sent as a start command and three trajectory segments (split at knots 2 and 4) at the
-control rate with q, qd and qdd. The via-points (``episodic.swing.REFERENCE_SWING``) came
+control rate with q, qd and qdd. The via-points (``episodic.tasks.ball_in_cup_swing.REFERENCE_SWING``) came
 from a small CMA-ES search scored on catches of the swing and of noisy copies of it, on the
 first version of the task (a massless tendon string, a cup that hardly bounced). They were not
 re-tuned for the present one (the chain string of 5 kN/m, the cup rebounding with a restitution
 of 0.6, friction acting during sliding impacts, the WAM's revised inertias): the swing still
 catches from the start state (return 4.336), and 3 of 8 copies with 0.03 rad of noise on every
-via-point still catch (``episodic.swing.demo_swings(9, seed=2)``). It sits near the edge of
+via-point still catch (``episodic.tasks.ball_in_cup_swing.demo_swings(9, seed=2)``). It sits near the edge of
 the catch region: at 2 kN/m or at a quarter of the physics step it misses (1.25, 1.15). On the
 tendon string (task parameter string_model=tendon) it catches too (4.359).
 
@@ -28,17 +28,17 @@ from __future__ import annotations
 
 import argparse
 
-from episodic.swing import reference_commands as swing_reference, run_swing
+from episodic.tasks.ball_in_cup_swing import reference_commands as swing_reference, run_swing
 
 
 def reference_commands(robot, episode_id: int = 1) -> list:
     """StartCommand + three TrajectoryCommands of the reference swing for ``robot``
-    (an episodic.robot.Robot, e.g. ``Runner(make_task("ball_in_cup")).robot``)."""
+    (an episodic.interface.robot.Robot, e.g. ``Runner(make_task("ball_in_cup")).robot``)."""
     return swing_reference(robot, episode_id)
 
 
 def main() -> None:
-    from episodic.runner import Runner
+    from episodic.runtime.runner import Runner
     from episodic.tasks import make_task
 
     parser = argparse.ArgumentParser(description="Run the reference ball-in-a-cup swing in-process.")

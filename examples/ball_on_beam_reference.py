@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-from episodic.commands import GainsCommand, StartCommand
-from episodic.robot import Robot, load_robot
-from episodic.runner import Runner
+from episodic.interface.commands import GainsCommand, StartCommand
+from episodic.interface.robot import Robot, load_robot
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 
 # k_x rad/m, k_v rad s/m: with x'' = (5/7) g theta, about 3.2 rad/s and 0.55 damping (chosen from

@@ -48,10 +48,10 @@ import time
 import numpy as np
 from scipy.interpolate import CubicSpline
 
-from episodic.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
-from episodic.kinematics import SiteIK
-from episodic.robot import Robot, load_robot
-from episodic.scene import build_scene
+from episodic.interface.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
+from episodic.task.kinematics import SiteIK
+from episodic.interface.robot import Robot, load_robot
+from episodic.runtime.scene import build_scene
 from episodic.tasks import make_task
 
 
@@ -122,7 +122,7 @@ def stroke(dt: float, duration: float = DURATION, frequency: float = FREQUENCY, 
 def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, apex: float | None = None,
                        params: dict | None = None, frequency: float = FREQUENCY, amplitude: float = AMPLITUDE,
                        phase: float = 0.0, spline: CubicSpline | None = None, segments: int = SEGMENTS) -> list:
-    """The reference episode as episodic.commands objects: the start (context: the apex target
+    """The reference episode as episodic.interface.commands objects: the start (context: the apex target
     ``apex`` m, None for the task's default), the gain set and the stroke in ``segments``
     segments. ``frequency`` Hz, ``amplitude`` m and ``phase`` rad set the rhythm (perturbed
     copies); ``spline``: the face's joint spline (:func:`face_spline`), made when not given."""
@@ -155,7 +155,7 @@ def perturbed(robot: Robot, spline: CubicSpline):
 
 
 def main() -> None:
-    from episodic.runner import Runner
+    from episodic.runtime.runner import Runner
 
     parser = argparse.ArgumentParser(description="Run the scripted paddle-ball rhythm and log it.")
     parser.add_argument("--out", default=None, help="HDF5 log to write, replaced if it exists (default: none)")
@@ -179,7 +179,7 @@ def main() -> None:
     print(f"{steps} steps ({sim_time:.2f} s simulated) in {wall:.3f} s: {steps / wall:,.0f} steps/s, "
           f"{sim_time / wall:.1f}x real time")
     if args.noise:
-        from episodic.noise import noise_table, print_noise_table
+        from episodic.learning.noise import noise_table, print_noise_table
 
         rows = noise_table(TASK, perturbed(robot, face_spline(robot)), NOISE_LEVELS, n=args.noise)
         print_noise_table(rows, "relative")

@@ -55,7 +55,7 @@ by 0.005, 0.01, 0.02 rad on each of j2, j4, j6, 28, 27, 16 of 30.
 
 runs it in-process and prints the return, the scored distance and the simulation speed;
 ``--noise N`` prints the success rate of N copies with a perturbed release time and N with a
-perturbed stroke per noise level (episodic.noise).
+perturbed stroke per noise level (episodic.learning.noise).
 """
 from __future__ import annotations
 
@@ -65,12 +65,12 @@ import time
 import mujoco
 import numpy as np
 
-from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.protocol import Feedforward
-from episodic.robot import Robot, load_robot
-from episodic.scene import build_scene
+from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.interface.vocabulary import Feedforward
+from episodic.interface.robot import Robot, load_robot
+from episodic.runtime.scene import build_scene
 from episodic.tasks import make_task
-from episodic.trajectory import min_jerk, min_jerk_duration
+from episodic.interface.trajectory import min_jerk, min_jerk_duration
 
 RELEASE_POINT = (0.55, 1.80)       # m, the ball's centre at the release: from the base axis, height
 RELEASE_VELOCITY = (1.575, -1.00)  # m/s, the ball's at the release: toward the cup, up (ballistic search)
@@ -208,7 +208,7 @@ def plan_release_speed(robot: Robot, task, cup, point=RELEASE_POINT, tolerance: 
 
 def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, cup=None, params: dict | None = None,
                        velocity=None, point=None, release_shift: int = 0, offsets=None) -> list:
-    """The reference episode as episodic.commands objects: StartCommand (context = [release
+    """The reference episode as episodic.interface.commands objects: StartCommand (context = [release
     time, cup_x, cup_y]), the gain set, the wind-up and the stroke. ``cup``: (cup_x, cup_y) m,
     or None for the task's default cup; ``params``: the task's parameters (None: its defaults).
     ``velocity`` and ``point`` replace the release state's (without a velocity: the module's on
@@ -248,7 +248,7 @@ NOISE_STROKE = (0.005, 0.01, 0.02)    # rad, on j2, j4, j6 at the stroke's start
 
 
 def main() -> None:
-    from episodic.runner import Runner
+    from episodic.runtime.runner import Runner
 
     parser = argparse.ArgumentParser(description="Run the scripted beer-pong throw and log it.")
     parser.add_argument("--out", default=None, help="HDF5 log to write, replaced if it exists (default: none)")
@@ -268,7 +268,7 @@ def main() -> None:
     print(f"{steps} steps ({sim_time:.2f} s simulated) in {wall:.3f} s: {steps / wall:,.0f} steps/s, "
           f"{sim_time / wall:.0f}x real time")
     if args.noise:
-        from episodic.noise import noise_table, print_noise_table
+        from episodic.learning.noise import noise_table, print_noise_table
 
         robot = load_robot("wam")
         joints = list(STROKE_JOINTS)

@@ -15,7 +15,7 @@ the ball hanging still below it.
    ``CLEARANCE`` m above the cup: horizontally along the shaped profile and down along a
    minimum-jerk profile of the same duration (the vertical motion hardly excites the swing);
    the hook's axis stays vertical. Each control step's posture is found by inverse kinematics
-   (episodic.kinematics.SiteIK on the hook's anchor: its position and the hook's axis).
+   (episodic.task.kinematics.SiteIK on the hook's anchor: its position and the hook's axis).
 2. It lowers the ball into the cup (minimum jerk, ``LOWER_TIME`` s) until the ball would hang
    ``SLACK`` m below the cup's bottom: the ball settles on the bottom, the string slack.
 3. It holds until the ball rests in the cup (the task ends the segment then; ``HOLD`` s at most).
@@ -41,11 +41,11 @@ import time
 
 import numpy as np
 
-from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.kinematics import SiteIK
-from episodic.protocol import Feedforward
-from episodic.robot import Robot, load_robot
-from episodic.scene import build_scene
+from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.task.kinematics import SiteIK
+from episodic.interface.vocabulary import Feedforward
+from episodic.interface.robot import Robot, load_robot
+from episodic.runtime.scene import build_scene
 from episodic.tasks import make_task
 
 
@@ -103,7 +103,7 @@ def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, cup=None
                        move_time: float = MOVE_TIME, lower_time: float = LOWER_TIME, delay: float | None = None,
                        aim=None) -> list:
     """The reference episode for the cup at ``cup`` (x, y) m (None: the task's default), as
-    episodic.commands objects: StartCommand (context = the cup's position), the robot's gains
+    episodic.interface.commands objects: StartCommand (context = the cup's position), the robot's gains
     with inverse-dynamics feedforward and one segment.
     ``move_time``, ``lower_time``, ``delay`` and ``aim`` (where the move goes, (x, y) m; default
     the cup) are for perturbed copies."""
@@ -139,7 +139,7 @@ NOISE_LEVELS = (0.05, 0.1, 0.2, 0.3)
 
 
 def main() -> None:
-    from episodic.runner import Runner
+    from episodic.runtime.runner import Runner
 
     parser = argparse.ArgumentParser(description="Run the scripted casting move and log it.")
     parser.add_argument("--out", default=None, help="HDF5 log to write, replaced if it exists (default: none)")
@@ -164,7 +164,7 @@ def main() -> None:
     print(f"{episode.n_steps} steps ({simulated:.2f} s simulated) in {elapsed:.3f} s: "
           f"{episode.n_steps / elapsed:,.0f} steps/s, {simulated / elapsed:.1f}x real time")
     if args.noise:
-        from episodic.noise import noise_table, print_noise_table
+        from episodic.learning.noise import noise_table, print_noise_table
 
         rows = noise_table("casting", perturbed, NOISE_LEVELS, n=args.noise)
         print_noise_table(rows, "fraction")

@@ -1,6 +1,6 @@
 """CMA-ES for ball-in-a-cup over the bridge, each generation evaluated as one batch.
 
-Policy: the swing of ``episodic.swing`` (a cubic spline through 5 knots of j2, j4, j6 one
+Policy: the swing of ``episodic.tasks.ball_in_cup_swing`` (a cubic spline through 5 knots of j2, j4, j6 one
 ``step`` s apart): 16 parameters, the 5 x 3 knots (rad) row by row and the step (s). Start: a
 swing that misses far, ``REFERENCE_SWING`` with every elbow (j4) knot ``--start-offset`` rad
 (default 0.15) further: the ball barely reaches the rim's height and falls 0.38 m from the cup's
@@ -36,9 +36,9 @@ import time
 
 import numpy as np
 
-from episodic.swing import DEMO_TASK, bent_swing, params_swing, swing_commands, swing_params
-from episodic.protocol import Flag
-from episodic.served import ServedRunner, fresh_channel
+from episodic.tasks.ball_in_cup_swing import DEMO_TASK, bent_swing, params_swing, swing_commands, swing_params
+from episodic.interface.vocabulary import Flag
+from episodic.tools.served import ServedRunner, fresh_channel
 
 START_OFFSET = 0.15  # rad added to every elbow (j4) knot: a far miss
 SIGMA = 0.05         # rad, CMA-ES's initial step size on the knots (the step gets a tenth: s)
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         print("this example needs pycma: pip install 'episodic[learn]'", file=sys.stderr)
         return 1
     from episodic.bridge import Client
-    from episodic.robot import load_robot
+    from episodic.interface.robot import load_robot
 
     robot = load_robot("wam")
     if args.channel is not None:

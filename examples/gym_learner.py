@@ -1,4 +1,4 @@
-"""A black-box learner through the Gymnasium face (episodic.gym_env.BlackBoxEnv; needs the
+"""A black-box learner through the Gymnasium face (episodic.learning.gym_env.BlackBoxEnv; needs the
 extra episodic[gym]): a small cross-entropy search over the via-points of a reach motion, one
 ``env.step`` per episode.
 
@@ -17,7 +17,7 @@ import argparse
 
 import numpy as np
 
-from episodic.gym_env import BlackBoxEnv
+from episodic.learning.gym_env import BlackBoxEnv
 from episodic.tasks import make_task
 
 
@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--channel", default=None, help="a served reach runner's channel (default: in-process)")
     args = parser.parse_args()
     if args.channel is None:
-        from episodic.runner import Runner
+        from episodic.runtime.runner import Runner
 
         sender = lambda: Runner(make_task("reach"))  # noqa: E731
     else:

@@ -6,9 +6,9 @@ iteration, a results table (the README's), and saves each run's learning curve a
     python examples/learn.py                       # every task, seed 0
     python examples/learn.py reach beer_pong --seeds 0 1 2 --threads 2 --out runs/learning --plot
 
-A configuration module holds ``problem(robot) -> episodic.policy_search.Problem`` (the task, the
+A configuration module holds ``problem(robot) -> episodic.learning.policy_search.Problem`` (the task, the
 start parameters and how parameters become an episode), ``learner(problem, seed) -> Learner``
-(PoWER, REPS or CMA-ES from episodic.policy_search) and ``ITERATIONS``; its docstring says why
+(PoWER, REPS or CMA-ES from episodic.learning.policy_search) and ``ITERATIONS``; its docstring says why
 it looks as it does and what it measured.
 """
 from __future__ import annotations
@@ -23,8 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `examples` importable when run as a script
 
-from episodic.policy_search import LearningCurve, learn  # noqa: E402
-from episodic.robot import load_robot  # noqa: E402
+from episodic.learning.policy_search import LearningCurve, learn  # noqa: E402
+from episodic.interface.robot import load_robot  # noqa: E402
 
 TASKS = ("reach", "ball_in_cup", "ball_on_beam", "pole_balancing", "tetherball", "ball_paddling",
          "ball_bouncing", "beer_pong", "casting")

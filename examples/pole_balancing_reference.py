@@ -46,12 +46,12 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
-from episodic.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
-from episodic.control import Gains
-from episodic.robot import Robot, load_robot
-from episodic.runner import Runner
-from episodic.scene import build_scene
-from episodic.simulation import Simulation
+from episodic.interface.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
+from episodic.runtime.control import Gains
+from episodic.interface.robot import Robot, load_robot
+from episodic.runtime.runner import Runner
+from episodic.runtime.scene import build_scene
+from episodic.runtime.simulation import Simulation
 from episodic.tasks import make_task
 
 KP = np.array([400, 600, 200, 200, 100, 100, 0.0])  # N m/rad (j7: passive, ignored)

@@ -2,10 +2,10 @@
 that misses (Kober & Peters, "Policy search for motor primitives in robotics", NIPS 2008 /
 Machine Learning 84, 2011), over several seeds, beside their figures.
 
-Setting (``episodic.demo.ball_in_cup_learner``, what ``episodic demo`` runs):
+Setting (``episodic.cli.demo.ball_in_cup_learner``, what ``episodic demo`` runs):
 - the calibrated task at its defaults: the chain string (5 kN/m, damping ratio 1), a wooden ball
   on a hard cup (restitution 0.60 measured by a drop test, friction 0.4), 0.5 ms physics;
-- the demonstration: kinesthetic teaching in simulation (``episodic.demonstration``), the hand
+- the demonstration: kinesthetic teaching in simulation (``episodic.learning.demonstration``), the hand
   guided along a swing bent 0.05 rad at the elbow: taught, the ball comes down 0.31 m from the
   cup's axis; the recording executed by the runner catches, but the policy below, its imitation,
   misses by centimetres like the human demonstration (the ball comes down 0.08 m from the axis,
@@ -36,10 +36,10 @@ from pathlib import Path
 
 import numpy as np
 
-from episodic.demo import RELIABLE, ball_in_cup_learner
-from episodic.demonstration import ball_in_cup_demonstration
-from episodic.policy_search import LearningCurve, Problem, learn
-from episodic.robot import load_robot
+from episodic.cli.demo import RELIABLE, ball_in_cup_learner
+from episodic.learning.demonstration import ball_in_cup_demonstration
+from episodic.learning.policy_search import LearningCurve, Problem, learn
+from episodic.interface.robot import load_robot
 
 ITERATIONS = 15  # at most; a run stops once it catches reliably
 

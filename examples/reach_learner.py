@@ -12,11 +12,11 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.machine import Flag
-from episodic.runner import Runner
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.runtime.machine import Flag
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
-from episodic.trajectory import min_jerk, min_jerk_duration
+from episodic.interface.trajectory import min_jerk, min_jerk_duration
 
 SEGMENTS = 3         # trajectory segments per episode
 MIN_DURATION = 0.8   # s, shortest move

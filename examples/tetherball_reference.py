@@ -58,11 +58,11 @@ import numpy as np
 from scipy.integrate import quad
 from scipy.special import ellipk
 
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.kinematics import SiteIK
-from episodic.robot import Robot, load_robot
-from episodic.scene import build_scene
-from episodic.trajectory import Desired, min_jerk, min_jerk_duration
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.task.kinematics import SiteIK
+from episodic.interface.robot import Robot, load_robot
+from episodic.runtime.scene import build_scene
+from episodic.interface.trajectory import Desired, min_jerk, min_jerk_duration
 from episodic.tasks import make_task
 
 BACKSWING = 0.35       # m, blade centre behind the ball before the stroke
@@ -141,7 +141,7 @@ def meet_moving_target(robot: Robot, task, start: np.ndarray, episode_id: int) -
 def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, target=None,
                        params: dict | None = None) -> list:
     """The reference episode for ``target`` (3,) m (None: the task's default target; for a moving
-    target, where it starts), as episodic.commands objects: StartCommand (context = target), the
+    target, where it starts), as episodic.interface.commands objects: StartCommand (context = target), the
     approach and the stroke, whose final wait covers the task's ``approaches`` (module docstring);
     ``params``: the task's parameters (None: its defaults)."""
     robot = load_robot(robot) if isinstance(robot, str) else robot
@@ -197,7 +197,7 @@ def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, target=N
 
 
 def main() -> None:
-    from episodic.runner import Runner
+    from episodic.runtime.runner import Runner
 
     parser = argparse.ArgumentParser(description="Run the scripted tetherball stroke and log it.")
     parser.add_argument("--out", default=None, help="HDF5 log to write, replaced if it exists (default: none)")

@@ -15,7 +15,7 @@ the weak wrist (5, 5, 2 N m), which an impact on a racket held at its handle wou
 Nothing ties the ball to the robot: at the start it lies on the face, and it bounces off
 whatever it reaches: the racket, the arm's links, the floor.
 
-Ball, contacts and air (episodic.contact, calibrated by drop tests: tests/test_task_ball_bouncing.py).
+Ball, contacts and air (episodic.task.contact, calibrated by drop tests: tests/test_task_ball_bouncing.py).
 The ball is a tennis ball, 57 g and 33.5 mm in radius (ITF Rules of Tennis, Appendix I:
 56.0-59.4 g, 65.4-68.6 mm across). It meets every geom it can touch through explicit bouncing
 pairs. On the racket's head the coefficient of restitution is the episode's (the context, by
@@ -28,7 +28,7 @@ floor) it is 0.75. Friction is 0.6 everywhere (a tennis ball on a hard court, 0.
 acting during the impact (the ball leaves an oblique impact rolling, as a real one does). The
 physics runs at 0.5 ms (``substeps`` 4): there one bounce's restitution lies within about
 +-0.02 of its target, where at 2 ms it would depend on where the impact falls between two
-steps by up to -0.05 / +0.10 (episodic.contact). Air: 1.204 kg/m^3 at 20 degC with a tennis
+steps by up to -0.05 / +0.10 (episodic.task.contact). Air: 1.204 kg/m^3 at 20 degC with a tennis
 ball's drag coefficient 0.508 (Stepanek, Am. J. Phys. 56, 138 (1988)); on a 0.45 m bounce (3 m/s)
 drag is up to 1.7 % of the ball's weight and takes 4 mm off the apex (the flight is tested
 against an integration with drag and against the parabola), so it is kept.
@@ -53,7 +53,7 @@ horizontal velocity relative to the face: the wrist joints j5, j6, j7 get the of
 the face normal by t (its horizontal components) without turning the racket about it (damped
 least squares on the wrist's angular Jacobian: j5 and j7 line up where j6 passes 0). r and v come
 from the ball's horizontal position and velocity as a tracker senses them and the face's present
-pose and velocity (the joint encoders). Sensing (episodic/native/sensing.py): the ball's x, y and
+pose and velocity (the joint encoders). Sensing (episodic/runtime/native/sensing.py): the ball's x, y and
 vx, vy reach the law ``sensing_latency`` s late (rounded to control steps of 2 ms), each with
 independent Gaussian noise of std ``sensing_noise`` m and ``sensing_noise_rate`` m/s, drawn from
 the episode's random generator (seeded by the run's seed and the episode's number, so a replay
@@ -99,16 +99,16 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.contact import (
+from episodic.task.contact import (
     MATERIALS,
     TENNIS_BALL_DRAG_COEFFICIENT,
     add_air,
     add_bouncing_pairs,
     solref_for_restitution,
 )
-from episodic.native import CompiledLaw
-from episodic.native.sensing import Sensing, add_control_period
-from episodic.robot import Robot
+from episodic.runtime.native import CompiledLaw
+from episodic.runtime.native.sensing import Sensing, add_control_period
+from episodic.interface.robot import Robot
 from episodic.task import (
     Episode,
     StepView,
@@ -235,7 +235,7 @@ class BallBouncing(Task):
                  pos=centre, quat=along_x, mass=self.head_mass, rgba=[0.85, 0.85, 0.8, 1]),
         ]
         body = add_tool_body(spec, robot, "racket", geoms)
-        # the face's centre, its x axis the face normal (-x; episodic.kinematics.SiteIK turns it)
+        # the face's centre, its x axis the face normal (-x; episodic.task.kinematics.SiteIK turns it)
         body.add_site(name="racket_face", pos=centre + [-half, 0.0, 0.0], quat=[0.0, 0.0, 0.0, 1.0], group=3)
         # the head's volume and a little more: what its touch sensor feels
         body.add_site(name="racket_touch", type=mujoco.mjtGeom.mjGEOM_CYLINDER, pos=centre, quat=along_x,

@@ -61,7 +61,7 @@ Elastic allowance: with the default string the ball stretches it at most ``STRET
 chain 1.6 and 1.2 mm, tendon 2.6 mm in both).
 
 Contacts. The ball meets the cup (bottom, wall, rim and bracket) through explicit bouncing pairs
-(``episodic.contact``) of restitution ``cup_restitution`` and friction ``cup_friction``,
+(``episodic.task.contact``) of restitution ``cup_restitution`` and friction ``cup_friction``,
 calibrated at the task's physics step. A drop test on the cup's bottom measures 0.59 relative
 to the cup at the default 0.60, and the stated value at 0.3 and 0.8 (tested; MuJoCo's default
 contact gave 0.12). The defaults: a wooden ball on a hard surface, restitution 0.60 (The Physics
@@ -86,7 +86,7 @@ has a smooth sphere's drag, C_D = 0.47, through MuJoCo's ellipsoid fluid model; 
 links and the arm get MuJoCo's default (inertia-box) model of the same air.
 
 Physics step. ``substeps`` = 4: 0.5 ms physics steps under the 500 Hz control (the controller's
-reference ramps within each control step, see episodic/simulation.py). With the earlier, softer
+reference ramps within each control step, see episodic/runtime/simulation.py). With the earlier, softer
 string (0.67 kN/m) that was the fewest that converged: at 2 ms the chain was not stable (3 of 17
 perturbed and vigorous swings ended in an unstable simulation), at 1 ms its peak stretch was
 5.3 mm against 6.1 mm at a quarter of that step. At the default 5 kN/m, against 0.125 ms: the
@@ -140,8 +140,8 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic import contact
-from episodic.robot import Robot
+from episodic.task import contact
+from episodic.interface.robot import Robot
 from episodic.task import (StepView, Task, TaskError, add_free_ball, add_frame_sensors, choice, param,
                            place_free_ball)
 

@@ -16,7 +16,7 @@ without slipping (Coulomb friction ``friction``), so on a beam tilted by theta i
 at (5/7) g sin(theta) (tested); the side rails are frictionless guides that only keep it in
 line. The ends are open: a ball rolling past an end falls to the floor.
 
-Contacts (episodic.contact: explicit pairs calibrated by drop tests, tests/test_contact.py). The
+Contacts (episodic.task.contact: explicit pairs calibrated by drop tests, tests/test_contact.py). The
 ball stands for a golf ball (the closest standard ball: at most 45.93 g, at least 42.67 mm; Rules
 of Golf, equipment rules). It touches only the plank, the two rails and the floor, each with the
 coefficient of restitution 0.86 of a golf ball on a hard floor (The Physics Factbook, G. Elert
@@ -25,7 +25,7 @@ than the ball): plank and floor with the Coulomb friction ``friction``, acting d
 too; the rails frictionless (they only guide). A bounce at the 2 ms timestep has a restitution
 within about -0.02 / +0.04 of 0.86, by where the impact falls in a step (slow impacts, below
 1 m/s, up to 0.03 more). Rolling stays smooth: the contact's first millimetre is soft
-(episodic.contact.ROLLING_SOLIMP), so the rolling ball keeps touching the plank at every step
+(episodic.task.contact.ROLLING_SOLIMP), so the rolling ball keeps touching the plank at every step
 instead of hopping, sunk in by about 0.2 mm; the 5/7 g sin(theta) rolling, the ball at rest on
 a level beam and the absence of hopping are tested. Air drag is left out: at 1 m/s a sphere's
 drag (Cd 0.47 in air of 1.204 kg/m^3) is 3.6e-4 N, 2 % of the force that accelerates the ball
@@ -45,7 +45,7 @@ and rad s/m:
     q7_desired = q7_held + clip(k_x * x + k_v * xd, -max_tilt, max_tilt)
 with x, xd measured each control step (all other joints keep their held posture), from the ball's
 world position and velocity as a tracker senses them and the beam's present pose and velocity (the
-joint encoders). Sensing (episodic/native/sensing.py): the ball's position and velocity reach the
+joint encoders). Sensing (episodic/runtime/native/sensing.py): the ball's position and velocity reach the
 law ``sensing_latency`` s late (rounded to control steps of 2 ms), each coordinate with independent
 Gaussian noise of std ``sensing_noise`` m and ``sensing_noise_rate`` m/s, drawn from the episode's
 random generator (seeded by the run's seed and the episode's number, so a replay repeats it); the
@@ -77,10 +77,10 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.contact import MATERIALS, ROLLING_SOLIMP, add_bouncing_pairs
-from episodic.native import CompiledLaw
-from episodic.native.sensing import Sensing, add_control_period
-from episodic.robot import Robot
+from episodic.task.contact import MATERIALS, ROLLING_SOLIMP, add_bouncing_pairs
+from episodic.runtime.native import CompiledLaw
+from episodic.runtime.native.sensing import Sensing, add_control_period
+from episodic.interface.robot import Robot
 from episodic.task import (
     Episode,
     StepView,

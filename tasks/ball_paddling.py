@@ -41,10 +41,10 @@ the period 2 pi sqrt(m/k) = 0.1405 s (0.8 % shorter on the held racket, whose fa
 tested). The string passes through nothing in play: the ball flies above the face. (A slack
 string is drawn as MuJoCo's catenary of its length, hanging through the blade: a drawing only.)
 
-Contacts and air (episodic.contact). The ball bounces off every geom it can touch (blade,
+Contacts and air (episodic.task.contact). The ball bounces off every geom it can touch (blade,
 handle, the arm's links, the floor) through explicit pairs of restitution ``restitution``
 (the issue's suggested 0.7, a rubber ball on a wooden paddle) and Coulomb friction 0.6
-(``BALL_ON_PADDLE``; not measured for this pair: the value episodic.contact uses for a tennis
+(``BALL_ON_PADDLE``; not measured for this pair: the value episodic.task.contact uses for a tennis
 ball on a hard surface), calibrated at the physics step: dropped on the held racket's face, the
 ball rebounds relative to the face with 0.684-0.705 (tested). In the world it rebounds lower,
 0.56-0.58: the face gives, its effective mass at the centre being only 0.16 kg (the wrist's light
@@ -95,8 +95,8 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.contact import SPHERE_DRAG_COEFFICIENT, MaterialPair, add_air, add_bouncing_pairs
-from episodic.robot import Robot
+from episodic.task.contact import SPHERE_DRAG_COEFFICIENT, MaterialPair, add_air, add_bouncing_pairs
+from episodic.interface.robot import Robot
 from episodic.task import (Episode, StepView, Task, TaskError, add_frame_sensors, add_free_ball, add_tool_body,
                            param, place_free_ball)
 
@@ -105,7 +105,7 @@ BALL_ON_PADDLE = MaterialPair(
     ball="solid rubber ball (15 g, 30 mm)", surface="wooden racket (blade, handle), arm links, floor",
     restitution=0.7, friction=0.6, radius=0.015, mass=0.015,
     source="restitution: the issue's suggested value for a rubber ball on a wooden paddle; friction: not "
-           "measured for this pair, episodic.contact's tennis ball on a hard surface")
+           "measured for this pair, episodic.task.contact's tennis ball on a hard surface")
 STRING_IMPEDANCE = 1e-4  # the string limit's solimp (dmin = dmax): MuJoCo's smallest (module docstring)
 FACE_COSINE = np.cos(np.radians(30.0))  # a touch on the face: its normal within 30 degrees of the face's
 MIN_FLIGHT = 0.05  # s, the shortest time from one touch to the next that makes the next a hit

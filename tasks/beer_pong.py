@@ -54,14 +54,14 @@ Physical values and sources.
 * Cup: a 16 oz party cup (about 94 mm across the rim, 60-66 mm across the bottom, 117-121 mm
   tall), a thin plastic shell that gives and absorbs most of an impact: restitution
   ``cup_restitution`` 0.4 (an estimate; no standard measures it) and friction 0.3.
-* Contacts: explicit pairs (episodic.contact) with a stiffer spring than the library's default:
+* Contacts: explicit pairs (episodic.task.contact) with a stiffer spring than the library's default:
   natural frequency ``CONTACT_OMEGA`` = 1000 rad/s (omega dt = 0.5 at the 0.5 ms step), so a
   ball hitting at 3.5 m/s sinks in 3.5 mm and an impact lasts about 3 ms; the default 300 rad/s
   would sink it 12 mm, deeper than the cup's wall is thick. Measured (tests): the ball leaves
   the table at 0.883-0.913 of its impact speed (mean 0.900) and the cup's bottom at 0.35-0.48
   (mean 0.400), by where the impact falls within a physics step; dropped from 30 cm into the
   cup it rebounds 4.5 cm.
-* Air (episodic.contact.add_air): 1.204 kg/m^3; a smooth sphere's drag coefficient 0.47:
+* Air (episodic.task.contact.add_air): 1.204 kg/m^3; a smooth sphere's drag coefficient 0.47:
   terminal velocity sqrt(2 m g / (rho Cd pi r^2)) = 8.63 m/s, so drag is (v / 8.63 m/s)^2 of
   the ball's weight: 12 % at 3 m/s (tested: a dropped ball's speed follows v_t tanh(g t / v_t)
   within 0.2 %). It matters: the reference's release state comes down through the rim plane
@@ -110,7 +110,7 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.contact import (
+from episodic.task.contact import (
     SPHERE_DRAG_COEFFICIENT,
     add_air,
     add_bouncing_pair,
@@ -118,7 +118,7 @@ from episodic.contact import (
     friction_solref,
     solref_for_restitution,
 )
-from episodic.robot import Robot
+from episodic.interface.robot import Robot
 from episodic.task import (
     Episode,
     StepView,

@@ -32,7 +32,7 @@ the chain's geometry (the links' lengths are built into the model), which a rese
 without changing the model; the context is the cup's position only. A learner reads the string
 length from the task's parameters (recorded in every log).
 
-Ball contacts (``episodic.contact``): every surface the ball meets is an explicit bouncing pair
+Ball contacts (``episodic.task.contact``): every surface the ball meets is an explicit bouncing pair
 calibrated at the physics step. The cup (bottom, wall, lip): restitution ``cup_restitution`` =
 0.35 and friction ``cup_friction`` = 0.5, a cup lined with a damping rubber (``CUP_LINING``: for
 a rigid ball on a rubber layer, the rebound is the rubber's rebound resilience, ISO 4662, e =
@@ -121,8 +121,8 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic import contact
-from episodic.robot import Robot
+from episodic.task import contact
+from episodic.interface.robot import Robot
 from episodic.task import (
     Episode,
     StepView,

@@ -16,7 +16,7 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.robot import Robot
+from episodic.interface.robot import Robot
 from episodic.task import Episode, StepView, Task, add_target, coordinate, param, place_target
 
 

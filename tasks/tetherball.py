@@ -12,7 +12,7 @@ ball flies freely when the string is slack and the string is elastic and lossles
 (the string's internal damping is neglected). The ball collides with the racket and the arm,
 not with the string. A translucent mocap sphere of radius ``tolerance`` marks the target.
 
-Ball, contacts and air (episodic.contact; calibrated by drop tests, tests/test_contact.py and
+Ball, contacts and air (episodic.task.contact; calibrated by drop tests, tests/test_contact.py and
 tests/test_task_tetherball.py). The ball is a tennis ball (ITF: 56.0-59.4 g, 65.4-68.6 mm across;
 here 60 g, 70 mm). It bounces off every geom it can touch (racket blade and handle, the arm's
 links, the floor) through explicit contact pairs with the coefficient of restitution
@@ -100,13 +100,13 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.contact import (
+from episodic.task.contact import (
     MATERIALS,
     TENNIS_BALL_DRAG_COEFFICIENT,
     add_air,
     add_bouncing_pairs,
 )
-from episodic.robot import Robot
+from episodic.interface.robot import Robot
 from episodic.task import (
     TARGET,
     Episode,

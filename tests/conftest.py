@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from episodic.runner import Runner
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 
 

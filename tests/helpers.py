@@ -13,8 +13,8 @@ import numpy as np
 
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import Channel
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.served import ServedRunner, fresh_channel
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.tools.served import ServedRunner, fresh_channel
 
 ROOT = Path(__file__).parent.parent
 _seq = itertools.count(1_000_000)

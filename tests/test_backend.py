@@ -10,17 +10,17 @@ import time
 import numpy as np
 import pytest
 
-from episodic.backend import Backend, DriverBackend, MujocoDriver
-from episodic.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
-from episodic.control import Gains
-from episodic.log import read_episodes
-from episodic.protocol import Flag, MachineState
-from episodic.robot import load_robot
-from episodic.runner import Runner
-from episodic.scene import build_scene
-from episodic.simulation import Simulation
+from episodic.runtime.backend import Backend, DriverBackend, MujocoDriver
+from episodic.interface.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
+from episodic.runtime.control import Gains
+from episodic.logs import read_episodes
+from episodic.interface.vocabulary import Flag, MachineState
+from episodic.interface.robot import load_robot
+from episodic.runtime.runner import Runner
+from episodic.runtime.scene import build_scene
+from episodic.runtime.simulation import Simulation
 from episodic.tasks import make_task
-from episodic.trajectory import min_jerk
+from episodic.interface.trajectory import min_jerk
 from tests.helpers import ROOT
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
@@ -120,9 +120,9 @@ def test_driver_and_simulation_run_the_same_tick_with_a_feedback_law(mode):
 DRIVEN_EPISODES = """
 import sys, time
 import numpy as np
-from episodic.backend import MujocoDriver
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.runner import Runner
+from episodic.runtime.backend import MujocoDriver
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 
 with Runner(make_task("reach"), driver=lambda scene: MujocoDriver(scene, pace=True), log=sys.argv[1]) as r:

@@ -1,4 +1,4 @@
-"""Batch evaluation (episodic.batch): the results of a batch, on any number of threads, in any
+"""Batch evaluation (episodic.tools.batch): the results of a batch, on any number of threads, in any
 order and through an executor, are bit-identical to running each episode alone in a fresh Runner;
 a batch evaluated into a run's log is numbered there and replays bit-identically."""
 from __future__ import annotations
@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from episodic.batch import (BATCH_ABORT_MESSAGE, RUNNERS, Chunk, EpisodeResult, VersionMismatch, evaluate,
+from episodic.tools.batch import (BATCH_ABORT_MESSAGE, RUNNERS, Chunk, EpisodeResult, VersionMismatch, evaluate,
                             evaluate_chunk, evaluate_into, setup_for)
-from episodic.cli import main
-from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.swing import demo_swings, swing_commands
-from episodic.log import read_episodes, read_metadata, read_summary
-from episodic.protocol import Flag
-from episodic.replay import replay
-from episodic.robot import load_robot
-from episodic.runner import Runner
+from episodic.cli.main import main
+from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.tasks.ball_in_cup_swing import demo_swings, swing_commands
+from episodic.logs import read_episodes, read_metadata, read_summary
+from episodic.interface.vocabulary import Flag
+from episodic.tools.replay import replay
+from episodic.interface.robot import load_robot
+from episodic.runtime.runner import Runner
 from episodic.task import place_target
 from episodic.tasks import TASKS, make_task
 from examples.ball_on_beam_reference import reference_commands as beam_commands

@@ -21,11 +21,11 @@ from episodic.bridge import Client, ProtocolError, RunnerGone
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import Channel, object_names, remove
 from episodic.bridge.layout import COMMAND, MAGIC, VERSION
-from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.log import read_episodes
-from episodic.protocol import Flag, MachineState
-from episodic.robot import load_robot
-from episodic.runner import Runner
+from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.logs import read_episodes
+from episodic.interface.vocabulary import Flag, MachineState
+from episodic.interface.robot import load_robot
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import (ROOT, Served, assert_same_steps, channel_name, raw_channel, raw_exchange,
                           shm_leftovers, wave)

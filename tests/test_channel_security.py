@@ -29,8 +29,8 @@ import pytest
 from episodic.bridge import Client, RunnerGone
 from episodic.bridge.channel import LOCK_TIMEOUT, SHM_DIR, ForeignChannel, object_names, pid_alive, remove
 from episodic.bridge.layout import Layout, Sizes, write_header
-from episodic.columns import step_widths
-from episodic.protocol import Flag
+from episodic.interface.columns import step_widths
+from episodic.interface.vocabulary import Flag
 from tests.helpers import ROOT, Served, channel_name, raw_channel, shm_leftovers, wave
 
 pytestmark = pytest.mark.slow  # real `episodic serve` processes

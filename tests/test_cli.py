@@ -16,12 +16,12 @@ import pytest
 from click.testing import CliRunner
 
 import episodic
-from episodic.cli import main
+from episodic.cli.main import main
 from episodic.bridge import Client
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.log import read_episodes, read_metadata
-from episodic.replay import replay as run_replay
-from episodic.runner import Runner
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.logs import read_episodes, read_metadata
+from episodic.tools.replay import replay as run_replay
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from examples.reach_learner import demo_targets, format_rows, run_reach_demo
 from tests.helpers import Served, channel_name, wave
@@ -76,8 +76,8 @@ def ball_demo(tmp_path_factory) -> tuple[Path, str]:
 # -- demo -----------------------------------------------------------------------
 @pytest.mark.slow
 def test_demo_learns_ball_in_cup_over_the_bridge_in_batches(ball_demo):
-    from episodic.demo import QUICK
-    from episodic.demonstration import Demonstration
+    from episodic.cli.demo import QUICK
+    from episodic.learning.demonstration import Demonstration
 
     path, output = ball_demo
     iterations, samples = QUICK
@@ -120,7 +120,7 @@ def test_demo_learns_ball_in_cup_over_the_bridge_in_batches(ball_demo):
 
 @pytest.mark.slow
 def test_demo_log_replays_bit_identically(ball_demo):
-    from episodic.demo import QUICK
+    from episodic.cli.demo import QUICK
 
     path, _ = ball_demo
     iterations, samples = QUICK
@@ -131,7 +131,7 @@ def test_demo_log_replays_bit_identically(ball_demo):
 
 @pytest.mark.slow
 def test_demo_cleans_up_when_the_learner_fails(tmp_path, monkeypatch):
-    import episodic.policy_search as search
+    import episodic.learning.policy_search as search
     from episodic.bridge.channel import object_names, pid_alive
 
     seen = {}
@@ -143,7 +143,7 @@ def test_demo_cleans_up_when_the_learner_fails(tmp_path, monkeypatch):
         raise KeyboardInterrupt  # as if Ctrl-C hit the learner mid-run
 
     monkeypatch.setattr(search, "learn", failing_learner)
-    import episodic.demo as demo_module
+    import episodic.cli.demo as demo_module
     with pytest.raises(KeyboardInterrupt):
         demo_module.run_demo(tmp_path / "demo.h5", iterations=1, samples=2, video=False, echo=lambda text: None)
     assert seen["channel"].startswith(f"demo{os.getpid()}-")
@@ -328,7 +328,7 @@ def test_a_second_serve_on_a_live_runs_log_leaves_it_intact(tmp_path):
 
 
 def load_robot_home() -> np.ndarray:
-    from episodic.robot import load_robot
+    from episodic.interface.robot import load_robot
 
     return load_robot("wam").home
 
@@ -430,7 +430,7 @@ def test_help_imports_nothing_heavy(args):
     """The CLI imports simulation, HDF5, numerics and plotting in the commands that use them, so
     help answers at once: in a fresh interpreter none of those modules is loaded after it."""
     heavy = ("mujoco", "h5py", "scipy", "matplotlib", "dask", "distributed", "numpy", "posix_ipc")
-    code = (f"import sys\nfrom episodic.cli import main\ntry:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+    code = (f"import sys\nfrom episodic.cli.main import main\ntry:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
             f"print(sorted(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from episodic.bridge import Client, ProtocolError
 from episodic.bridge.channel import Channel, ChannelInUse
 from episodic.bridge.layout import HEADER, VERSION, Layout, Sizes
-from episodic.columns import step_widths
-from episodic.commands import Kind, StartCommand, TrajectoryCommand
-from episodic.log import read_episodes
-from episodic.protocol import Flag
+from episodic.interface.columns import step_widths
+from episodic.interface.commands import Kind, StartCommand, TrajectoryCommand
+from episodic.logs import read_episodes
+from episodic.interface.vocabulary import Flag
 from tests.helpers import ROOT, Served, channel_name, shm_leftovers, wave
 
 pytestmark = pytest.mark.slow  # served runners and client processes

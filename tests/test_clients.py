@@ -1,7 +1,7 @@
 """The C and Octave/Matlab clients (clients/) against a real `episodic serve`: the C example runs an
 episode; an episode sent from Octave gives the same log, bit for bit, as the same commands in
 Python; a population sent in batches from C (ep_evaluate) and Octave (SLEvaluateBatch) gives the
-results and logs of episodic.batch.evaluate and Client.evaluate, bit for bit, also split into
+results and logs of episodic.tools.batch.evaluate and Client.evaluate, bit for bit, also split into
 several batches; clear errors on a silent or dead runner (also when its pid was reused), a version
 mismatch, wrong sizes, another user's channel and a batch to a realtime runner; a paused lock
 holder is taken over once; the Octave learners of clients/README.md run as printed; round-trip
@@ -25,18 +25,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from episodic.batch import evaluate
+from episodic.tools.batch import evaluate
 from episodic.bridge import Client
 from episodic.bridge.batches import ARRAY_ORDER
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import Channel, remove
 from episodic.bridge.codec import command_parts
 from episodic.bridge.layout import BATCH_COMMAND, MESSAGE_BYTES, VERSION
-from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.log import read_episodes, read_metadata
-from episodic.protocol import Flag
-from episodic.robot import load_robot
-from episodic.runner import Runner
+from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.logs import read_episodes, read_metadata
+from episodic.interface.vocabulary import Flag
+from episodic.interface.robot import load_robot
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import ROOT, Served, assert_same_steps, channel_name, shm_leftovers, wave
 from tests.test_bridge import ENDINGS, Seen, assert_endings, reachable_target
@@ -960,7 +960,7 @@ BATCH_FLAGS = [Flag.OK, Flag.OK, Flag.INVALID_PAYLOAD, Flag.INVALID_PAYLOAD, Fla
 
 @pytest.fixture(scope="module")
 def batch_reference():
-    """The population and its results in-process (episodic.batch.evaluate), with their logs."""
+    """The population and its results in-process (episodic.tools.batch.evaluate), with their logs."""
     population = batch_population()
     results = evaluate(population, "reach", keep_steps=True)
     assert [r.flag for r in results] == BATCH_FLAGS
@@ -1030,7 +1030,7 @@ def run_c_batch(program: Path, channel: str, folder: Path, *logs: int) -> subpro
 
 def test_c_batch_is_bit_identical_to_python(c_batch, batch_reference, tmp_path):
     """A population sent with ep_evaluate (episode 0 and 3's logs fetched with ep_get_batch_log)
-    gives, bit for bit, the results of episodic.batch.evaluate and of Client.evaluate."""
+    gives, bit for bit, the results of episodic.tools.batch.evaluate and of Client.evaluate."""
     population, reference = batch_reference
     with Served(channel_name(), None, "--threads", "2") as s:
         with Client(s.channel, timeout=30) as client:
@@ -1117,7 +1117,7 @@ def octave_records(folder: Path, name: str, n_state: int) -> tuple[list[dict], l
 
 def test_octave_batch_is_bit_identical_to_python(mex_dir, tmp_path):
     """SLEvaluateBatch, split into batches of two by the runner's size, gives the results and
-    the logs of episodic.batch.evaluate bit for bit, with and without the options."""
+    the logs of episodic.tools.batch.evaluate bit for bit, with and without the options."""
     episode_id = 7000
     files, first, second = octave_population(episode_id)
     for name, value in files.items():

@@ -14,12 +14,12 @@ from episodic.bridge.blocks import Blocks
 from episodic.bridge.codec import (ReplyBlock, decode_command, decode_reply, encode_command, encode_reply,
                                    read_command_fields)
 from episodic.bridge.layout import Layout, Sizes, write_header
-from episodic.columns import step_widths
-from episodic.commands import (Feedforward, GainsCommand, MalformedCommand, ResetCommand, StartCommand,
+from episodic.interface.columns import step_widths
+from episodic.interface.commands import (Feedforward, GainsCommand, MalformedCommand, ResetCommand, StartCommand,
                                TrajectoryCommand)
-from episodic.log import read_episodes
-from episodic.protocol import Flag, MachineState, Reply
-from episodic.runner import Runner
+from episodic.logs import read_episodes
+from episodic.interface.vocabulary import Flag, MachineState, Reply
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import Served, assert_same_steps, channel_name, wave
 

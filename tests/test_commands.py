@@ -1,4 +1,4 @@
-"""Validation of learner commands (episodic/commands.py): every rule raises CommandError
+"""Validation of learner commands (episodic/interface/commands.py): every rule raises CommandError
 with a message naming the problem; valid commands come back with float64 arrays; garbage
 in any field never raises anything but CommandError (the runner never crashes on input)."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from episodic.commands import (CommandError, Feedforward, GainsCommand, Limits, ResetCommand,
+from episodic.interface.commands import (CommandError, Feedforward, GainsCommand, Limits, ResetCommand,
                                StartCommand, TrajectoryCommand, validate)
-from episodic.robot import load_robot
+from episodic.interface.robot import load_robot
 
 ROBOT = load_robot("wam")
 N = ROBOT.n_dofs

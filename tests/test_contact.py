@@ -1,4 +1,4 @@
-"""episodic.contact with real MuJoCo: balls dropped, thrown obliquely and falling through air in
+"""episodic.task.contact with real MuJoCo: balls dropped, thrown obliquely and falling through air in
 models built with MjSpec, measured against the stated restitutions, the rigid-body impact of a
 solid sphere and a sphere's drag."""
 from __future__ import annotations
@@ -9,10 +9,10 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic import contact
-from episodic.contact import MATERIALS, measure_restitution
-from episodic.robot import load_robot
-from episodic.scene import build_scene
+from episodic.task import contact
+from episodic.task.contact import MATERIALS, measure_restitution
+from episodic.interface.robot import load_robot
+from episodic.runtime.scene import build_scene
 from episodic.task import add_free_ball
 from episodic.tasks import make_task
 

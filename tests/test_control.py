@@ -1,4 +1,4 @@
-"""SL's control law as it runs inside MuJoCo (episodic/scene.py, episodic/simulation.py).
+"""SL's control law as it runs inside MuJoCo (episodic/runtime/scene.py, episodic/runtime/simulation.py).
 
 Real MuJoCo, no mocks: the WAM with the reach task's scene (control law: docs/architecture.md; numbers: robots/wam/robot.toml).
 Tracking errors are max |q - q_d| over all joints and control steps, comparing the state
@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from mujoco import rollout
 
-from episodic.commands import Feedforward
-from episodic.control import velocity_over_limit
-from episodic.robot import load_robot
-from episodic.scene import ROLLOUT_SPEC, build_scene
-from episodic.simulation import Gains, Simulation
-from episodic.trajectory import Desired, min_jerk
+from episodic.interface.commands import Feedforward
+from episodic.runtime.control import velocity_over_limit
+from episodic.interface.robot import load_robot
+from episodic.runtime.scene import ROLLOUT_SPEC, build_scene
+from episodic.runtime.simulation import Gains, Simulation
+from episodic.interface.trajectory import Desired, min_jerk
 from episodic.tasks import make_task
 
 NONE = Feedforward.NONE

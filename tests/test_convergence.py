@@ -37,14 +37,14 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic.commands import Feedforward
-from episodic.control import Gains
-from episodic.robot import load_robot
-from episodic.runner import Runner
-from episodic.scene import build_scene
-from episodic.simulation import Simulation
+from episodic.interface.commands import Feedforward
+from episodic.runtime.control import Gains
+from episodic.interface.robot import load_robot
+from episodic.runtime.runner import Runner
+from episodic.runtime.scene import build_scene
+from episodic.runtime.simulation import Simulation
 from episodic.tasks import TASKS
-from episodic.trajectory import Desired
+from episodic.interface.trajectory import Desired
 
 pytestmark = pytest.mark.slow  # each reference runs twice, once with 4 x the physics steps
 

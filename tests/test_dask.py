@@ -1,4 +1,4 @@
-"""A population evaluated on Dask worker processes (episodic.batch's executor argument): the
+"""A population evaluated on Dask worker processes (episodic.tools.batch's executor argument): the
 results gathered from the workers are bit-identical to evaluating in this process, each worker
 keeps its runners for the next chunk, and a batch evaluated there into a log replays."""
 from __future__ import annotations
@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from episodic.batch import evaluate
-from episodic.swing import demo_swings, swing_commands
-from episodic.replay import replay
+from episodic.tools.batch import evaluate
+from episodic.tasks.ball_in_cup_swing import demo_swings, swing_commands
+from episodic.tools.replay import replay
 from tests.test_batch import ROBOT, assert_identical, reach_episode, refused_episode
 from tests.test_evaluate_cli import expected_rows, run_cli, table
 
@@ -39,7 +39,7 @@ def test_results_gathered_from_worker_processes_are_bit_identical(client):
         assert_identical(a, b)
 
     def idle_runners() -> int:  # sent by value: it imports in the worker
-        from episodic.batch import RUNNERS
+        from episodic.tools.batch import RUNNERS
 
         return len(RUNNERS)
 

@@ -1,4 +1,4 @@
-"""Demonstrations (episodic.demonstration): the file round trip and its refusals, the motion of a
+"""Demonstrations (episodic.learning.demonstration): the file round trip and its refusals, the motion of a
 real run log's episode, the kinesthetic stand-in in real MuJoCo (gravity compensation holds the
 arm, the hand follows a moving guide as a spring-damper does), and the ball-in-a-cup
 demonstration that misses the cup in the teaching and when a real runner executes it."""
@@ -11,17 +11,17 @@ import pytest
 from click.testing import CliRunner
 from scipy.spatial.transform import Rotation
 
-from episodic.batch import evaluate
-from episodic.cli import main
-from episodic.commands import ResetCommand, StartCommand, TrajectoryCommand
-from episodic.swing import REFERENCE_SWING
-from episodic.demonstration import (DEMO_OFFSET, GRADIENT, RECORDED, BallFlight, Demonstration, DemonstrationError,
+from episodic.tools.batch import evaluate
+from episodic.cli.main import main
+from episodic.interface.commands import ResetCommand, StartCommand, TrajectoryCommand
+from episodic.tasks.ball_in_cup_swing import REFERENCE_SWING
+from episodic.learning.demonstration import (DEMO_OFFSET, GRADIENT, RECORDED, BallFlight, Demonstration, DemonstrationError,
                                     ball_in_cup_demonstration, demonstration_commands, from_log, hand_inertia,
                                     kinesthetic)
-from episodic.log import read_episodes
-from episodic.robot import load_robot
-from episodic.runner import Runner
-from episodic.scene import build_scene
+from episodic.logs import read_episodes
+from episodic.interface.robot import load_robot
+from episodic.runtime.runner import Runner
+from episodic.runtime.scene import build_scene
 from episodic.tasks import make_task
 from episodic.tasks.ball_in_cup import BallInCup
 from tests.helpers import wave
@@ -265,7 +265,7 @@ def test_the_ball_in_cup_demonstration_misses_by_centimetres_while_taught(taught
 
 def test_the_ball_in_cup_demonstration_executed_by_the_runner_catches_at_this_string(taught, executed):
     """Taught, the ball misses (above); the recording executed by the runner, under its PD gains
-    rather than the teacher's spring, catches at the 5 kN/m string (episodic/demonstration.py:
+    rather than the teacher's spring, catches at the 5 kN/m string (episodic/learning/demonstration.py:
     return 3.99), while the DMP imitation PoWER starts from misses (tests/test_cli.py's demo)."""
     result, flight = executed
     assert result.flag.name == "OK" and result.success and flight.caught

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from episodic.batch import evaluate, read_batch
-from episodic.cli import main
-from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.log import read_summary
-from episodic.replay import replay
-from episodic.runner import Runner
+from episodic.tools.batch import evaluate, read_batch
+from episodic.cli.main import main
+from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.logs import read_summary
+from episodic.tools.replay import replay
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from tests.test_batch import ROBOT, reach_episode, refused_episode
 from tests.helpers import wave

@@ -1,4 +1,4 @@
-"""The Gymnasium face (episodic.gym_env.BlackBoxEnv): one step = one episode, in-process and over
+"""The Gymnasium face (episodic.learning.gym_env.BlackBoxEnv): one step = one episode, in-process and over
 a served bridge channel, checked by Gymnasium's own env_checker (its determinism checks
 included) against real runners.
 
@@ -24,9 +24,9 @@ if importlib.util.find_spec("gymnasium") is None:
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 from episodic.bridge import Client  # noqa: E402
-from episodic.gym_env import BlackBoxEnv, EnvError  # noqa: E402
-from episodic.protocol import MachineState  # noqa: E402
-from episodic.runner import Runner  # noqa: E402
+from episodic.learning.gym_env import BlackBoxEnv, EnvError  # noqa: E402
+from episodic.interface.vocabulary import MachineState  # noqa: E402
+from episodic.runtime.runner import Runner  # noqa: E402
 from episodic.task import add_target, place_target  # noqa: E402
 from episodic.tasks import make_task  # noqa: E402
 from episodic.tasks.reach import Reach  # noqa: E402
@@ -54,7 +54,7 @@ def test_check_env_passes_in_process(task):
 
 
 def test_check_env_fails_when_episodes_depend_on_history():
-    """The determinism check bites: with the runner's exact start off (episodic.machine), the same
+    """The determinism check bites: with the runner's exact start off (episodic.runtime.machine), the same
     seed and action after other episodes give another reward."""
     with Runner(make_task("reach")) as runner:
         runner.machine.exact_start = False

@@ -1,6 +1,6 @@
 """History-independent episodes: in blocking simulation an episode depends only on its own
 commands, the task, the seed and the software versions, not on the episodes run before it
-(episodic.machine: the exact start after GOTO_START). The same reference episode is run first,
+(episodic.runtime.machine: the exact start after GOTO_START). The same reference episode is run first,
 after 10 random episodes and after aborted ones; its log from WAIT_FOR_START on is compared bit
 for bit."""
 from __future__ import annotations
@@ -8,13 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from episodic.backend import MujocoDriver
-from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.swing import reference_commands as ball_in_cup_reference
-from episodic.log import read_episodes
-from episodic.protocol import Flag, MachineState
-from episodic.replay import replay
-from episodic.runner import Runner
+from episodic.runtime.backend import MujocoDriver
+from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.tasks.ball_in_cup_swing import reference_commands as ball_in_cup_reference
+from episodic.logs import read_episodes
+from episodic.interface.vocabulary import Flag, MachineState
+from episodic.tools.replay import replay
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import wave
 

@@ -14,13 +14,13 @@ import h5py
 import numpy as np
 import pytest
 
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.columns import STEP_DTYPES
-from episodic.log import (SUMMARY_DTYPE, LogError, RunLog, partial_episodes, read_episodes, read_metadata,
-                          read_summary)
-from episodic.machine import Flag
-from episodic.replay import replay
-from episodic.runner import Runner
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.interface.columns import STEP_DTYPES
+from episodic.logs import LogError, RunLog, partial_episodes, read_episodes, read_metadata, read_summary
+from episodic.logs.layout import SUMMARY_DTYPE
+from episodic.runtime.machine import Flag
+from episodic.tools.replay import replay
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import run_episode, wave
 
@@ -175,8 +175,8 @@ def _same(a, b) -> bool:
 
 KILLED_RUN = """
 import sys, numpy as np
-from episodic.runner import Runner
-from episodic.commands import StartCommand, TrajectoryCommand
+from episodic.runtime.runner import Runner
+from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.tasks import make_task
 from tests.helpers import wave
 r = Runner(make_task("reach"), log=sys.argv[1])

@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from episodic.commands import (Feedforward, GainsCommand, ResetCommand, StartCommand,
+from episodic.interface.commands import (Feedforward, GainsCommand, ResetCommand, StartCommand,
                                TrajectoryCommand)
-from episodic.machine import HELD_BLOCK, Flag, MachineState
-from episodic.runner import Runner, StepCursor
-from episodic.scene import _columns, _take
+from episodic.runtime.machine import HELD_BLOCK, Flag, MachineState
+from episodic.runtime.runner import Runner, StepCursor
+from episodic.runtime.scene import _columns, _take
 from episodic.tasks import TASKS, make_task
-from episodic.trajectory import min_jerk
+from episodic.interface.trajectory import min_jerk
 from tests.helpers import run_episode, wave
 
 
@@ -162,7 +162,7 @@ def test_velocity_over_the_limit_aborts_with_the_safety_flag(runner):
 
 
 def test_same_commands_give_bit_identical_episodes():
-    from episodic.runner import Runner
+    from episodic.runtime.runner import Runner
     from episodic.tasks import make_task
 
     results = []
@@ -212,7 +212,7 @@ def test_a_task_feedback_law_shapes_the_desired_posture():
     offset, the arm follows it, and the posture held afterwards does not accumulate it."""
     from dataclasses import dataclass
 
-    from episodic.runner import Runner
+    from episodic.runtime.runner import Runner
     from episodic.task import TaskError
     from episodic.tasks.reach import Reach
 
@@ -275,8 +275,8 @@ def test_after_a_safety_abort_the_robot_holds_under_gravity_compensation(runner)
 
 @pytest.mark.parametrize("bad", ["discontinuous", "task_gains"])
 def test_a_refused_segment_is_stored_once_and_replays(tmp_path, bad):
-    from episodic.replay import replay
-    from episodic.runner import Runner
+    from episodic.tools.replay import replay
+    from episodic.runtime.runner import Runner
     from episodic.tasks import make_task
 
     path = tmp_path / "r.h5"
@@ -286,7 +286,7 @@ def test_a_refused_segment_is_stored_once_and_replays(tmp_path, bad):
         command = (TrajectoryCommand(1, 1, 2, wave(home) + 0.5) if bad == "discontinuous"
                    else GainsCommand(1, 1, 2, r.robot.kp, r.robot.kd, task_gains=[1.0]))
         assert r.send(command).flag in (Flag.DISCONTINUOUS, Flag.INVALID_PAYLOAD)
-    from episodic.log import read_episodes
+    from episodic.logs import read_episodes
 
     (ep,) = read_episodes(path)
     assert len(ep.commands) == 2

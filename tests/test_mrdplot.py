@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from episodic.cli import main
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.export.mrdplot import MrdplotError, export_mrdplot, read_mrdplot, trajectory_from_mrdplot
-from episodic.log import read_episodes
-from episodic.protocol import Flag
-from episodic.robot import load_robot
-from episodic.runner import Runner
+from episodic.cli.main import main
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.tools.export.mrdplot import MrdplotError, export_mrdplot, read_mrdplot, trajectory_from_mrdplot
+from episodic.logs import read_episodes
+from episodic.interface.vocabulary import Flag
+from episodic.interface.robot import load_robot
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import run_episode, wave
 

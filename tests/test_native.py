@@ -1,4 +1,4 @@
-"""episodic's compiled part (episodic.native) with real MuJoCo: each task's compiled feedback law
+"""episodic's compiled part (episodic.runtime.native) with real MuJoCo: each task's compiled feedback law
 against the law's formula computed independently (MuJoCo's frame sensors, Jacobians and numpy),
 the compiled loop against the per-tick Python loop under those laws (bit-identical: the same
 operations in the same order, with and without a sensing latency and noise), the sensing's delay
@@ -15,15 +15,15 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic import native
-from episodic.native.sensing import Sensing
-from episodic.commands import Feedforward, StartCommand
-from episodic.control import Gains
-from episodic.robot import load_robot
-from episodic.runner import Runner
-from episodic.scene import STATE_SPEC
+from episodic.runtime import native
+from episodic.runtime.native.sensing import Sensing
+from episodic.interface.commands import Feedforward, StartCommand
+from episodic.runtime.control import Gains
+from episodic.interface.robot import load_robot
+from episodic.runtime.runner import Runner
+from episodic.runtime.scene import STATE_SPEC
 from episodic.tasks import make_task
-from episodic.trajectory import Desired
+from episodic.interface.trajectory import Desired
 
 ROBOT = load_robot("wam")
 UP = np.array([0.0, 0.0, 1.0])

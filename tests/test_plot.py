@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from episodic.cli import main
-from episodic.log import read_episodes, read_metadata, read_summary
-from episodic.runner import Runner
+from episodic.cli.main import main
+from episodic.logs import read_episodes, read_metadata, read_summary
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import run_episode
 
@@ -56,7 +56,7 @@ def by_title(figure) -> dict:
 
 
 def test_an_episode_plot_holds_the_logs_arrays(reach_log, tmp_path):
-    from episodic.plot import DPI, episode_size, plot
+    from episodic.tools.plot import DPI, episode_size, plot
 
     done = plot(reach_log, 1, tmp_path / "ep1.png")
     (ep,) = read_episodes(reach_log, [1])
@@ -99,7 +99,7 @@ def test_an_episode_plot_holds_the_logs_arrays(reach_log, tmp_path):
 
 
 def test_a_run_plot_is_its_learning_curve(reach_log, tmp_path):
-    from episodic.plot import DPI, RUN_SIZE, plot, running_mean
+    from episodic.tools.plot import DPI, RUN_SIZE, plot, running_mean
 
     done = plot(reach_log, None, tmp_path / "run.png")
     rows, _ = read_summary(reach_log)
@@ -120,7 +120,7 @@ def test_a_run_plot_is_its_learning_curve(reach_log, tmp_path):
 
 
 def test_running_mean():
-    from episodic.plot import running_mean
+    from episodic.tools.plot import running_mean
 
     assert running_mean(np.array([1.0, 3.0, 5.0, 7.0]), 2).tolist() == [1.0, 2.0, 4.0, 6.0]
     assert running_mean(np.array([1.0, 0.0, 1.0]), 5).tolist() == [1.0, 0.5, 2 / 3]
@@ -151,7 +151,7 @@ def test_a_log_of_one_episode_plots_that_episode(tmp_path):
 
 @pytest.mark.slow
 def test_plot_without_matplotlib_says_what_to_install(reach_log, tmp_path):
-    blocked = "import sys; sys.modules['matplotlib'] = None; from episodic.cli import main; main()"
+    blocked = "import sys; sys.modules['matplotlib'] = None; from episodic.cli.main import main; main()"
     done = subprocess.run([sys.executable, "-c", blocked, "plot", str(reach_log)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1

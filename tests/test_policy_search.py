@@ -1,11 +1,11 @@
-"""episodic.policy_search: each learner's update against its defining equations on known samples,
+"""episodic.learning.policy_search: each learner's update against its defining equations on known samples,
 that each one climbs a quadratic, and the learning curve's bookkeeping and CSV."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from episodic.policy_search import (Cmaes, Iteration, LearningCurve, Outcome, Power, Reps, exp_transform, learn)
+from episodic.learning.policy_search import (Cmaes, Iteration, LearningCurve, Outcome, Power, Reps, exp_transform, learn)
 
 
 def quadratic(thetas: np.ndarray) -> np.ndarray:

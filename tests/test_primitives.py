@@ -1,4 +1,4 @@
-"""episodic.primitives against the defining equations: the DMP's transformation and canonical
+"""episodic.learning.primitives against the defining equations: the DMP's transformation and canonical
 systems (and a numerical ODE solution of them), imitation, temporal scaling and convergence to
 the goal; the ProMP's basis derivatives, fit, sampling and Gaussian conditioning."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from episodic.primitives import DMP, ProMP, promp_basis, samples
+from episodic.learning.primitives import DMP, ProMP, promp_basis, samples
 
 DT = 0.002
 

@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from episodic.bridge import Client
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.log import read_episodes
-from episodic.progress import Lines, Progress, on_terminal
-from episodic.robot import load_robot
-from episodic.runner import Runner
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.logs import read_episodes
+from episodic.tools.progress import Lines, Progress, on_terminal
+from episodic.interface.robot import load_robot
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import ROOT, Served, channel_name, run_episode, wave
 

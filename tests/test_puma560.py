@@ -22,17 +22,17 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import episodic.robot as robot_module
+import episodic.interface.robot as robot_module
 from episodic.bridge import Client
-from episodic.cli import main as cli_main
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.protocol import Flag
-from episodic.robot import RobotError, load_robot
-from episodic.runner import Runner
-from episodic.scene import build_scene
+from episodic.cli.main import main as cli_main
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.interface.vocabulary import Flag
+from episodic.interface.robot import RobotError, load_robot
+from episodic.runtime.runner import Runner
+from episodic.runtime.scene import build_scene
 from episodic.task import TaskError
 from episodic.tasks import make_task
-from episodic.trajectory import min_jerk
+from episodic.interface.trajectory import min_jerk
 from tests.helpers import ROOT, Served, channel_name, posed, wave
 
 PI = math.pi

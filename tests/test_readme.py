@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from episodic.columns import step_widths
+from episodic.interface.columns import step_widths
 from episodic.bridge.layout import (BATCH, BATCH_COMMAND, BATCH_REPLY, BATCH_RESULT, COMMAND, HEADER, LOG_COLUMN,
                                    NAME_BYTES, REPLY, Layout, Sizes)
 from tests.helpers import ROOT, Served, channel_name, shm_leftovers

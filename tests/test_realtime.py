@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from episodic.bridge import Client
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.log import read_episodes, read_metadata
-from episodic.pacing import Pacer, Timing
-from episodic.protocol import Flag, MachineState
-from episodic.runner import Runner
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.logs import read_episodes, read_metadata
+from episodic.runtime.pacing import Pacer, Timing
+from episodic.interface.vocabulary import Flag, MachineState
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
-from episodic.trajectory import min_jerk
+from episodic.interface.trajectory import min_jerk
 from tests.helpers import ROOT, Served, channel_name, shm_leftovers
 
 pytestmark = pytest.mark.slow  # wall-clock paced runners
@@ -172,7 +172,7 @@ def test_safety_abort_in_realtime_stops_at_the_tick_and_holds(tmp_path):
 
 
 def test_replay_refuses_a_realtime_log(tmp_path):
-    from episodic.replay import replay
+    from episodic.tools.replay import replay
 
     with realtime(tmp_path) as s:
         with Client(s.channel, timeout=10) as client:

@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from episodic.cli import main
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.log import read_episodes
-from episodic.render import (EpisodeRenderer, RenderError, camera_axes, fit_distance, frame_times, gl_backend,
+from episodic.cli.main import main
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.logs import read_episodes
+from episodic.tools.render import (EpisodeRenderer, RenderError, camera_axes, fit_distance, frame_times, gl_backend,
                              record, shown_points, write_png)
-from episodic.runner import Runner
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import ROOT, wave
 
@@ -275,7 +275,7 @@ def test_render_refuses_what_it_cannot_do_with_a_message(gl, ball_log, tmp_path)
 
 @pytest.mark.slow
 def test_render_without_the_media_extra_says_what_to_install(ball_log, tmp_path):
-    blocked = "import sys; sys.modules['imageio'] = None; from episodic.cli import main; main()"
+    blocked = "import sys; sys.modules['imageio'] = None; from episodic.cli.main import main; main()"
     done = subprocess.run([sys.executable, "-c", blocked, "render", str(ball_log), "--out", "v.mp4"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1

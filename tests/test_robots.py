@@ -11,7 +11,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic.robot import available_robots, load_robot
+from episodic.interface.robot import available_robots, load_robot
 
 ROBOTS = available_robots()
 

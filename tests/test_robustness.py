@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from episodic.bridge.layout import MAGIC, VERSION
-from episodic.commands import (Feedforward, GainsCommand, ResetCommand, StartCommand,
+from episodic.interface.commands import (Feedforward, GainsCommand, ResetCommand, StartCommand,
                                TrajectoryCommand)
-from episodic.protocol import Flag
-from episodic.runner import Runner
+from episodic.interface.vocabulary import Flag
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import Served, channel_name, raw_channel, raw_exchange, wave
 

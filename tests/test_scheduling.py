@@ -1,4 +1,4 @@
-"""Real-time scheduling (episodic.scheduling, `episodic serve --priority`), with real processes:
+"""Real-time scheduling (episodic.runtime.scheduling, `episodic serve --priority`), with real processes:
 a served realtime runner under SCHED_FIFO and its log's record of it, the refusals (blocking
 mode; a process that may not have the priority), and the description of a process's scheduling."""
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from episodic.log import read_metadata
-from episodic.scheduling import Scheduling, describe, set_realtime
-from episodic.served import ServedRunner
+from episodic.logs import read_metadata
+from episodic.runtime.scheduling import Scheduling, describe, set_realtime
+from episodic.tools.served import ServedRunner
 from tests.helpers import ROOT, channel_name, shm_leftovers
 
 pytestmark = pytest.mark.slow  # starts runners
@@ -121,7 +121,7 @@ def test_memory_is_left_unlocked_when_locking_it_could_make_allocations_fail():
     allocates 80 MB (ten times the limit)."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv (to hold CAP_SYS_NICE without CAP_IPC_LOCK)")
-    child = ("import json, numpy; from episodic.scheduling import set_realtime; s = set_realtime(5); "
+    child = ("import json, numpy; from episodic.runtime.scheduling import set_realtime; s = set_realtime(5); "
              "numpy.ones(10_000_000); print(json.dumps(s.as_dict()))")
     limit = 8 << 20  # bytes
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from episodic.bridge import Client
-from episodic.log import read_episodes
-from episodic.protocol import Flag
-from episodic.served import ServedRunner
+from episodic.logs import read_episodes
+from episodic.interface.vocabulary import Flag
+from episodic.tools.served import ServedRunner
 from tests.helpers import Served, channel_name, shm_leftovers, wave
 
 pytestmark = pytest.mark.slow  # runner processes, wall-clock paced in realtime mode

@@ -1,6 +1,6 @@
-"""The package's shape: one installed top-level name, imports that run one way (edge ->
-bridge / tasks -> core) with no circle, and a learner that works beside files named like the
-plug-in folders. See docs/architecture.md."""
+"""The package's shape: one installed top-level name, imports that run one way with no circle,
+and a learner that works beside files named like the plug-in folders. A module's layer is where it
+lives: the folder under episodic/ (LAYERS, bottom up; docs/architecture.md draws them)."""
 from __future__ import annotations
 
 import ast
@@ -15,12 +15,12 @@ import pytest
 
 ROOT = Path(__file__).parent.parent
 PACKAGE = ROOT / "episodic"
-# the edge: names are looked up here (CLI, replay of a log, rendering and plotting a log, batch
-# evaluation, the demo and its process manager)
-EDGE = {"episodic.cli", "episodic.__main__", "episodic.demo", "episodic.replay", "episodic.served",
-        "episodic.demonstration", "episodic.policy_search", "episodic.swing",
-        "episodic.render", "episodic.plot", "episodic.batch", "episodic.noise"}
-PLUGINS = ("episodic.bridge", "episodic.tasks", "episodic.robots")
+# the folders of episodic/, bottom up: a module may import its own layer and the layers below it;
+# the plug-in folders (bridge/, tasks/, robots/ at the top, installed as episodic.<name>) share a
+# layer but never import each other, and the interface imports nothing else of episodic
+LAYERS = (("interface",), ("task", "logs", "runtime"), ("bridge", "tasks", "robots"), ("tools",), ("learning",),
+          ("cli",))
+PLUGINS = LAYERS[2]
 
 
 def modules() -> dict[str, Path]:
@@ -34,13 +34,24 @@ def modules() -> dict[str, Path]:
     return out
 
 
+def folder(module: str) -> str:
+    """The folder of episodic/ a module lives in ("" for the package's own two files)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (PACKAGE / parts[1]).is_dir()) else ""
+
+
 def layer(module: str) -> int:
-    """0 core, 1 transport and plug-ins, 2 edge."""
-    if module in EDGE:
-        return 2
-    if module.startswith(PLUGINS):
-        return 1
-    return 0
+    """The module's layer: the index in LAYERS of its folder; the package's own files (its face
+    and ``python -m episodic``) stand on top."""
+    where = folder(module)
+    return next((i for i, names in enumerate(LAYERS) if where in names), len(LAYERS))
+
+
+def test_every_module_lives_in_a_layer_folder():
+    loose = [m for m in modules() if folder(m) == "" and m not in ("episodic", "episodic.__main__")]
+    assert not loose, f"place these modules in a layer folder of episodic/ (LAYERS): {loose}"
+    unknown = sorted({folder(m) for m in modules()} - {""} - {n for names in LAYERS for n in names})
+    assert not unknown, f"folders of episodic/ in no layer: add them to LAYERS and docs/architecture.md: {unknown}"
 
 
 def imports(module: str, path: Path, known: set[str]) -> set[str]:
@@ -61,10 +72,12 @@ def test_every_import_runs_downward_and_between_plugins_not_at_all():
     mods = modules()
     graph = {m: imports(m, p, set(mods)) for m, p in mods.items()}
     upward = [(m, i) for m, deps in graph.items() for i in deps
-              if layer(i) > layer(m)
-              or (layer(m) == layer(i) == 1 and i.split(".")[1] != m.split(".")[1] and i != "episodic")]
+              if i != "episodic" and (layer(i) > layer(m)
+                                      or (folder(m) in PLUGINS and folder(i) in PLUGINS and folder(i) != folder(m))
+                                      or (folder(m) == "interface" and folder(i) != "interface"))]
     assert not upward, f"imports against the layer order (module -> import): {upward}"
-    assert "episodic.sender" in graph["episodic.bridge.client"] and layer("episodic.bridge.client") == 1
+    assert "episodic.interface.sender" in graph["episodic.bridge.client"]
+    assert layer("episodic.runtime.machine") < layer("episodic.bridge.client") < layer("episodic.tools.batch")
 
 
 def test_no_import_circle():
@@ -114,10 +127,10 @@ def test_an_install_adds_exactly_one_top_level_name(wheel):
         files = [line.split(",")[0] for line in z.read(record).decode().splitlines() if line]
     assert {f.split("/")[0] for f in files} == {"episodic", record.split("/")[0]}
     for needed in ("episodic/bridge/client.py", "episodic/tasks/reach.py", "episodic/robots/wam/wam.xml",
-                   "episodic/robots/wam/robot.toml", "episodic/task.py"):
+                   "episodic/robots/wam/robot.toml", "episodic/task/__init__.py"):
         assert needed in files
     # the compiled part (setup.py): its library, not its C sources
-    assert [f for f in files if f.startswith("episodic/native/_library.") and f.endswith(".so")]
+    assert [f for f in files if f.startswith("episodic/runtime/native/_library.") and f.endswith(".so")]
     assert not [f for f in files if f.endswith((".c", ".h"))]
 
 
@@ -126,9 +139,9 @@ SHADOWS = {"tasks.py": "TASKS = 'not the runner\\'s'\n", "bridge.py": "Client = 
 LEARNER = """
 import subprocess, sys
 from episodic.bridge import Client
-from episodic.runner import Runner
+from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
-from episodic.trajectory import min_jerk
+from episodic.interface.trajectory import min_jerk
 
 with Runner(make_task("reach")) as runner:
     home = runner.robot.home
@@ -174,7 +187,7 @@ def test_a_non_editable_install_runs_the_demo_from_an_empty_folder(wheel, tmp_pa
     code = "import episodic, sys; print(episodic.__file__)"
     assert _run([sys.executable, "-c", code], empty, env).startswith(str(target))
     # the compiled part loads with the installed MuJoCo (built against the same version)
-    code = "from episodic.native import library; print(library()._name)"
+    code = "from episodic.runtime.native import library; print(library()._name)"
     assert _run([sys.executable, "-c", code], empty, env).startswith(str(target))
     out = _run([sys.executable, "-m", "episodic", "demo", "--quick", "--out", "demo.h5"], empty, env)
     assert "log written to demo.h5" in out and (empty / "demo.h5").is_file()

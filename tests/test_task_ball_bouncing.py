@@ -11,10 +11,10 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic import contact
-from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.machine import Flag
-from episodic.runner import Runner
+from episodic.task import contact
+from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.runtime.machine import Flag
+from episodic.runtime.runner import Runner
 from episodic.task import StepView
 from episodic.tasks import TaskError, make_task
 from tests.test_task_tetherball import ball_rows  # task-state rows of an episode's segments

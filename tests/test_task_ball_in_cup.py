@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from episodic import contact
-from episodic.swing import DEMO_NOISE, demo_swings, run_swings, swing_commands
-from episodic.cli import main
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.log import read_metadata
-from episodic.protocol import Flag
-from episodic.runner import Runner
+from episodic.task import contact
+from episodic.tasks.ball_in_cup_swing import DEMO_NOISE, demo_swings, run_swings, swing_commands
+from episodic.cli.main import main
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.logs import read_metadata
+from episodic.interface.vocabulary import Flag
+from episodic.runtime.runner import Runner
 from examples.ball_in_cup_reference import reference_commands
 from episodic.tasks import TaskError, make_task
 from episodic.tasks.ball_in_cup import (ANCHOR_GAP, BOTTOM_THICKNESS, CHAIN_LINKS, CUP_MATERIAL, STRING_DENSITY,

@@ -8,10 +8,10 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic import contact
-from episodic.commands import GainsCommand, StartCommand
-from episodic.protocol import Flag
-from episodic.runner import Runner
+from episodic.task import contact
+from episodic.interface.commands import GainsCommand, StartCommand
+from episodic.interface.vocabulary import Flag
+from episodic.runtime.runner import Runner
 from episodic.tasks import TaskError, ball_on_beam, make_task
 from examples.ball_on_beam_reference import reference_commands
 from tests.helpers import run_commands
@@ -151,7 +151,7 @@ def test_a_ball_rolling_on_the_bouncy_plank_does_not_chatter(runner):
     """Rolling down the beam tilted by 0.1 rad (the arm held stiffly), the ball keeps touching the
     plank at every physics step for 0.6 s, sunk in by less than 0.5 mm and, once settled from the
     start, steadily (varying by less than 0.05 mm over the last 0.3 s): a bouncy contact (restitution 0.86) does not make it hop. Three runs, the later ones
-    starting where the arm was left (with episodic.contact.BALL_SOLIMP instead of ROLLING_SOLIMP
+    starting where the arm was left (with episodic.task.contact.BALL_SOLIMP instead of ROLLING_SOLIMP
     the ball hopped at 70 Hz in the later ones, losing the plank in a sixth of the steps)."""
     for _ in range(3):
         posture = runner.task.start_posture(runner.robot)

@@ -10,13 +10,13 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic import contact
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.machine import Flag, MachineState
-from episodic.runner import Runner
+from episodic.task import contact
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.runtime.machine import Flag, MachineState
+from episodic.runtime.runner import Runner
 from episodic.task import StepView
 from episodic.tasks import TaskError, make_task
-from episodic.trajectory import min_jerk
+from episodic.interface.trajectory import min_jerk
 from examples import ball_paddling_reference as reference
 
 G = 9.81
@@ -237,7 +237,7 @@ def rebound(task, rows: np.ndarray, drop: float, face: float) -> float:
     """The world-frame restitution of the first bounce in ``rows`` of a ball dropped from rest
     ``drop`` m above the face, whose centre was at height ``face`` m: rebound launch speed over
     impact speed, from the drop and the rebound's apex heights, with a smooth sphere's quadratic
-    air drag (episodic.contact's air and Cd): v^2 = g / kappa (1 - exp(-2 kappa h)) falling h
+    air drag (episodic.task.contact's air and Cd): v^2 = g / kappa (1 - exp(-2 kappa h)) falling h
     from rest, h = ln(1 + kappa v^2 / g) / (2 kappa) rising from v, kappa = rho Cd A / (2 m)."""
     touch = col(rows, "touch")
     first = int(np.flatnonzero(touch == 1)[0])
@@ -284,8 +284,8 @@ RALLY_REWARDS = [0.0, 1.0, 1.0, -1.0, -1.0, 0.0, -1.0, 1.0]
 def judged(task, rows: np.ndarray, cuts=()) -> np.ndarray:
     """The task's step rewards for ``rows`` (a fresh episode, default context), handed to it in
     the pieces between ``cuts`` as segments would be."""
-    from episodic.robot import load_robot
-    from episodic.scene import build_scene
+    from episodic.interface.robot import load_robot
+    from episodic.runtime.scene import build_scene
 
     robot = load_robot("wam")
     scene = build_scene(robot, task)

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from episodic import contact
-from episodic.batch import evaluate
-from episodic.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.machine import Flag
-from episodic.replay import replay
-from episodic.runner import Runner
+from episodic.task import contact
+from episodic.tools.batch import evaluate
+from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
+from episodic.runtime.machine import Flag
+from episodic.tools.replay import replay
+from episodic.runtime.runner import Runner
 from episodic.task import Episode, Task, add_frame_sensors, add_free_ball
 from episodic.tasks import TASKS, TaskError, make_task
 from episodic.tasks.beer_pong import HOLD_OFFSET
@@ -387,7 +387,7 @@ def test_rewards_do_not_depend_on_how_the_throw_is_split_into_segments():
     segments) runs bit-identically to the whole stroke, which the machine splits there itself.
     Cut 40 steps earlier, the motion is the same up to the cut and differs a little from there
     (a run's last step holds its reference instead of ramping toward the next sample,
-    episodic/simulation.py): the throw still lands in the cup, scored within 2 mm."""
+    episodic/runtime/simulation.py): the throw still lands in the cup, scored within 2 mm."""
     start, _, windup, _ = reference.reference_commands("wam")
     release = int(round(start.context[0] * 500)) - len(windup.q)
     whole, rewards, rows = split_throw(None)

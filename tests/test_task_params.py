@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from episodic.cli import main
+from episodic.cli.main import main
 from episodic.task import Param, Task, TaskError, format_number, param
 from episodic.tasks import TASKS, make_task
 from tests.helpers import channel_name, shm_leftovers

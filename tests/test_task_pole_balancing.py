@@ -11,12 +11,12 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic.commands import GainsCommand, StartCommand
-from episodic.protocol import Flag
-from episodic.replay import replay
-from episodic.robot import load_robot
-from episodic.runner import Runner
-from episodic.scene import build_scene
+from episodic.interface.commands import GainsCommand, StartCommand
+from episodic.interface.vocabulary import Flag
+from episodic.tools.replay import replay
+from episodic.interface.robot import load_robot
+from episodic.runtime.runner import Runner
+from episodic.runtime.scene import build_scene
 from episodic.tasks import TaskError, make_task
 from examples.pole_balancing_reference import KD, KP, balance_gains, reference_commands
 from tests.helpers import run_commands
@@ -274,7 +274,7 @@ def test_the_reference_law_needs_the_pole_seen_within_a_control_step():
 
 def test_a_noisy_tracker_is_seeded_per_episode_and_replays_bit_for_bit(tmp_path):
     """Noise on the sensed angle and rate (2 mrad, 0.02 rad/s), on a tracker 6 ms late (the motion
-    capture of episodic/native/sensing.py) and on one seen at once: each episode of a run gets its
+    capture of episodic/runtime/native/sensing.py) and on one seen at once: each episode of a run gets its
     own noise, a run with the same seed the same noise, another seed other noise; `episodic
     replay` repeats the run bit for bit. The reference's balance law holds the pole through the
     noise seen at once."""

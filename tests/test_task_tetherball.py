@@ -12,12 +12,12 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic import contact
-from episodic.batch import evaluate
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.kinematics import SiteIK
-from episodic.machine import Flag, MachineState
-from episodic.runner import Runner
+from episodic.task import contact
+from episodic.tools.batch import evaluate
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.task.kinematics import SiteIK
+from episodic.runtime.machine import Flag, MachineState
+from episodic.runtime.runner import Runner
 from episodic.tasks import TaskError, make_task
 from tests.helpers import ROOT
 
@@ -115,7 +115,7 @@ def test_bad_context_or_a_start_posture_inside_the_ball_is_refused():
 def vertical_fall(task, drop: float, seconds: float, dt: float = 1e-5) -> dict:
     """The ball dropped from ``drop`` m below the anchor, straight down and back up, by a fine
     explicit integration of m z'' = -m g - k (stretch)+ - 1/2 rho Cd A |v| v: the string (a
-    lossless dead-band spring) and a sphere's quadratic air drag (episodic.contact's air and the
+    lossless dead-band spring) and a sphere's quadratic air drag (episodic.task.contact's air and the
     tennis ball's Cd). Returns the largest speed before the catch, the largest stretch and the
     rebound's apex height, m."""
     m, k, L = task.ball_mass, task.string_stiffness, task.string_length

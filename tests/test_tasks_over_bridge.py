@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from episodic.swing import REFERENCE_SWING, perturbed_swing, swing_commands
+from episodic.tasks.ball_in_cup_swing import REFERENCE_SWING, perturbed_swing, swing_commands
 from episodic.bridge import Client
-from episodic.commands import StartCommand, TrajectoryCommand
-from episodic.log import read_episodes, read_metadata
-from episodic.protocol import Flag
-from episodic.replay import replay
-from episodic.robot import load_robot
-from episodic.runner import Runner
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.logs import read_episodes, read_metadata
+from episodic.interface.vocabulary import Flag
+from episodic.tools.replay import replay
+from episodic.interface.robot import load_robot
+from episodic.runtime.runner import Runner
 from episodic.tasks import TASKS, make_task
 from examples import (ball_bouncing_reference, ball_in_cup_reference, ball_on_beam_reference, ball_paddling_reference,
                       beer_pong_reference, casting_reference, pole_balancing_reference, tetherball_reference)

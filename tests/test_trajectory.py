@@ -1,12 +1,12 @@
-"""Desired trajectories (episodic/trajectory.py): the minimum-jerk move GOTO_START uses and
+"""Desired trajectories (episodic/interface/trajectory.py): the minimum-jerk move GOTO_START uses and
 the resampling of a learner's segment to the control rate."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from episodic.robot import load_robot
-from episodic.trajectory import (MIN_JERK_PEAK_ACCELERATION, MIN_JERK_PEAK_VELOCITY, Desired,
+from episodic.interface.robot import load_robot
+from episodic.interface.trajectory import (MIN_JERK_PEAK_ACCELERATION, MIN_JERK_PEAK_VELOCITY, Desired,
                                  min_jerk, min_jerk_duration, resample)
 
 ROBOT = load_robot("wam")

@@ -12,8 +12,8 @@ import mujoco
 import numpy as np
 import pytest
 
-import episodic.robot as robot_module
-from episodic.robot import RobotError, load_robot
+import episodic.interface.robot as robot_module
+from episodic.interface.robot import RobotError, load_robot
 from tests.helpers import posed
 
 JOINTS = ("j1", "j2", "j3", "j4", "j5", "j6", "j7")

@@ -3,11 +3,11 @@
 
 Representation: a DMP of j2, j4, j6 with 10 weights each (30 parameters, rad of joint
 displacement per kernel), imitating the kinesthetic demonstration of
-``episodic.demonstration.ball_in_cup_demonstration`` (at the task's defaults the imitation
+``episodic.learning.demonstration.ball_in_cup_demonstration`` (at the task's defaults the imitation
 misses, the ball coming down 0.08 m from the cup's axis, return 2.275; the recording itself,
 executed, catches).
 Learner: PoWER, 10 rollouts per iteration, importance sampling over the 10 best so far,
-exploration 0.03 rad adapted by the reward weighting (``episodic.demo.ball_in_cup_learner``).
+exploration 0.03 rad adapted by the reward weighting (``episodic.cli.demo.ball_in_cup_learner``).
 Published baseline: Kober & Peters, reliable catches after about 75 rollouts (real WAM, all 7
 joints, 31 weights each); the IAS toolbox's baseline settings (10 rollouts per iteration, 10 basis
 functions) are this configuration's. Measured: see the README's learning table. The policy's

@@ -4,7 +4,7 @@ Representation: the reference's episode (examples/beer_pong_reference.py: a star
 context holds the release time and the cup, the gain set with inverse-dynamics feedforward, the
 minimum-jerk wind-up to the back of the stroke, then the stroke, the ball let go at its middle,
 held ``FLIGHT_WAIT`` s while the ball flies) with the stroke of j2, j4 and j6 (the throwing
-joints) replaced by one discrete DMP per joint (episodic.primitives.DMPPolicy, the stroke's 0.398 s,
+joints) replaced by one discrete DMP per joint (episodic.learning.primitives.DMPPolicy, the stroke's 0.398 s,
 ``N_WEIGHTS`` basis functions), rolled out from the wind-up's end to the demonstration's goal.
 Learned: the weights, each scaled by its peak response (a parameter step of 0.01 moves its joint
 by about 0.01 rad at the basis function's peak): theta = weights (8, 3) x peak response, row by
@@ -48,9 +48,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from episodic.policy_search import Power, Problem, exp_transform
-from episodic.primitives import DMPPolicy
-from episodic.robot import Robot
+from episodic.learning.policy_search import Power, Problem, exp_transform
+from episodic.learning.primitives import DMPPolicy
+from episodic.interface.robot import Robot
 from examples.beer_pong_reference import (
     RELEASE_VELOCITY,
     STROKE_JOINTS,

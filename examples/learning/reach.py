@@ -1,6 +1,6 @@
 """reach: CMA-ES on the goal and the DMP weights of the four joints that place the wrist.
 
-Representation: one discrete DMP per joint (episodic.primitives.DMPPolicy, ``DURATION`` = 1.2 s,
+Representation: one discrete DMP per joint (episodic.learning.primitives.DMPPolicy, ``DURATION`` = 1.2 s,
 ``N_WEIGHTS`` = 5 basis functions) from the task's start posture (the WAM's home) to a goal,
 sent as one trajectory segment whose end is held ``HOLD`` = 0.5 s; the target is the task's
 default, (0, 0.45, 1.55) m, 0.83 m from the hand at home. Learned: the goal (rad) and the
@@ -48,13 +48,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from episodic.kinematics import SiteIK
-from episodic.policy_search import Cmaes, Problem
-from episodic.primitives import DMPPolicy
-from episodic.robot import Robot
-from episodic.scene import build_scene
+from episodic.task.kinematics import SiteIK
+from episodic.learning.policy_search import Cmaes, Problem
+from episodic.learning.primitives import DMPPolicy
+from episodic.interface.robot import Robot
+from episodic.runtime.scene import build_scene
 from episodic.tasks import make_task
-from episodic.trajectory import min_jerk
+from episodic.interface.trajectory import min_jerk
 
 TASK = "reach"
 DURATION = 1.2                      # s, the DMP's move

@@ -4,7 +4,7 @@ aimed at another target.
 Representation: the reference's episode (examples/tetherball_reference.py: the start, segment 1
 moving the racket below the ball to the backswing posture, segment 2 the stroke, the pull back
 and a 0.5 s wait) with segment 2 replaced by one discrete DMP per joint
-(episodic.primitives.DMPPolicy, the segment's 1.92 s, ``N_WEIGHTS`` basis functions, from the
+(episodic.learning.primitives.DMPPolicy, the segment's 1.92 s, ``N_WEIGHTS`` basis functions, from the
 backswing posture at rest to the segment's end posture). Learned: the weights of all seven
 joints (the stroke turns every joint), each scaled by its peak response (a parameter step of
 0.01 moves its joint by about 0.01 rad at the basis function's peak): theta = weights
@@ -44,9 +44,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from episodic.policy_search import Power, Problem, exp_transform
-from episodic.primitives import DMPPolicy
-from episodic.robot import Robot
+from episodic.learning.policy_search import Power, Problem, exp_transform
+from episodic.learning.primitives import DMPPolicy
+from episodic.interface.robot import Robot
 from episodic.tasks import make_task
 from examples.tetherball_reference import reference_commands
 

@@ -1,0 +1,209 @@
+"""A Gymnasium face: one ``step`` is one whole episode (a black-box environment in the style of
+fancy_gym's black-box wrapper), for episodic policy search (CMA-ES, PoWER, REPS, ...) through any
+library that speaks Gymnasium. Needs the optional extra ``episodic[gym]`` (gymnasium >= 1.0).
+
+    from episodic.learning.gym_env import BlackBoxEnv
+    from episodic.runtime.runner import Runner
+    from episodic.tasks import make_task
+
+    env = BlackBoxEnv(Runner(make_task("reach")), contexts=([-0.2, 0.3, 1.3], [0.2, 0.6, 1.7]))
+    context, info = env.reset(seed=0)
+    context, episode_return, terminated, truncated, info = env.step(env.action_space.sample())
+
+The motion. The action is ``n_via`` via-points of the chosen ``joints`` (default: every robot
+joint the task does not leave passive), each an offset of at most ``scale`` rad from the start
+posture: action (n_via * n_joints,) in [-1, 1] (values outside are clipped), via-point k joint j
+at ``action[k * n_joints + j] * scale``. The via-points are reached at t = k * duration / n_via
+s, k = 1..n_via; a cubic spline through the start posture (t = 0) and them, at rest at both ends,
+sampled at the control rate with its velocities and accelerations, is sent as the episode's one
+trajectory segment, whose last posture is then held ``hold`` s. Joints not chosen hold the start
+posture.
+
+The episode. ``step`` sends a start command (index 0, the task's start posture, the context),
+then that segment; the reward is the episode's return as the runner reckons it (the sum of its
+step rewards and, for an episode that ended early, e.g. a joint over its velocity limit:
+SAFETY_ABORT, the runner's charge for what it left out, so that stopping a motion early cannot
+pay; plus ``penalty``, 0 by default, when the episode ended with a flag other than OK);
+``terminated`` is always True, ``truncated`` False; ``info`` holds ``flag`` (its name), ``success`` (the task's verdict on the
+final state), ``steps`` (control steps of the motion and the hold) and ``message``. A start the
+runner refuses (a context the task does not take) raises :class:`EnvError`. ``step`` may be
+called again without ``reset``: it runs another episode in the same context.
+
+The observation is the context (float64, the task's longest context size; a task without
+context gives an empty observation). ``reset(seed=...)`` draws it, deterministically from the
+seed, from ``contexts``: (low, high) arrays, uniform in that box, which is then the observation
+space; or a function ``contexts(rng) -> context`` of a numpy Generator; or, when None, from the
+task's own ``sample_context(rng)`` if it defines one, else it is the task's fixed default
+context. ``reset(options={"context": c})`` sets it instead. The observation space is unbounded
+unless ``contexts`` is a box.
+
+Where it runs. ``sender`` is any :class:`episodic.interface.sender.Sender`: an in-process
+:class:`episodic.runtime.runner.Runner` (the task and robot are taken from it) or an
+``episodic.bridge.Client`` on a served channel (pass ``task``, the same Task object the runner
+serves, with the same parameters, and ``robot`` when not the WAM); or a function that returns
+one, called once here, whose Sender ``close`` then closes. Determinism: in blocking mode every
+episode starts from the exact start state (episodic.runtime.machine), so the same seed and action give
+the same reward and observation whatever ran before, in-process and over the bridge alike
+(``gymnasium.utils.env_checker.check_env`` checks it). In realtime mode (or on a robot) they
+do not.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+from numpy.typing import ArrayLike
+from scipy.interpolate import CubicSpline
+
+from episodic.interface.vocabulary import Flag
+from episodic.interface.robot import Robot, load_robot
+from episodic.interface.sender import Sender
+from episodic.task import Task
+
+Contexts = tuple[ArrayLike, ArrayLike] | Callable[[np.random.Generator], ArrayLike] | None
+
+
+class EnvError(RuntimeError):
+    """The runner refused an episode's start (e.g. a context the task does not take), or stopped."""
+
+
+class BlackBoxEnv(gymnasium.Env):
+    """One step = one episode of ``task``: action = via-point offsets (module docstring),
+    observation = the context, reward = the episode's return, terminated after every step.
+
+    ``sender``: a Runner, a bridge Client, or a function returning one; ``task``: the Task the
+    runner serves (taken from a Runner when None); ``robot``: a Robot or its name (a Runner's, or
+    the task's first robot, or "wam", when None); ``n_via``: via-points per episode; ``duration``
+    s from the start to the last via-point; ``hold`` s the last posture is held; ``scale`` rad:
+    the largest offset of a via-point from the start posture; ``joints``: the joints moved (names
+    or 0-based indices); ``contexts``: how reset draws the context; ``penalty``: added to the
+    reward of an episode that ended with a flag other than OK, on top of the runner's charge.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, sender: Sender | Callable[[], Sender], task: Task | None = None, *,
+                 robot: Robot | str | None = None, n_via: int = 3, duration: float = 2.0, hold: float = 0.5,
+                 scale: float = 0.3, joints: Sequence[str | int] | None = None, contexts: Contexts = None,
+                 penalty: float = 0.0):
+        self._owned = not isinstance(sender, Sender)
+        self.sender: Sender = sender() if self._owned else sender
+        if not isinstance(self.sender, Sender):
+            raise TypeError(f"BlackBoxEnv takes a Sender (a Runner or a bridge Client) or a function returning "
+                            f"one, got {self.sender!r}")
+        try:
+            self.task = task if task is not None else getattr(self.sender, "task", None)
+            if not isinstance(self.task, Task):
+                raise TypeError("over the bridge, pass the served task: BlackBoxEnv(client, make_task(name, params))")
+            if tuple(self.sender.state_names) != tuple(self.task.columns):
+                raise ValueError(f"the runner's task state columns {list(self.sender.state_names)} are not task "
+                                 f"'{self.task.name}''s {list(self.task.columns)}: pass the task it serves")
+            if robot is None:
+                robot = getattr(self.sender, "robot", None) or (self.task.robots[0] if self.task.robots else "wam")
+            self.robot = load_robot(robot) if isinstance(robot, str) else robot
+            if self.robot.n_dofs != self.sender.n_dofs:
+                raise ValueError(f"the runner drives {self.sender.n_dofs} joints, robot '{self.robot.name}' has "
+                                 f"{self.robot.n_dofs}: pass the robot it serves")
+            self.joints = self._joint_indices(joints)
+            if not (isinstance(n_via, int) and n_via >= 1):
+                raise ValueError(f"n_via must be a whole number >= 1, got {n_via!r}")
+            if not (duration > 0 and hold >= 0 and scale > 0):
+                raise ValueError(f"duration and scale must be > 0 and hold >= 0, got {duration}, {scale}, {hold}")
+            self.n_via, self.duration, self.hold, self.scale = n_via, float(duration), float(hold), float(scale)
+            self.penalty = float(penalty)
+            self._steps = int(round(self.duration * self.robot.control_rate))
+            if self._steps < n_via:
+                raise ValueError(f"{duration} s is under one control step per via-point")
+            self.action_space = spaces.Box(-1.0, 1.0, (n_via * len(self.joints),), np.float64)
+            self._default = np.asarray(self.task.default_context(), float).ravel()
+            self._sample = self._sampler(contexts)
+        except Exception:
+            self.close()
+            raise
+        self._context = self._default.copy()
+
+    # -- set-up ----------------------------------------------------------------
+    def _joint_indices(self, joints: Sequence[str | int] | None) -> np.ndarray:
+        names = list(self.robot.joint_names)
+        if joints is None:
+            return np.array([i for i, name in enumerate(names) if name not in self.task.passive_joints])
+        out = []
+        for joint in joints:
+            if isinstance(joint, str) and joint in names:
+                out.append(names.index(joint))
+            elif isinstance(joint, (int, np.integer)) and not isinstance(joint, bool) and 0 <= joint < len(names):
+                out.append(int(joint))
+            else:
+                raise ValueError(f"joint {joint!r} is not one of {names} (or an index 0..{len(names) - 1})")
+        if not out or len(set(out)) != len(out):
+            raise ValueError(f"joints must name distinct joints, at least one, got {list(joints)}")
+        return np.array(out)
+
+    def _sampler(self, contexts: Contexts) -> Callable[[np.random.Generator], np.ndarray] | None:
+        """How reset draws a context (None: the fixed default), and the observation space."""
+        n = self._default.size
+        if contexts is None:
+            contexts = getattr(self.task, "sample_context", None)
+        if contexts is None or callable(contexts):
+            self.observation_space = spaces.Box(-np.inf, np.inf, (n,), np.float64)
+            return contexts
+        low, high = (np.asarray(bound, float).ravel() for bound in contexts)
+        if low.shape != (n,) or high.shape != (n,) or not np.all(low <= high) or not np.all(np.isfinite([low, high])):
+            raise ValueError(f"contexts (low, high) must be {n} finite values each, low <= high, for task "
+                             f"'{self.task.name}' ({self.task.context_help}); got {low.tolist()}, {high.tolist()}")
+        self.observation_space = spaces.Box(low, high, (n,), np.float64)
+        return lambda rng: rng.uniform(low, high)
+
+    # -- the Gymnasium API -------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        """Draw the next context (the observation); ``options={"context": c}`` sets it."""
+        super().reset(seed=seed)
+        if options and "context" in options:
+            context = options["context"]
+        elif self._sample is not None:
+            context = self._sample(self.np_random)
+        else:
+            context = self._default
+        context = np.array(context, dtype=np.float64).ravel()
+        if context.shape != self._default.shape:
+            raise ValueError(f"a context of task '{self.task.name}' here has {self._default.size} values "
+                             f"({self.task.context_help}), got {context.size}")
+        self._context = context
+        return self._context.copy(), {}
+
+    def step(self, action: ArrayLike) -> tuple[np.ndarray, float, bool, bool, dict]:
+        """Run one episode of the motion ``action`` in the current context."""
+        start = self.sender.start_episode(1, context=self._context)
+        if start.flag != Flag.OK:
+            raise EnvError(f"the runner refused the episode's start ({Flag(start.flag).name}): {start.message}")
+        q, qd, qdd = self.trajectory(action, start.posture)
+        reply = self.sender.send_trajectory(q, qd=qd, qdd=qdd, wait_time=self.hold)
+        flag = Flag(reply.flag)
+        success = bool(flag == Flag.OK and reply.episode_done and self.task.success(np.asarray(reply.state)))
+        reward = float(start.reward) + float(reply.reward) + (self.penalty if flag != Flag.OK else 0.0)
+        info = {"flag": flag.name, "success": success, "steps": int(reply.n_steps), "message": reply.message}
+        return self._context.copy(), reward, True, False, info
+
+    def close(self) -> None:
+        """Close the Sender if this environment made it (a Runner or Client passed in is the caller's)."""
+        sender = getattr(self, "sender", None)
+        if self._owned and sender is not None and hasattr(sender, "close"):
+            sender.close()
+            self.sender = None
+
+    # -- the motion ----------------------------------------------------------------
+    def trajectory(self, action: ArrayLike, posture: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """q, qd, qdd (n, n_dofs) rad, rad/s, rad/s^2 at the control rate (t = dt .. duration) of
+        ``action`` from the start ``posture`` (n_dofs,) rad (module docstring)."""
+        offsets = np.clip(np.asarray(action, float).reshape(self.n_via, len(self.joints)), -1.0, 1.0) * self.scale
+        posture = np.asarray(posture, float)
+        start = posture[self.joints]
+        knots = np.vstack([start, start + offsets])
+        spline = CubicSpline(np.arange(self.n_via + 1) * (self.duration / self.n_via), knots, bc_type="clamped", axis=0)
+        t = np.arange(1, self._steps + 1) * self.robot.control_dt
+        q = np.tile(posture, (self._steps, 1))
+        qd, qdd = np.zeros_like(q), np.zeros_like(q)
+        q[:, self.joints], qd[:, self.joints], qdd[:, self.joints] = spline(t), spline(t, 1), spline(t, 2)
+        return q, qd, qdd

@@ -1,0 +1,157 @@
+"""What a run log holds: its format name, the summary table, how a command is kept as a record and
+read back, and the software versions a log records.
+
+File layout (one file per run; see the README):
+  /                     attrs: format, task, task_params, robot, robot_settings, mode, seed,
+                        control_rate, timestep, versions (JSON where structured), created
+  /model_xml            the compiled scene, as MJCF text
+  /episodes/NNNNNN/     attrs: episode_id, flag, flag_name, message, return, success, n_steps,
+                        wall_time, rng_seed, batch, batch_position (-1 unless evaluated in a batch,
+                        episodic.tools.batch), complete (0 until the episode is written whole)
+      initial_state     mjSTATE_INTEGRATION vector the episode started from
+      steps/<column>    per control step (episodic.interface.columns.STEP_COLUMNS, plus task_state with attr 'columns')
+      segments/<field>  per segment (index >= 1): index, kind, flag, reward, n_steps, state (n_seg, n_state)
+      commands/NNN/     each command as received: attrs kind, episode_id, index, ...; arrays
+  /summary              one row per episode written whole, appended after it (SUMMARY_DTYPE)
+  /rejected             commands refused outside any episode: episode_id, index, flag (table, appended)
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+import h5py
+import numpy as np
+from episodic.interface.commands import Kind
+
+
+
+FORMAT = "episodic-log/1"
+
+
+# One row of /summary per episode: what `episodic info` shows, so it reads one dataset instead
+# of every episode's group. wall_time and timing_period_error_* in s; timing_* 0 / NaN in blocking mode;
+# batch and batch_position -1 for an episode not evaluated in a batch.
+SUMMARY_DTYPE = np.dtype([("number", "<i8"), ("episode_id", "<i8"), ("return", "<f8"), ("flag", "<i4"),
+                          ("success", "i1"), ("n_steps", "<i8"), ("wall_time", "<f8"), ("timing_ticks", "<i8"),
+                          ("timing_period_error_p50", "<f8"), ("timing_period_error_p99", "<f8"),
+                          ("timing_period_error_max", "<f8"), ("timing_missed", "<i8"), ("batch", "<i8"),
+                          ("batch_position", "<i8")])
+
+
+# what a summary field is when an episode's attributes (or an older log's /summary) lack it
+SUMMARY_DEFAULTS = {"timing_ticks": 0, "timing_missed": 0, "batch": -1, "batch_position": -1}
+
+
+# bytes of HDF5's metadata cache for a log being written (fixed; HDF5's default starts at 2 MB and
+# grows, each cached entry taking several times its size in memory: a runner's memory then grew by
+# about 100 kB per episode written for its first few hundred episodes)
+METADATA_CACHE = 1 << 17
+
+
+COMMAND_ATTRS = ("episode_id", "index", "max_commands", "rate", "wait_time", "feedforward", "reason")
+
+
+COMMAND_ARRAYS = ("posture", "context", "q", "qd", "qdd", "kp", "kd", "ki", "task_gains")
+
+
+def software_versions() -> dict[str, str]:
+    import mujoco  # imported here: only needed for metadata
+    import episodic
+
+    # scipy's version from its metadata: importing it would cost a runner's start-up a third
+    return {"episodic": episodic.__version__, "mujoco": mujoco.__version__, "numpy": np.__version__,
+            "scipy": importlib.metadata.version("scipy"), "h5py": h5py.__version__, "hdf5": h5py.version.hdf5_version,
+            "python": platform.python_version()}
+
+
+def command_record(cmd) -> tuple[dict, dict]:
+    """attrs and arrays of a command as received (unvalidated values kept as far as numeric)."""
+    attrs = {"kind": int(getattr(cmd, "kind", -1)), "type": type(cmd).__name__}
+    arrays = {}
+    for name in COMMAND_ATTRS:
+        if hasattr(cmd, name) and getattr(cmd, name) is not None:
+            value = getattr(cmd, name)
+            attrs[name] = int(value) if isinstance(value, (bool, int, np.integer)) else _scalar(value)
+    for name in COMMAND_ARRAYS:
+        value = getattr(cmd, name, None)
+        if value is not None:
+            try:
+                arrays[name] = np.asarray(value, dtype=float)
+            except (TypeError, ValueError):
+                attrs[f"{name}_repr"] = repr(value)[:1000]
+    return attrs, arrays
+
+
+def _scalar(value):
+    if isinstance(value, str):
+        return value[:1000]
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return repr(value)[:1000]
+
+
+def fix_metadata_cache(f: h5py.File, n_bytes: int) -> None:
+    """Hold the metadata cache of ``f`` at ``n_bytes`` bytes (no adaptive resizing)."""
+    config = f.id.get_mdc_config()
+    config.set_initial_size = True
+    config.initial_size = config.min_size = config.max_size = n_bytes
+    config.incr_mode = config.flash_incr_mode = config.decr_mode = 0  # the modes' "off" values
+    f.id.set_mdc_config(config)
+
+
+def summary_row(number: int, attrs) -> np.ndarray:
+    """The /summary row of episode ``number`` from its attributes (a mapping such as its group's
+    attrs; absent fields as SUMMARY_DEFAULTS says, else NaN: the timing fields 0 ticks and NaN s,
+    as in blocking mode)."""
+    row = np.zeros((), dtype=SUMMARY_DTYPE)
+    row["number"] = number
+    for name in SUMMARY_DTYPE.names[1:]:
+        row[name] = attrs.get(name, SUMMARY_DEFAULTS.get(name, np.nan))
+    return row
+
+
+def int_or(value, default: int = -1) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+
+
+def decode_attr(value):
+    """An HDF5 attribute's value as Python: text for bytes, JSON parsed, numpy scalars as Python's."""
+    if isinstance(value, bytes):
+        value = value.decode()
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def command_from_record(attrs: dict, arrays: dict):
+    """Rebuild a command from its stored form (inverse of what write_episode stores)."""
+    from episodic.interface import commands as c
+
+    kind = Kind(attrs["kind"]) if attrs["kind"] in Kind._value2member_map_ else Kind.MALFORMED
+    head = dict(episode_id=attrs.get("episode_id", -1), max_commands=attrs.get("max_commands", 0))
+    if kind == Kind.MALFORMED:
+        return c.MalformedCommand(**head, index=attrs.get("index", -1),
+                                  reason=attrs.get("reason", "stored as malformed"))
+    if kind == Kind.START:
+        return c.StartCommand(**head, posture=arrays.get("posture"),
+                              context=arrays.get("context", np.zeros(0)))
+    head["index"] = attrs["index"]
+    if kind == Kind.RESET:
+        return c.ResetCommand(**head)
+    if kind == Kind.GAINS:
+        return c.GainsCommand(**head, kp=arrays.get("kp"), kd=arrays.get("kd"), ki=arrays.get("ki"),
+                              feedforward=attrs.get("feedforward", 1), wait_time=attrs.get("wait_time", 0.0),
+                              task_gains=arrays.get("task_gains"))
+    return c.TrajectoryCommand(**head, q=arrays.get("q"), qd=arrays.get("qd"), qdd=arrays.get("qdd"),
+                               rate=attrs.get("rate"), wait_time=attrs.get("wait_time", 0.0))
+

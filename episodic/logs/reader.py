@@ -1,0 +1,157 @@
+"""Reading a run log: its metadata, its summary, its episodes (whole, or one at a time), and
+which episodes were not written whole."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+import h5py
+import numpy as np
+from episodic.interface.columns import STEP_DTYPES
+from episodic.logs.layout import (METADATA_CACHE, SUMMARY_DEFAULTS, SUMMARY_DTYPE, decode_attr,
+                                   fix_metadata_cache, summary_row)
+from episodic.runtime.episodes import SEGMENT_FIELDS
+
+
+
+def _summary_rows(stored: np.ndarray) -> np.ndarray:
+    """/summary rows as read from a log, in SUMMARY_DTYPE (an older log's lack the later fields:
+    those take their defaults)."""
+    if stored.dtype == SUMMARY_DTYPE:
+        return stored
+    rows = np.zeros(len(stored), dtype=SUMMARY_DTYPE)
+    for name in SUMMARY_DTYPE.names:
+        rows[name] = stored[name] if name in stored.dtype.names else SUMMARY_DEFAULTS.get(name, np.nan)
+    return rows
+
+
+# -- reading ------------------------------------------------------------------
+@dataclass
+class StoredEpisode:
+    """One episode read back from a log."""
+
+    name: str
+    attrs: dict
+    initial_state: np.ndarray
+    steps: dict[str, np.ndarray]
+    segments: dict[str, np.ndarray]
+    commands: list[tuple[dict, dict]]
+    state_columns: tuple[str, ...]
+
+
+def _open_read(path: str | Path) -> h5py.File:
+    """The log at ``path`` opened for reading, its metadata cache held at METADATA_CACHE bytes:
+    HDF5's adaptive cache otherwise grows while a reader visits episode after episode (by about
+    150 kB per episode), so reading a long log would take memory in proportion to it."""
+    f = h5py.File(path, "r")
+    fix_metadata_cache(f, METADATA_CACHE)
+    return f
+
+
+def read_metadata(path: str | Path, *, count_episodes: bool = True) -> dict:
+    """The run's metadata (the root attributes, JSON parsed) and, with ``count_episodes``, the
+    number of episode groups as ``n_episodes``: counting them walks the group's index (about
+    0.5 µs per episode), which a reader of a few episodes of a long log can leave out."""
+    with _open_read(path) as f:
+        meta = {k: decode_attr(v) for k, v in f.attrs.items()}
+        if count_episodes:
+            meta["n_episodes"] = len(f["episodes"]) if "episodes" in f else 0
+        return meta
+
+
+def episode_problem(g: h5py.Group) -> str:
+    """Why the episode group ``g`` is not whole, '' when it is. Its attribute ``complete`` says
+    so (0 when a write failed part-way; the writer sets it to 1 after the last dataset), so
+    nothing else is opened; a log written before the attribute is judged by its parts: one
+    missing, or shorter than the episode's n_steps."""
+    complete = g.attrs.get("complete")
+    if complete is not None:
+        return "" if complete else "its write did not finish"
+    missing = [name for name in ("initial_state", "steps", "segments", "commands") if name not in g]
+    if missing:
+        return f"no {', '.join(missing)}"
+    n = int(g.attrs.get("n_steps", 0))
+    steps, segments = g["steps"], g["segments"]
+    missing = [f"steps/{c}" for c in STEP_DTYPES if n and c not in steps]
+    missing += [f"segments/{c}" for c in (*SEGMENT_FIELDS, "state") if c not in segments]
+    if missing:
+        return f"no {', '.join(missing)}"
+    short = [f"steps/{c}" for c, d in steps.items() if d.shape[:1] != (n,)]
+    return f"{', '.join(short)} not {n} rows long" if short else ""
+
+
+def partial_episodes(path: str | Path) -> dict[str, str]:
+    """The episodes of a log that are not whole: number (as its group name) -> why."""
+    with _open_read(path) as f:
+        found = ((name, episode_problem(g)) for name, g in f["episodes"].items())
+        return {name: problem for name, problem in found if problem}
+
+
+def read_summary(path: str | Path) -> tuple[np.ndarray, dict[str, str]]:
+    """One SUMMARY_DTYPE row per episode in number order, and the episodes that are not whole
+    (number as group name -> why). Read from /summary at once; only the episodes it lacks (those
+    not written whole, or all of a log written before /summary) are read from their groups."""
+    with _open_read(path) as f:
+        rows = _summary_rows(f["summary"][()]) if "summary" in f else np.zeros(0, SUMMARY_DTYPE)
+        episodes = f["episodes"]
+        partial: dict[str, str] = {}
+        if len(episodes) == len(rows):
+            return rows, partial
+        known = set(rows["number"].tolist())
+        extra = []
+        for name in sorted(episodes):
+            if int(name) in known:
+                continue
+            g = episodes[name]
+            extra.append(summary_row(int(name), g.attrs))
+            problem = episode_problem(g)
+            if problem:
+                partial[name] = problem
+        return np.sort(np.concatenate([rows, np.array(extra, dtype=SUMMARY_DTYPE)]), order="number"), partial
+
+
+def read_episodes(path: str | Path, numbers: list[int] | None = None) -> list[StoredEpisode]:
+    """The whole episodes of a log, all or those whose sequence numbers are given, as a list
+    (``iter_episodes`` reads them one at a time instead)."""
+    return list(iter_episodes(path, numbers))
+
+
+def iter_episodes(path: str | Path, numbers: list[int] | None = None) -> Iterator[StoredEpisode]:
+    """The whole episodes of a log in number order, each read when the caller asks for it, so
+    a long log is never held in memory whole: all of them (an episode that is not whole, see
+    ``partial_episodes``, is left out), or those whose sequence numbers are given. Given numbers
+    are checked before the first episode comes: ValueError naming one the log lacks or that is
+    not whole. Only the episodes asked for are opened, whatever the length of the log."""
+    with _open_read(path) as f:
+        if "episodes" not in f:
+            raise ValueError(f"{path} is not an episodic log (no /episodes group)")
+        episodes = f["episodes"]
+        if numbers is None:
+            for name in sorted(episodes):
+                if not episode_problem(episodes[name]):
+                    yield _read_episode(name, episodes[name])
+            return
+        names = sorted({f"{n:06d}" for n in numbers})
+        missing = [name for name in names if name not in episodes]
+        if missing:
+            raise ValueError(f"{path} has no episode {', '.join(missing)}; it holds {len(episodes)}")
+        for name in names:
+            problem = episode_problem(episodes[name])
+            if problem:
+                raise ValueError(f"episode {name} of {path} was not written whole ({problem}); it cannot be read")
+        for name in names:
+            yield _read_episode(name, episodes[name])
+
+
+def _read_episode(name: str, g: h5py.Group) -> StoredEpisode:
+    """The episode stored in group ``g`` (named ``name``), read whole."""
+    steps = g["steps"]
+    columns = tuple(decode_attr(c) for c in steps["task_state"].attrs.get("columns", [])) \
+        if "task_state" in steps else ()
+    commands = [({k: decode_attr(v) for k, v in c.attrs.items()}, {k: v[()] for k, v in c.items()})
+                for _, c in sorted(g["commands"].items())]
+    return StoredEpisode(name=name, attrs={k: decode_attr(v) for k, v in g.attrs.items()},
+                         initial_state=g["initial_state"][()], steps={k: v[()] for k, v in steps.items()},
+                         segments={k: v[()] for k, v in g["segments"].items()}, commands=commands,
+                         state_columns=columns)
+

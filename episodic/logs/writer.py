@@ -1,0 +1,395 @@
+"""The HDF5 writer of a run log: episodes queued as they end and written on a thread (blocking
+mode) or a piece at a time between the ticks (realtime mode); the file's layout is
+episodic.logs.layout."""
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from collections import deque
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+import h5py
+import numpy as np
+from episodic.interface.columns import STEP_DTYPES
+from episodic.logs.layout import (FORMAT, METADATA_CACHE, SUMMARY_DTYPE, command_record, fix_metadata_cache,
+                                   int_or, summary_row)
+from episodic.runtime.episodes import EpisodeBuffer
+
+
+
+_log = logging.getLogger("episodic.logs")
+
+
+SPACE_MARGIN = 1 << 20  # bytes kept free on the log's disk beyond twice an episode's data
+
+
+SUMMARY_CHUNK = 512    # rows per HDF5 chunk of /summary
+
+
+REJECTED_CHUNK = 1024  # rows per HDF5 chunk of /rejected
+
+
+class LogError(Exception):
+    """A run log cannot be created where asked (it exists, is a directory or a symbolic link, or
+    the path cannot be written); the message says why and what to do."""
+
+
+WRITERS = ("inline", "thread", "ticks")  # how a RunLog writes (RunLog's docstring)
+
+
+@dataclass
+class _Job:
+    """A queued write: what it is (for messages), its pieces, and the bytes it will add."""
+
+    what: str
+    pieces: Iterator[None]
+    n_bytes: int
+
+
+class RunLog:
+    """One HDF5 file per run, always a new file: an existing one is refused unless ``overwrite``
+    (and even then one that another process has open is refused). A symbolic link as ``path`` is
+    refused, not followed. Each finished episode is written whole and flushed, so a run stopped
+    mid-episode leaves a readable file holding every finished episode; its group is marked
+    ``complete`` last, and a row is then appended to /summary.
+
+    ``writer`` says where the writing happens (writes are queued and done in order either way):
+    - "inline": in ``write_episode`` (and ``reject``, ``set_attrs``) itself, before it returns;
+    - "thread" (a blocking runner's): on a writer thread, started when a write is queued and
+      ended when none is left, so a finished episode is written while the next one runs (h5py
+      lets the interpreter go while it reads and writes datasets, and the simulation runs in C
+      without it: on two cores neither waits for the other). ``close`` waits for the queue;
+      a process killed outright (SIGKILL) loses what was still queued, the last few ms;
+    - "ticks" (a paced runner's): ``work(budget)`` writes a piece at a time (an attribute, a
+      dataset, or PIECE_BYTES of a dataset's rows), so a paced loop spends its spare time per
+      tick on it instead of stalling for the milliseconds a whole episode takes (a thread would
+      take the interpreter from the tick loop at random moments).
+    A write that fails (e.g. a full disk) is reported on the ``episodic.logs`` logger, counted in
+    ``failed_writes`` and kept for ``pop_failures``; the run goes on. An episode the disk has no
+    room for (beside what is queued) is refused whole when it is queued, so the caller's reply
+    can say so; one whose write fails part-way keeps ``complete`` = 0.
+    """
+
+    def __init__(self, path: str | Path, metadata: dict, writer: str = "inline", overwrite: bool = False):
+        if writer not in WRITERS:
+            raise ValueError(f"unknown log writer '{writer}'; use one of {', '.join(WRITERS)}")
+        self.path = Path(path)
+        self.failed_writes = 0
+        self.writer = writer
+        self._pending: deque[_Job] = deque()
+        self._queued_bytes = 0  # of the queued writes, not yet on disk
+        self._failures: list[str] = []
+        self._lock = threading.Lock()  # guards the queue's bookkeeping, the failures and the writer thread
+        self._thread: threading.Thread | None = None
+        self._file = _create(self.path, overwrite)
+        for key, value in metadata.items():
+            if key == "model_xml":
+                self._file.create_dataset("model_xml", data=value)
+            else:
+                self._file.attrs[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
+        self._file.attrs["format"] = FORMAT
+        self._episodes = self._file.create_group("episodes")
+        self._summary = self._file.create_dataset("summary", shape=(0,), maxshape=(None,), dtype=SUMMARY_DTYPE,
+                                                  chunks=(SUMMARY_CHUNK,))
+        self._rejected: h5py.Dataset | None = None
+        self._file.flush()
+
+    def _submit(self, what: str, pieces: Iterator[None], n_bytes: int = 0) -> None:
+        """Queue a write of about ``n_bytes`` bytes (0: too small to check) unless the disk
+        cannot take it beside what is queued, and start it as the writer says."""
+        with self._lock:
+            queued = self._queued_bytes
+        if n_bytes:
+            try:
+                self._check_space(n_bytes + queued)
+            except OSError as exc:
+                self._failed(what, exc)
+                return
+        with self._lock:
+            self._pending.append(_Job(what, pieces, n_bytes))
+            self._queued_bytes += n_bytes
+            if self.writer == "thread" and self._thread is None:
+                self._thread = threading.Thread(target=self._drain, name="episodic-log-writer")
+                self._thread.start()
+        if self.writer == "inline":
+            self.work()
+
+    def _drain(self) -> None:
+        """The writer thread: write until the queue is empty, then end."""
+        while True:
+            with self._lock:
+                if not self._pending:
+                    self._thread = None
+                    return
+            self.work()
+
+    def work(self, budget: float = float("inf")) -> bool:
+        """Write pending pieces for up to ``budget`` s: one, then more while another as long as
+        the last one would still end within the budget; True while some remain."""
+        end = time.perf_counter() + budget
+        while self._pending:
+            job = self._pending[0]
+            started = time.perf_counter()
+            try:
+                next(job.pieces)
+            except StopIteration:
+                self._done(job)
+            except Exception as exc:  # noqa: BLE001 - a failed write is reported, and the run goes on
+                self._done(job)
+                self._failed(job.what, exc)
+            now = time.perf_counter()
+            if 2 * now - started > end:
+                break
+        return bool(self._pending)
+
+    def _done(self, job: _Job) -> None:
+        with self._lock:
+            self._pending.popleft()
+            self._queued_bytes -= job.n_bytes
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        with self._lock:
+            self.failed_writes += 1
+            self._failures.append(f"{what} was not logged in full ({exc})")
+        _log.error("could not write %s to %s (%s); the run goes on", what, self.path, exc)
+
+    def pop_failures(self) -> list[str]:
+        """What could not be logged since the last call, one sentence each (for the next reply;
+        with the "thread" writer, a failure part-way through a write comes in a later one)."""
+        with self._lock:
+            failures, self._failures = self._failures, []
+        return failures
+
+    def write_episode(self, ep: EpisodeBuffer) -> None:
+        """Write a finished episode (only queued unless the writer is "inline": the command
+        that ends an episode does not wait for it); refused here if the disk has no room for it."""
+        self._submit(f"episode {ep.number:06d} (id {ep.episode_id})", self._write_episode(ep), _data_bytes(ep))
+
+    def reject(self, episode_id, index, flag: int) -> None:
+        """Note a command refused while no episode ran (a row appended to /rejected)."""
+        self._submit(f"the refusal of command {index} of episode {episode_id}", self._reject(episode_id, index, flag),
+                     REJECTED_CHUNK * 24)
+
+    def set_attrs(self, attrs: dict) -> None:
+        """Run-level attributes known only at the end (e.g. the whole run's tick timing)."""
+        self._submit("the run's attributes", self._set_attrs(attrs))
+
+    def _check_space(self, n_bytes: int) -> None:
+        """Refuse a write of about ``n_bytes`` bytes the disk cannot take: HDF5 does not survive
+        running out of space mid-write (the process may crash), so an episode that does not fit
+        is left out whole and the file stays sound."""
+        free = shutil.disk_usage(self.path.parent).free
+        if free < 2 * n_bytes + SPACE_MARGIN:
+            raise OSError(errno.ENOSPC, f"disk full: {free} bytes free, {2 * n_bytes + SPACE_MARGIN} needed; "
+                          f"free some space or log elsewhere")
+
+    def _write_episode(self, ep: EpisodeBuffer) -> Iterator[None]:
+        """Write ``ep`` in pieces (module docstring's layout): one attribute or dataset each, or
+        at most PIECE_BYTES of a dataset's rows when written between ticks; the group is marked
+        complete after its last dataset, then its /summary row is appended and the file flushed."""
+        head = {"episode_id": ep.episode_id, "flag": ep.flag, "flag_name": ep.flag_name, "message": ep.message,
+                "return": ep.episode_return, "early_end": ep.early_end, "success": ep.success, "n_steps": ep.n_steps,
+                "wall_time": ep.wall_time, "rng_seed": list(ep.rng_seed), "batch": ep.batch,
+                "batch_position": ep.batch_position, **ep.timing}
+        g = _group(self._episodes.id, f"{ep.number:06d}")
+        yield from _attrs(g, {**head, "complete": False})
+        yield from self._dataset(g, "initial_state", [ep.initial_state])
+        steps = _group(g, "steps")
+        for name in ep.blocks[0] if ep.blocks else ():
+            column = yield from self._dataset(steps, name, [b[name] for b in ep.blocks], STEP_DTYPES[name])
+            if name == "task_state":
+                yield from _attrs(column, {"columns": list(ep.state_columns)})
+        seg = _group(g, "segments")
+        for name, values in ep.segment_table().items():
+            yield from self._dataset(seg, name, [values])
+        cmds = _group(g, "commands")
+        for i, cmd in enumerate(ep.commands):
+            attrs, arrays = command_record(cmd)
+            c = _group(cmds, f"{i:03d}")
+            yield from _attrs(c, attrs)
+            for name, value in arrays.items():
+                yield from self._dataset(c, name, [value])
+        h5py.h5a.open(g, b"complete").write(np.array(True), mtype=_types(np.dtype(bool))[1])
+        yield
+        _append(self._summary.id, summary_row(ep.number, head))
+        yield
+        self._file.flush()
+
+    def _dataset(self, parent: h5py.h5g.GroupID, name: str, parts: list[np.ndarray],
+                 dtype: type | None = None) -> Generator[None, None, h5py.h5d.DatasetID]:
+        """Create dataset ``name`` of ``parent`` holding ``parts`` (arrays alike but in their
+        first dimension) one after the other, as ``dtype`` (theirs when None), and write it in
+        one piece, or when written between ticks and larger than PIECE_BYTES a piece per PIECE_BYTES of
+        rows (each part written where it goes, not joined first). Returns the dataset."""
+        dtype = np.dtype(dtype or parts[0].dtype)
+        shape = (sum(len(p) for p in parts), *parts[0].shape[1:]) if parts[0].ndim else ()
+        dset = h5py.h5d.create(parent, name.encode(), _types(dtype)[0], h5py.h5s.create_simple(shape),
+                               dcpl=_DATASET_CREATION, lcpl=_LINK_CREATION)
+        if self.writer != "ticks" or (len(parts) == 1 and parts[0].nbytes <= PIECE_BYTES):
+            if 0 not in shape:  # one write of the whole dataset, which HDF5 takes straight from the array
+                values = np.ascontiguousarray(parts[0], dtype) if len(parts) == 1 \
+                    else np.concatenate(parts, out=np.empty(shape, dtype), casting="unsafe")
+                dset.write(h5py.h5s.ALL, h5py.h5s.ALL, values, _types(dtype)[1])
+            yield
+            return dset
+        row = 0
+        for part in parts:
+            per_piece = max(PIECE_BYTES // max(part[:1].nbytes, 1), 1)
+            for start in range(0, len(part), per_piece):
+                _write_rows(dset, row + start, np.ascontiguousarray(part[start : start + per_piece], dtype))
+                yield
+            row += len(part)
+        return dset
+
+    def _reject(self, episode_id, index, flag: int) -> Iterator[None]:
+        if self._rejected is None:
+            self._rejected = self._file.create_dataset("rejected", shape=(0, 3), maxshape=(None, 3), dtype=np.int64,
+                                                       chunks=(REJECTED_CHUNK, 3))
+            self._rejected.attrs["columns"] = ["episode_id", "index", "flag"]
+        _append(self._rejected.id, np.array([int_or(episode_id), int_or(index), flag], dtype=np.int64))
+        self._file.flush()
+        yield
+
+    def _set_attrs(self, attrs: dict) -> Iterator[None]:
+        self._file.attrs.update(attrs)
+        self._file.flush()
+        yield
+
+    def close(self) -> None:
+        """Finish pending writes (waiting for the writer thread) and close the file."""
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        if self._file.id.valid:
+            self.work()
+            self._file.close()
+
+
+def _create(path: Path, overwrite: bool) -> h5py.File:
+    """A new, empty HDF5 file at ``path`` (LogError saying why and what to do when it cannot be).
+    Without ``overwrite`` the file is created exclusively, so an existing one (a finished run's
+    log, or a live run's) is never truncated. Free space is not tracked for reuse
+    (fs_strategy "none"): HDF5's free-space manager would keep a record per freed fragment in
+    memory, about 1 kB per episode over a run, for a file under 0.1 % larger."""
+    if path.is_symlink():
+        raise LogError(f"{path} is a symbolic link (to {os.readlink(path)}); a log is never written through "
+                       f"a link: give the real path")
+    if path.is_dir():
+        raise LogError(f"{path} is a directory; give the log a file name, e.g. {path / 'run.h5'}")
+    if path.exists() and not overwrite:
+        raise LogError(f"{path} exists (the log of an earlier or of a running run); a log is never overwritten "
+                       f"unless asked: choose another path, or overwrite it (episodic serve --overwrite, "
+                       f"Runner(..., overwrite=True))")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = "a file is in the way" if isinstance(exc, FileExistsError) else os.strerror(exc.errno)
+        raise LogError(f"cannot create the directory {path.parent} for the log: {reason}; choose a path in "
+                       f"a directory you can write to") from None
+    try:
+        if path.exists():
+            _check_not_open(path)
+        f = h5py.File(path, "w" if overwrite else "x", fs_strategy="none")
+    except FileExistsError:  # created by another process since the check above
+        raise LogError(f"{path} was created by another process just now; choose another path") from None
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise LogError(f"cannot write the log {path}: {reason}; choose a path in a directory you can "
+                       f"write to") from None
+    fix_metadata_cache(f, METADATA_CACHE)
+    return f
+
+
+def _check_not_open(path: Path) -> None:
+    """LogError when another process has the HDF5 file at ``path`` open (HDF5 locks it)."""
+    try:
+        h5py.File(path, "r").close()
+    except BlockingIOError:
+        raise LogError(f"{path} is open in another process (a runner still writing it?); it is not "
+                       f"overwritten: stop that process first, or choose another path") from None
+    except OSError:
+        pass  # not an HDF5 file: nothing holds it, it may be replaced
+
+
+def _data_bytes(ep: EpisodeBuffer) -> int:
+    """Bytes of an episode's per-step data and initial state (its bulk in the log)."""
+    return ep.initial_state.nbytes + sum(v.nbytes for b in ep.blocks for v in b.values())
+
+
+def _append(dataset: h5py.h5d.DatasetID, row: np.ndarray) -> None:
+    """Append one row to a dataset resizable along its first axis."""
+    n, *rest = dataset.shape
+    dataset.set_extent((n + 1, *rest))
+    _write_rows(dataset, n, row[None])
+
+
+# HDF5 objects are made through h5py's low-level API, with each type, dataspace and property
+# list made once: its high-level calls (create_dataset, attrs[name] = value) build a dozen h5py
+# objects per dataset or attribute, each entered in h5py's registry of open identifiers, and took
+# 107 us per dataset and 66 us per attribute, several times HDF5's own work. What they make is
+# what h5py's high-level calls make: contiguous datasets and groups without time stamps, names in
+# UTF-8, text as variable-length UTF-8 strings, bool as h5py's enum.
+PIECE_BYTES = 1 << 16  # bytes of a dataset's rows a write between ticks writes at a time (tens of us)
+
+
+_TEXT = h5py.string_dtype()
+
+
+_SCALAR = h5py.h5s.create(h5py.h5s.SCALAR)
+
+
+_LINK_CREATION = h5py.h5p.create(h5py.h5p.LINK_CREATE)
+_LINK_CREATION.set_char_encoding(h5py.h5t.CSET_UTF8)
+
+
+_GROUP_CREATION = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
+_GROUP_CREATION.set_obj_track_times(False)
+
+
+_DATASET_CREATION = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+_DATASET_CREATION.set_obj_track_times(False)
+
+
+_TYPES: dict[str, tuple[h5py.h5t.TypeID, h5py.h5t.TypeID]] = {}
+
+
+def _types(dtype: np.dtype) -> tuple[h5py.h5t.TypeID, h5py.h5t.TypeID]:
+    """The HDF5 types of ``dtype`` (an object dtype stands for text) as h5py makes them: the
+    one stored in the file and the one of the values in memory (they differ for text only)."""
+    key = dtype.str
+    if key not in _TYPES:
+        dtype = _TEXT if dtype.kind == "O" else dtype
+        _TYPES[key] = (h5py.h5t.py_create(dtype, logical=True), h5py.h5t.py_create(dtype))
+    return _TYPES[key]
+
+
+def _group(parent: h5py.h5g.GroupID, name: str) -> h5py.h5g.GroupID:
+    """A new group ``name`` in ``parent``."""
+    return h5py.h5g.create(parent, name.encode(), lcpl=_LINK_CREATION, gcpl=_GROUP_CREATION)
+
+
+def _attrs(obj: h5py.h5o.ObjectID, attrs: dict) -> Iterator[None]:
+    """Give ``obj`` the new attributes ``attrs`` (name -> a number, bool, text, or a list of one
+    of them), one piece each."""
+    for name, value in attrs.items():
+        text = isinstance(value, str) or (isinstance(value, list) and any(isinstance(v, str) for v in value))
+        data = np.array(value, dtype=_TEXT if text else None)
+        stored, memory = _types(data.dtype)
+        space = _SCALAR if data.ndim == 0 else h5py.h5s.create_simple(data.shape)
+        h5py.h5a.create(obj, name.encode(), stored, space).write(data, mtype=memory)
+        yield
+
+
+def _write_rows(dataset: h5py.h5d.DatasetID, start: int, rows: np.ndarray) -> None:
+    """Write ``rows`` (n, ...), C-contiguous, as rows start .. start + n - 1 of ``dataset``."""
+    space = dataset.get_space()
+    space.select_hyperslab((start,) + (0,) * (rows.ndim - 1), rows.shape)
+    dataset.write(h5py.h5s.create_simple(rows.shape), space, rows, _types(rows.dtype)[1])
+

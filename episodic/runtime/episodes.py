@@ -1,0 +1,66 @@
+"""One episode as it runs: everything it produced, kept in memory (numpy) until it ends and goes
+to the log (episodic.logs.writer)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import numpy as np
+from episodic.runtime.pacing import Mark, Timing
+
+
+
+SEGMENT_FIELDS = {"index": np.int32, "kind": np.int8, "flag": np.int8, "reward": np.float64,
+                  "n_steps": np.int32}
+
+
+@dataclass
+class EpisodeBuffer:
+    """Everything one episode produced, kept in memory until it ends."""
+
+    number: int
+    episode_id: int
+    initial_state: np.ndarray
+    rng_seed: tuple[int, int]
+    state_columns: tuple[str, ...]
+    blocks: list[dict[str, np.ndarray]] = field(default_factory=list)
+    segments: list[dict] = field(default_factory=list)
+    commands: list = field(default_factory=list)
+    flag: int = 0
+    flag_name: str = "OK"
+    message: str = ""
+    ticks: tuple[Mark, Mark] | None = None  # the pacer's tick record at the start and the end (non-blocking mode)
+    success: bool = False
+    early_end: float = 0.0  # the charge for ending early, <= 0 (EpisodeMachine._early_end_charge)
+    wall_time: float = 0.0
+    batch: int = -1           # the batch's number in the run (episodic.tools.batch), -1 when sent one by one
+    batch_position: int = -1  # the episode's position in that batch
+
+    @property
+    def n_steps(self) -> int:
+        return sum(len(b["time"]) for b in self.blocks)
+
+    @property
+    def timing(self) -> dict[str, float | int]:
+        """The episode's tick statistics as log attributes (episodic.runtime.pacing.Timing), none in
+        blocking mode. Worked out when asked (by the log's write), not on the tick that ends
+        the episode."""
+        return {} if self.ticks is None else Timing.between(*self.ticks).as_attrs()
+
+    @property
+    def episode_return(self) -> float:
+        """The rewards of the episode's segments and its early end's charge."""
+        return float(sum(s["reward"] for s in self.segments)) + self.early_end
+
+    def column(self, name: str) -> np.ndarray:
+        """One per-step column over the episode."""
+        return np.concatenate([b[name] for b in self.blocks])
+
+    def steps(self) -> dict[str, np.ndarray]:
+        """Per-step columns concatenated over the episode."""
+        return {k: self.column(k) for k in self.blocks[0]} if self.blocks else {}
+
+    def segment_table(self) -> dict[str, np.ndarray]:
+        out = {k: np.array([s[k] for s in self.segments], dtype=t) for k, t in SEGMENT_FIELDS.items()}
+        n_state = len(self.state_columns)
+        out["state"] = np.array([s["state"] for s in self.segments], dtype=float).reshape(-1, n_state)
+        return out
+

@@ -1,0 +1,197 @@
+/* The blocking control loop: SL's law one control tick at a time, with the task's feedback law,
+ * inverse dynamics at the measured state and the integral term, in C. It mirrors
+ * episodic.runtime.simulation.Simulation._run_python (and episodic.runtime.control.Controller.tick) operation for
+ * operation, in the same order, so both give bit-identical results (tested; compiled without
+ * floating-point contraction, see setup.py). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "episodic.h"
+
+/* MuJoCo's thread-local log handler and its global one: exported by libmujoco and declared in
+ * its Python bindings' private header, which use them the same way (an error inside MuJoCo
+ * otherwise ends the process) */
+MJAPI mjfLogHandler _mjPRIVATE_setTlsLogHandler(mjfLogHandler handler);
+MJAPI mjfLogHandler _mjPRIVATE_getGlobalLogHandler(void);
+
+int episodic_mujoco_version(void) {
+  return mjVERSION_HEADER;
+}
+
+/* what guarded() needs to come back from an error: where to jump, the handler it replaced,
+ * where the error's text goes, and d's stack to put back */
+typedef struct {
+  jmp_buf back;
+  mjfLogHandler outer;
+  char* text;
+  size_t pstack, pbase;
+} guard;
+
+static _Thread_local guard* active;
+
+/* errors jump back to guarded(); warnings and the rest go where they went before */
+static void on_log(const mjLogMessage* msg) {
+  if (msg->level == mjLOG_ERROR) {
+    snprintf(active->text, EPISODIC_ERROR_SIZE, "%s", msg->subject);
+    longjmp(active->back, 1);
+  }
+  (active->outer ? active->outer : _mjPRIVATE_getGlobalLogHandler())(msg);
+}
+
+/* body(arg) on d with MuJoCo's errors turned into a return of 1 (the text in text, d's stack
+ * frames released) instead of the end of the process; 0 when it ran through */
+static int guarded(void (*body)(void*), void* arg, mjData* d, char* text) {
+  guard g = {.text = text, .pstack = d->pstack, .pbase = d->pbase};
+  guard* enclosing = active;
+  g.outer = _mjPRIVATE_setTlsLogHandler(on_log);
+  active = &g;
+  int failed = setjmp(g.back);
+  if (!failed) {
+    body(arg);
+  } else {
+    d->pstack = g.pstack;
+    d->pbase = g.pbase;
+  }
+  active = enclosing;
+  _mjPRIVATE_setTlsLogHandler(g.outer);
+  return failed;
+}
+
+/* u_ff (n_dofs,) N m of step k (Controller._feedforward): inverse dynamics of the desired state
+ * (FEEDFORWARD), at the measured q, qd with the desired qdd (INVERSE_DYNAMICS) or at rest at the
+ * measured q (GRAVITY_COMPENSATION); 0 on passive joints */
+static void feedforward(const episodic_segment* s, int k, const mjtNum* q, mjtNum* u_ff) {
+  int nd = s->n_dofs;
+  mjData* dd = s->dynamics_data;
+  if (s->feedforward == EPISODIC_FF_FEEDFORWARD) {
+    mju_copy(dd->qpos, s->q_d + k * nd, nd);
+    mju_copy(dd->qvel, s->qd_d + k * nd, nd);
+    mju_copy(dd->qacc, s->qdd_d + k * nd, nd);
+  } else if (s->feedforward == EPISODIC_FF_INVERSE_DYNAMICS) {
+    mju_copy(dd->qpos, q, nd);
+    for (int j = 0; j < nd; j++) {
+      dd->qvel[j] = s->data->qvel[s->dof_adr[j]];
+    }
+    mju_copy(dd->qacc, s->qdd_d + k * nd, nd);
+  } else {
+    mju_copy(dd->qpos, q, nd);
+    mju_zero(dd->qvel, nd);
+    mju_zero(dd->qacc, nd);
+  }
+  mj_inverse(s->dynamics, dd);
+  for (int j = 0; j < nd; j++) {
+    u_ff[j] = s->passive[j] ? 0.0 : dd->qfrc_inverse[j];
+  }
+}
+
+static void run(void* arg) {
+  const episodic_segment* s = arg;
+  const mjModel* m = s->model;
+  mjData* d = s->data;
+  int n = s->n, nd = s->n_dofs, sub = s->substeps;
+  int nstate = mj_stateSize(m, s->state_spec);
+  mjtNum q[nd], offset[nd], u_i[nd], planned[nd], step[nd];
+  mj_getState(m, d, s->states, s->state_spec);
+  for (int k = 0; k < n; k++) {
+    mjtNum* q_d = s->q_d + k * nd;
+    mjtNum* reference = s->reference + k * nd;
+    mjtNum* u_ff = s->u_ff + k * nd;
+    mjtNum* ctrl = s->ctrl + k * nd;
+    mj_step1(m, d);  /* the present state's positions and velocities: what the tick reads */
+    /* the tick (Controller.tick) */
+    for (int j = 0; j < nd; j++) {
+      q[j] = d->qpos[s->qpos_adr[j]];
+      planned[j] = reference[j];
+    }
+    if (s->feedforward != EPISODIC_FF_NONE) {
+      feedforward(s, k, q, u_ff);
+    }
+    if (s->law) {
+      mju_zero(offset, nd);
+      s->law(m, d, nd, s->law_param, s->law_memory, offset);
+      for (int j = 0; j < nd; j++) {
+        q_d[j] = episodic_clip(q_d[j] + offset[j], s->lower[j], s->upper[j]);
+        reference[j] = s->kp[j] * q_d[j] + s->kd[j] * s->qd_d[k * nd + j];
+      }
+    }
+    for (int j = 0; j < nd; j++) {
+      u_i[j] = s->ki[j] * s->integral[j];
+      s->integral[j] += (q_d[j] - q[j]) * s->dt;
+    }
+    /* the physics steps of the control step, the reference ramping towards the next step's */
+    for (int j = 0; j < nd; j++) {
+      ctrl[j] = episodic_clip(reference[j] + u_i[j] + u_ff[j], -s->ctrl_bound, s->ctrl_bound);
+      d->ctrl[s->actuator[j]] = ctrl[j];
+      step[j] = k + 1 < n ? s->reference[(k + 1) * nd + j] - planned[j] : 0.0;
+    }
+    mj_step2(m, d);
+    mju_copy(s->sensordata + k * m->nsensordata, d->sensordata, m->nsensordata);
+    for (int i = 1; i < sub; i++) {
+      mjtNum weight = (mjtNum)i / sub;
+      for (int j = 0; j < nd; j++) {
+        d->ctrl[s->actuator[j]] = episodic_clip(reference[j] + weight * step[j] + u_i[j] + u_ff[j],
+                                                -s->ctrl_bound, s->ctrl_bound);
+      }
+      mj_step(m, d);
+    }
+    mj_getState(m, d, s->states + (k + 1) * nstate, s->state_spec);
+  }
+}
+
+int episodic_run(const episodic_segment* s) {
+  return guarded(run, (void*)s, s->data, s->error);
+}
+
+typedef struct {
+  episodic_law law;
+  const mjModel* m;
+  mjData* d;
+  int n;
+  const mjtNum* param;
+  mjtNum* memory;
+  mjtNum* offset;
+} law_call;
+
+static void call_law(void* arg) {
+  const law_call* c = arg;
+  c->law(c->m, c->d, c->n, c->param, c->memory, c->offset);
+}
+
+int episodic_feedback(episodic_law law, const mjModel* m, mjData* d, int n, const mjtNum* param, mjtNum* memory,
+                      mjtNum* offset, char* error) {
+  law_call call = {law, m, d, n, param, memory, offset};
+  return guarded(call_law, &call, d, error);
+}
+
+/* splitmix64's output function (Steele, Lea & Flood, OOPSLA 2014): a bijective 64-bit mix */
+static uint64_t mix(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+mjtNum episodic_gaussian(unsigned long long key, unsigned long long step, unsigned long long index) {
+  uint64_t base = mix(key ^ mix(step));
+  uint64_t a = mix(base + 2 * index), b = mix(base + 2 * index + 1);
+  mjtNum u1 = ((a >> 11) + 1) * 0x1.0p-53;  /* (0, 1] */
+  mjtNum u2 = (b >> 11) * 0x1.0p-53;        /* [0, 1) */
+  return sqrt(-2.0 * log(u1)) * cos(2.0 * mjPI * u2);
+}
+
+void episodic_sense(const mjtNum* param, mjtNum* memory, const mjtNum* truth, mjtNum* sensed) {
+  int delay = (int)param[EPISODIC_SENSING_DELAY], m = (int)param[EPISODIC_SENSING_COUNT];
+  uint64_t key = (uint64_t)param[EPISODIC_SENSING_KEY] << 32 | (uint64_t)param[EPISODIC_SENSING_KEY + 1];
+  uint64_t k = (uint64_t)memory[EPISODIC_SENSING_STEPS];
+  uint64_t j = k > (uint64_t)delay ? k - delay : 0;  /* the step of the sample read */
+  mjtNum* ring = memory + EPISODIC_SENSING_RING;
+  mju_copy(ring + (k % (delay + 1)) * m, truth, m);
+  const mjtNum* sample = ring + (j % (delay + 1)) * m;
+  for (int i = 0; i < m; i++) {
+    mjtNum std = param[EPISODIC_SENSING_STD + i];
+    sensed[i] = std > 0 ? sample[i] + std * episodic_gaussian(key, j, i) : sample[i];
+  }
+  memory[EPISODIC_SENSING_STEPS] = (mjtNum)(k + 1);
+}

@@ -1,0 +1,234 @@
+"""The in-process runner: a task on a robot in MuJoCo, the episode state machine and the
+HDF5 run log, behind one ``send(command) -> Reply`` call (what the bridge serves).
+
+    with Runner(make_task("reach"), log="runs/reach.h5", seed=0) as runner:
+        runner.send(StartCommand(episode_id=1, max_commands=1))
+        reply = runner.send(TrajectoryCommand(1, 1, 1, q))
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from pathlib import Path
+from typing import Callable, Iterable, NamedTuple
+
+import numpy as np
+
+from episodic.runtime.backend import Backend, DriverBackend, JointDriver
+from episodic.interface.columns import step_widths
+from episodic.interface.commands import Command, Limits
+from episodic.logs import RunLog
+from episodic.logs.layout import software_versions
+from episodic.runtime.episodes import EpisodeBuffer
+from episodic.runtime.machine import INTERRUPTED_MESSAGE, EpisodeMachine
+from episodic.runtime.pacing import Pacer
+from episodic.interface.vocabulary import Flag, Reply
+from episodic.interface.robot import Robot, load_robot
+from episodic.runtime.scene import Scene, build_scene
+from episodic.interface.sender import Sender
+from episodic.runtime.simulation import Simulation
+from episodic.task import Task
+
+MODES = ("blocking", "realtime")
+# share of a control period each paced step may spend writing queued log pieces (at least one
+# piece is written when any is queued, so finished episodes reach the disk within a few hundred
+# ticks even while the learner leaves the robot no idle tick)
+TICK_LOG_SHARE = 0.1
+
+
+class StepCursor(NamedTuple):
+    """How far a reader has read the per-step blocks of an episode (see ``Runner.steps_since``)."""
+
+    episode: int = -1  # sequence number of the episode
+    blocks: int = 0    # blocks of it read
+
+
+class Runner(Sender):
+    """Episodes of ``task`` (a :class:`episodic.task.Task`, e.g. ``make_task("reach")``) on
+    ``robot`` (a Robot or the name of a folder under robots/).
+
+    ``log``: HDF5 file for the run (None keeps episodes in memory only, in ``episodes``); a new
+    file: an existing one is refused (episodic.logs.LogError) unless ``overwrite``. Finished
+    episodes are written while the run goes on (blocking mode: on a writer thread while the
+    next episode runs; realtime mode: in the spare time of the ticks); ``close`` waits for them.
+    An episode the disk has no room for is named in the message of the reply that ended it, a
+    write that fails part-way (e.g. the disk filled meanwhile) in a later reply.
+    ``seed``: the run's seed; episode k's random generator is seeded with (seed, k).
+    ``mode``: "blocking" (time stops between commands; an episode depends only on its own
+    commands, the task, the seed and the software versions: each starts from the exact start
+    state, see episodic.runtime.machine) or "realtime" (the simulation is paced to the wall clock and
+    the robot holds while the learner is silent: the stand-in for a real robot).
+    ``driver(scene)``: build the JointDriver of a robot driven tick by tick (episodic.runtime.backend);
+    the run is then in realtime mode.
+    """
+
+    def __init__(self, task: Task, robot: Robot | str = "wam", *, log: str | Path | None = None, seed: int = 0,
+                 limits: Limits = Limits(), keep_episodes: bool | None = None, mode: str = "blocking",
+                 driver: Callable[[Scene], JointDriver] | None = None, overwrite: bool = False):
+        if mode not in MODES:
+            raise ValueError(f"unknown mode '{mode}'; use one of {', '.join(MODES)}")
+        if not isinstance(task, Task):
+            raise TypeError(f"Runner takes a Task object, got {task!r}; build one with "
+                            f"episodic.tasks.make_task(name, params)")
+        super().__init__()
+        self.mode = "realtime" if driver is not None else mode
+        self.robot = load_robot(robot) if isinstance(robot, str) else robot
+        self.task = task
+        self.scene = build_scene(self.robot, self.task)
+        self.sim: Backend
+        if driver is not None:
+            self.sim = DriverBackend(self.scene, driver(self.scene), self._between_ticks)
+        else:
+            self.sim = Simulation(self.scene, Pacer(self.robot.control_dt), self._between_ticks) \
+                if mode == "realtime" else Simulation(self.scene)
+        self.n_dofs, self.control_rate = self.robot.n_dofs, self.robot.control_rate
+        self.state_names = tuple(task.columns)
+        self.seed = int(seed)
+        self.limits = limits
+        self.keep_episodes = log is None if keep_episodes is None else keep_episodes
+        self.episodes: list[EpisodeBuffer] = []
+        self.batches = 0  # batches of episodes handed to this runner so far (episodic.tools.batch.evaluate_into)
+        writer = "ticks" if self.mode == "realtime" else "thread"  # episodic.logs.RunLog
+        self.log = RunLog(log, self.metadata(), writer, overwrite) if log is not None else None
+        self.machine = self._new_machine()
+        self._built_state = self.sim.get_state() if self.mode == "blocking" else None
+
+    def _new_machine(self) -> EpisodeMachine:
+        return EpisodeMachine(self.scene, self.sim, self.task, self.seed, self.limits,
+                              on_episode=self._episode_done, on_reject=self._rejected)
+
+    def start_afresh(self) -> None:
+        """Forget the run so far (blocking mode): a new episode machine and the simulation as it
+        was when this runner was built, so the next episode runs exactly as the first one of a
+        new runner would (episodic.tools.batch does this between episodes). The log and the kept
+        episodes stay as they are."""
+        if self._built_state is None:
+            raise RuntimeError("only a blocking simulation can start afresh; a robot cannot go back in time")
+        self.machine = self._new_machine()
+        self.sim.set_state(self._built_state)
+
+    def metadata(self) -> dict:
+        """What a log records about the run (enough to rebuild this runner for replay)."""
+        return {
+            "task": self.task.name, "task_params": self.task.params(), "robot": self.robot.name,
+            "robot_settings": self.robot.settings_dict(), "mode": self.mode, "seed": self.seed,
+            # how each episode's motion starts (episodic.runtime.machine): "exact" (blocking simulation,
+            # the exact start state after the go-to-start) or "reached" (where the go-to-start ended)
+            "start": "exact" if self.mode == "blocking" else "reached",
+            "control_rate": self.robot.control_rate, "timestep": self.scene.model.opt.timestep,
+            "substeps": self.scene.substeps, "state_columns": list(self.task.columns),
+            "limits": dict(self.limits.__dict__), "versions": software_versions(),
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "model_xml": self.scene.xml,
+        }
+
+    # -- commands ------------------------------------------------------------
+    def _deliver(self, command: Command) -> Reply:
+        """Run one command; never raises on any input (the reply's flag says what went wrong, its
+        message also what could not be logged since the previous reply)."""
+        reply = self.machine.handle(command)
+        lost = self.log.pop_failures() if self.log is not None else []
+        if not lost:
+            return reply
+        return dataclasses.replace(reply, message="; ".join([reply.message, *lost] if reply.message else lost))
+
+    def abort(self, flag: Flag, message: str) -> None:
+        """Abort the running episode (e.g. a silent learner: Flag.TIMEOUT)."""
+        self.machine.abort(flag, message)
+
+    # -- what a serving loop needs --------------------------------------------
+    @property
+    def paced(self) -> bool:
+        """Whether the robot runs in wall-clock time (realtime mode: the loop must keep ticking)."""
+        return self.sim.pacer is not None
+
+    def idle(self, n_steps: int = 1) -> None:
+        """Hold the robot for n_steps control steps while the learner is silent (non-blocking
+        mode; the steps are logged in the running episode)."""
+        self.machine.idle(n_steps)
+
+    @property
+    def running_episode(self) -> int | None:
+        """The id of the episode running now, or None."""
+        return None if self.machine.episode is None else self.machine.episode.episode_id
+
+    def spare_time(self, budget: float) -> None:
+        """Use up to ``budget`` s of a tick's spare time (writing queued log pieces)."""
+        if self.log is not None:
+            self.log.work(budget)
+
+    def _between_ticks(self) -> None:
+        """After each paced control step (simulated or driven): write queued log pieces for up to
+        TICK_LOG_SHARE of a control period (s)."""
+        if self.log is not None:
+            self.log.work(TICK_LOG_SHARE * self.robot.control_dt)
+
+    def interrupt(self) -> None:
+        """Stop what the robot is doing at the next tick (safe to call from a signal handler): a
+        paced go-to-start or segment in progress, and any later one, ends its episode with
+        Flag.INTERRUPTED, its steps so far logged. A blocking run finishes the command it runs."""
+        self.machine.interrupted = True
+
+    def steps_since(self, cursor: StepCursor) -> tuple[StepCursor, list[dict[str, np.ndarray]]]:
+        """The per-step blocks (column name -> values) the current or last episode logged after
+        ``cursor``, and the cursor after them; when that is another episode than the cursor's,
+        the blocks start at its first step."""
+        ep = self.machine.last_episode
+        if ep is None:
+            return cursor, []
+        start = cursor.blocks if cursor.episode == ep.number else 0
+        return StepCursor(ep.number, len(ep.blocks)), ep.blocks[start:]
+
+    def get_episode(self, *, copy: bool = True) -> dict[str, np.ndarray]:
+        """As ``Sender.get_episode``; the columns are always fresh arrays (the episode's per-step
+        blocks joined), whatever ``copy`` says."""
+        ep = self.machine.last_episode
+        widths = step_widths(self.n_dofs, len(self.state_names))
+        steps = ep.steps() if ep is not None and ep.blocks else {
+            name: np.zeros((0, width))[:, 0] if width == 1 else np.zeros((0, width)) for name, width in widths}
+        for i, name in enumerate(self.state_names):
+            steps[name] = steps["task_state"][:, i]
+        return steps
+
+    # -- replay --------------------------------------------------------------
+    def replay_episode(self, number: int, initial_state: np.ndarray, commands: Iterable[Command],
+                       end: Flag = Flag.OK) -> list[EpisodeBuffer]:
+        """Run recorded ``commands`` as episode ``number`` from the integration state
+        ``initial_state``, end a still running episode with ``end``, and return the episodes
+        that produced (one, when the replay matches the recording)."""
+        produced: list[EpisodeBuffer] = []
+        keep, self.machine.on_episode = self.machine.on_episode, produced.append
+        try:
+            self.sim.set_state(initial_state)
+            self.machine.episodes_started = number
+            for command in commands:
+                self.send(command)
+            self.machine.abort(end, "replayed abort")
+        finally:
+            self.machine.on_episode = keep
+        return produced
+
+    # -- life ----------------------------------------------------------------
+    def _episode_done(self, ep: EpisodeBuffer) -> None:
+        if self.keep_episodes:
+            self.episodes.append(ep)
+        if self.log is not None:
+            self.log.write_episode(ep)
+
+    def _rejected(self, command, flag: Flag) -> None:
+        if self.log is not None:
+            self.log.reject(getattr(command, "episode_id", -1), getattr(command, "index", -1), int(flag))
+
+    def close(self) -> None:
+        """End a running episode with Flag.INTERRUPTED (so its steps are kept) and close the log."""
+        self.machine.abort(Flag.INTERRUPTED, INTERRUPTED_MESSAGE)
+        if self.log is not None and self.sim.pacer is not None:
+            self.log.set_attrs(self.sim.pacer.timing().as_attrs())
+        if self.log is not None:
+            self.log.close()
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

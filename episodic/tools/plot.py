@@ -1,0 +1,248 @@
+"""Plots of a run log (matplotlib, drawn off-screen with its Agg canvas; ``pip install
+'episodic[plot]'``).
+
+One episode (:func:`episode_figure`): per joint, the measured position q against the desired
+q_d, the tracking error q_d - q and the applied torque against its limits; then each of the
+task's state columns and the step reward with the return so far. Time runs from the start of
+the motion (the first step of command 1), so the move to the start posture (shaded) has negative
+times. A whole run (:func:`run_figure`): the return and success of each episode, with their
+running means (a learning curve).
+
+A task may give its state columns' units as a ``column_units`` attribute (column name -> unit);
+a column without one is plotted without a unit.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from episodic.interface.columns import STEP_COLUMNS
+from episodic.logs import StoredEpisode, read_episodes, read_metadata, read_summary
+from episodic.interface.vocabulary import Flag
+
+PLOT_EXTRA = "pip install 'episodic[plot]'"
+DPI = 72
+WIDTH = 13.0  # in
+ROW_HEIGHT = 1.7  # in per row of axes
+HEAD = 0.85  # in above the first row, for the figure's title
+MARGINS = (1.0, 0.25, 0.55)  # in left, right and below the axes of an episode's figure
+STATE_COLUMNS_PER_ROW = 3
+RUN_SIZE = (10.0, 6.5)  # in, the learning curve
+UNITS = {c.name: c.unit for c in STEP_COLUMNS}
+START_SHADE = "0.9"  # the move to the start posture's background
+COLOURS = {"desired": "tab:orange", "measured": "tab:blue", "limit": "tab:red", "success": "tab:green",
+           "failure": "tab:red", "mean": "black"}
+
+
+class PlotError(Exception):
+    """A plot cannot be made (matplotlib missing, nothing to plot); the message says what to do."""
+
+
+def _figure(width: float, height: float, layout: str | None = "constrained"):
+    """A matplotlib Figure of ``width`` x ``height`` in drawn by the Agg canvas (no pyplot, no
+    window, no global backend) with ``layout``; PlotError naming the extra when matplotlib is
+    missing."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise PlotError(f"plotting needs matplotlib, which is not installed: {PLOT_EXTRA}") from None
+    fig = Figure(figsize=(width, height), dpi=DPI, layout=layout)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def column_units(task: str) -> dict[str, str]:
+    """The units of task ``task``'s state columns, as far as it gives them (its ``column_units``)."""
+    from episodic.tasks import TASKS
+
+    return dict(getattr(TASKS.get(task), "column_units", None) or {})
+
+
+def _label(text: str, unit: str) -> str:
+    return f"{text} [{unit}]" if unit else text
+
+
+def motion_time(ep: StoredEpisode) -> np.ndarray:
+    """(n,) s: each step's time since the start of the motion (the first step of command 1; of the
+    episode when it has none)."""
+    t = ep.steps["time"]
+    moving = np.flatnonzero(ep.steps["index"] >= 1)
+    return t - t[moving[0] if moving.size else 0]
+
+
+def episode_size(n_dofs: int, n_state: int) -> tuple[float, float]:
+    """The size (width, height) in of an episode's figure."""
+    rows = n_dofs + math.ceil(n_state / STATE_COLUMNS_PER_ROW) + 1
+    return WIDTH, HEAD + ROW_HEIGHT * rows
+
+
+def episode_figure(ep: StoredEpisode, meta: dict):
+    """The figure of one episode (see the module's description). Axes are labelled; their
+    lines hold the log's arrays as they are (the tracking error in mrad)."""
+    steps = ep.steps
+    if not len(steps.get("time", ())):
+        raise PlotError(f"episode {int(ep.name)} has no steps to plot")
+    settings = meta.get("robot_settings", {})
+    q, q_d, u = steps["q"], steps["q_d"], steps["u"]
+    n_dofs = q.shape[1]
+    joints = list(settings.get("joint_names", [f"joint {j + 1}" for j in range(n_dofs)]))
+    limits = np.asarray(settings.get("torque_limit", np.full(n_dofs, np.nan)), float)
+    columns = list(ep.state_columns)
+    units = column_units(meta.get("task", ""))
+    t = motion_time(ep)
+    width, height = episode_size(n_dofs, len(columns))
+    fig = _figure(width, height, layout=None)  # laid out by hand: constrained layout takes seconds for ~40 axes
+    rows = n_dofs + math.ceil(len(columns) / STATE_COLUMNS_PER_ROW) + 1
+    grid = fig.add_gridspec(rows, 6, left=MARGINS[0] / width, right=1 - MARGINS[1] / width,
+                            top=1 - HEAD / height, bottom=MARGINS[2] / height, hspace=0.6, wspace=1.1)
+    first = None
+
+    def axes(row: int, start: int, stop: int, title: str, ylabel: str):
+        nonlocal first
+        ax = fig.add_subplot(grid[row, start:stop], sharex=first)
+        first = first or ax
+        ax.set_title(title, fontsize=10)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        if t[0] < 0:
+            ax.axvspan(t[0], 0.0, color=START_SHADE, zorder=0)
+        return ax
+
+    for j, name in enumerate(joints):
+        ax = axes(j, 0, 2, f"{name}: position", _label("q", UNITS["q"]))
+        ax.plot(t, q_d[:, j], color=COLOURS["desired"], label="desired q_d")
+        ax.plot(t, q[:, j], color=COLOURS["measured"], label="measured q")
+        if j == 0:
+            ax.legend(loc="best", fontsize=8)
+        ax = axes(j, 2, 4, f"{name}: tracking error q_d - q", "error [mrad]")
+        ax.plot(t, 1e3 * (q_d[:, j] - q[:, j]), color=COLOURS["measured"])
+        ax = axes(j, 4, 6, f"{name}: applied torque", _label("u", UNITS["u"]))
+        ax.plot(t, u[:, j], color=COLOURS["measured"], label="u")
+        if np.isfinite(limits[j]):
+            ax.axhline(limits[j], color=COLOURS["limit"], linestyle="--", linewidth=1, label="limit")
+            ax.axhline(-limits[j], color=COLOURS["limit"], linestyle="--", linewidth=1)
+        if j == 0:
+            ax.legend(loc="best", fontsize=8)
+    state = steps.get("task_state", np.zeros((len(t), 0)))
+    width = 6 // STATE_COLUMNS_PER_ROW
+    for k, name in enumerate(columns):
+        row, col = n_dofs + k // STATE_COLUMNS_PER_ROW, k % STATE_COLUMNS_PER_ROW
+        unit = units.get(name, "")
+        ax = axes(row, col * width, (col + 1) * width, f"task state: {name}", f"[{unit}]" if unit else "")
+        ax.plot(t, state[:, k], color=COLOURS["measured"])
+    reward = steps["reward"]
+    ax = axes(rows - 1, 0, 3, "step reward", "reward per step")
+    ax.plot(t, reward, color=COLOURS["measured"])
+    ax.set_xlabel("time since the motion started [s]")
+    ax = axes(rows - 1, 3, 6, "return so far (sum of the step rewards)", "return")
+    ax.plot(t, np.cumsum(reward), color=COLOURS["measured"])
+    ax.set_xlabel("time since the motion started [s]")
+    flag = int(ep.attrs.get("flag", 0))
+    name = Flag(flag).name if flag in Flag._value2member_map_ else str(flag)
+    fig.suptitle(f"{meta.get('task', '?')} on {meta.get('robot', '?')}: episode {int(ep.name)} "
+                 f"(id {ep.attrs.get('episode_id', '?')}), return {float(ep.attrs.get('return', np.nan)):.5g}, "
+                 f"{name}, {'success' if ep.attrs.get('success') else 'no success'}; shaded: the move to the start",
+                 fontsize=12)
+    return fig
+
+
+def running_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """The mean of each value and the up to ``window`` - 1 before it."""
+    sums = np.cumsum(np.insert(np.asarray(values, float), 0, 0.0))
+    n = np.arange(1, len(values) + 1)
+    start = np.maximum(n - window, 0)
+    return (sums[n] - sums[start]) / (n - start)
+
+
+def run_window(n: int) -> int:
+    """The running means' window for a run of ``n`` episodes: a tenth of it, at least 5 (at most n)."""
+    return max(1, min(n, max(5, n // 10)))
+
+
+def run_figure(rows: np.ndarray, meta: dict):
+    """The learning curve of a run: ``rows`` as read_summary returns them (one per episode).
+    Top: the return of each episode (successes and failures marked) and its running mean;
+    bottom: the running success rate."""
+    if not len(rows):
+        raise PlotError("the log holds no episode to plot")
+    number = rows["number"].astype(int)
+    returns = rows["return"].astype(float)
+    success = rows["success"].astype(bool)
+    window = run_window(len(rows))
+    fig = _figure(*RUN_SIZE)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    top.plot(number, returns, color="0.6", linewidth=1, label="return")
+    top.plot(number[success], returns[success], "o", color=COLOURS["success"], markersize=4, label="success")
+    top.plot(number[~success], returns[~success], "x", color=COLOURS["failure"], markersize=4, label="no success")
+    top.plot(number, running_mean(returns, window), color=COLOURS["mean"], label=f"mean of the last {window}")
+    top.set_title("return per episode")
+    top.set_ylabel("return")
+    top.legend(loc="best", fontsize=8)
+    top.grid(True, alpha=0.3)
+    bottom.plot(number, 100 * running_mean(success, window), color=COLOURS["mean"])
+    bottom.set_title(f"success rate over the last {window} episode{'s' if window != 1 else ''}")
+    bottom.set_ylabel("success [%]")
+    bottom.set_ylim(-5, 105)
+    bottom.set_xlabel("episode (number in the log)")
+    bottom.grid(True, alpha=0.3)
+    bottom.xaxis.get_major_locator().set_params(integer=True)
+    fig.suptitle(f"{meta.get('task', '?')} on {meta.get('robot', '?')}: {len(rows)} episodes, "
+                 f"{int(success.sum())} successful", fontsize=12)
+    return fig
+
+
+@dataclass
+class Plotted:
+    """What :func:`plot` wrote: ``what`` ("episode N" or "returns of N episodes") to ``out``;
+    ``figure`` is the matplotlib Figure."""
+
+    what: str
+    out: Path
+    figure: object
+
+
+def default_out(path: Path, number: int | None) -> Path:
+    """<log name>_ep<N>.png, or <log name>_returns.png for the learning curve, in the working directory."""
+    return Path(f"{path.stem}_ep{number}.png" if number is not None else f"{path.stem}_returns.png")
+
+
+def plot(path: str | Path, number: int | None = None, out: str | Path | None = None) -> Plotted:
+    """Plot episode ``number`` of the log at ``path``, or without one the learning curve of its
+    episodes written whole (a log of one episode: that episode), to the PNG file ``out``
+    (default :func:`default_out`)."""
+    path = Path(path)
+    if out is not None and Path(out).suffix.lower() != ".png":
+        raise PlotError(f"--out {out}: give a .png file")
+    meta = read_metadata(path)
+    if number is None:
+        rows, partial = read_summary(path)
+        whole = rows[~np.isin([f"{int(n):06d}" for n in rows["number"]], list(partial))] if len(rows) else rows
+        if len(whole) == 1:
+            number = int(whole["number"][0])
+    if number is None:
+        figure, what = run_figure(whole, meta), f"the returns of {len(whole)} episodes"
+    else:
+        try:
+            (ep,) = read_episodes(path, [number])
+        except ValueError as exc:
+            raise PlotError(str(exc)) from None
+        figure, what = episode_figure(ep, meta), f"episode {number}"
+    out = default_out(path, number) if out is None else Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    save_png(figure, out)
+    return Plotted(what, out, figure)
+
+
+def save_png(figure, out: str | Path, colours: int = 256) -> None:
+    """Write ``figure`` as a PNG of its size (inches x DPI) with a palette of at most ``colours``
+    colours: a plot's few colours and their anti-aliased edges fit, in a third of the bytes."""
+    from PIL import Image  # matplotlib's own dependency
+
+    canvas = figure.canvas
+    canvas.draw()
+    rgb = np.asarray(canvas.buffer_rgba())[..., :3]
+    Image.fromarray(rgb).quantize(colours, method=Image.Quantize.MEDIANCUT).save(out, optimize=True)
