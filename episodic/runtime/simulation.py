@@ -144,6 +144,12 @@ class Simulation:
         """Robot joint velocities rad/s (n_dofs,) now (a copy)."""
         return self.data.qvel[self.scene.dof_adr].copy()
 
+    @property
+    def can_start_exactly(self) -> bool:
+        """Whether an episode may start from the exact start state (episodic.runtime.start): a
+        blocking simulation can; a paced one runs in wall-clock time from where it is."""
+        return self.pacer is None
+
     # -- control -------------------------------------------------------------
     def apply_gains(self, gains: Gains) -> None:
         """Put kp, kd in the actuators' bias, switch MuJoCo's gravity compensation, and leave the
