@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from episodic.interface.vocabulary import CommandError, Feedforward, Kind
 from episodic.interface.robot import Robot
+from episodic.interface.vocabulary import CommandError, Feedforward, Kind
 
 
 @dataclass(frozen=True)
@@ -73,9 +73,10 @@ class TrajectoryCommand:
 @dataclass(frozen=True)
 class GainsCommand:
     """A gain set for the following segments: kp N m/rad, kd N m s/rad, ki N m/(rad s),
-    each (n_dofs,) (the integral of q_d - q starts at zero with each gain set), the feedforward mode, and optionally ``task_gains`` (n,) for the task's
-    own feedback law (e.g. ball position and velocity to beam angle; see the task). The
-    posture (with the task's feedback acting) is held for ``wait_time`` s."""
+    each (n_dofs,) (the integral of q_d - q starts at zero with each gain set), the feedforward
+    mode, and optionally ``task_gains`` (n,) for the task's own feedback law (e.g. ball position
+    and velocity to beam angle; see the task). The posture (with the task's feedback acting) is
+    held for ``wait_time`` s."""
 
     episode_id: int
     index: int

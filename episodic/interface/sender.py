@@ -8,13 +8,19 @@ episode id and the next index are tracked from what was sent.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from episodic.interface.commands import (Command, Feedforward, GainsCommand, ResetCommand, StartCommand,
-                               TrajectoryCommand)
+from episodic.interface.commands import (
+    Command,
+    Feedforward,
+    GainsCommand,
+    ResetCommand,
+    StartCommand,
+    TrajectoryCommand,
+)
 from episodic.interface.vocabulary import Reply
 
 

@@ -23,7 +23,7 @@ class Desired:
     def __len__(self) -> int:
         return self.q.shape[0]
 
-    def then_hold(self, n_steps: int) -> "Desired":
+    def then_hold(self, n_steps: int) -> Desired:
         """Append n_steps holding the last posture at rest."""
         if n_steps <= 0:
             return self
@@ -34,7 +34,7 @@ class Desired:
         )
 
     @classmethod
-    def hold(cls, q: np.ndarray, n_steps: int) -> "Desired":
+    def hold(cls, q: np.ndarray, n_steps: int) -> Desired:
         """Hold posture q (n_dofs,) for n_steps."""
         q = np.repeat(np.asarray(q, float)[None], n_steps, axis=0)
         return cls(q, np.zeros_like(q), np.zeros_like(q))

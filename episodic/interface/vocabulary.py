@@ -35,7 +35,7 @@ class Feedforward(enum.IntEnum):
     INVERSE_DYNAMICS = 3
 
     @classmethod
-    def parse(cls, value: "str | int | Feedforward") -> "Feedforward":
+    def parse(cls, value: str | int | Feedforward) -> Feedforward:
         if isinstance(value, str):
             try:
                 return cls[value.upper()]

@@ -20,11 +20,11 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import platform
+
 import h5py
 import numpy as np
+
 from episodic.interface.commands import Kind
-
-
 
 FORMAT = "episodic-log/1"
 
@@ -57,6 +57,7 @@ COMMAND_ARRAYS = ("posture", "context", "q", "qd", "qdd", "kp", "kd", "ki", "tas
 
 def software_versions() -> dict[str, str]:
     import mujoco  # imported here: only needed for metadata
+
     import episodic
 
     # scipy's version from its metadata: importing it would cost a runner's start-up a third

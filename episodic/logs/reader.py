@@ -5,13 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
 import h5py
 import numpy as np
-from episodic.interface.columns import STEP_DTYPES
-from episodic.logs.layout import (METADATA_CACHE, SUMMARY_DEFAULTS, SUMMARY_DTYPE, decode_attr,
-                                   fix_metadata_cache, summary_row)
-from episodic.runtime.episodes import SEGMENT_FIELDS
 
+from episodic.interface.columns import STEP_DTYPES
+from episodic.logs.layout import (
+    METADATA_CACHE,
+    SUMMARY_DEFAULTS,
+    SUMMARY_DTYPE,
+    decode_attr,
+    fix_metadata_cache,
+    summary_row,
+)
+from episodic.runtime.episodes import SEGMENT_FIELDS
 
 
 def _summary_rows(stored: np.ndarray) -> np.ndarray:

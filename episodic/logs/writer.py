@@ -14,14 +14,21 @@ from collections import deque
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
 import h5py
 import numpy as np
+
 from episodic.interface.columns import STEP_DTYPES
-from episodic.logs.layout import (FORMAT, METADATA_CACHE, SUMMARY_DTYPE, command_record, fix_metadata_cache,
-                                   int_or, summary_row)
+from episodic.logs.layout import (
+    FORMAT,
+    METADATA_CACHE,
+    SUMMARY_DTYPE,
+    command_record,
+    fix_metadata_cache,
+    int_or,
+    summary_row,
+)
 from episodic.runtime.episodes import EpisodeBuffer
-
-
 
 _log = logging.getLogger("episodic.logs")
 

@@ -4,9 +4,18 @@ the physics helpers beside them (episodic.task.contact: calibrated ball contacts
 episodic.task.kinematics: inverse kinematics of a site)."""
 from episodic.task.contract import Episode, Ids, StepView, Task, TaskError
 from episodic.task.params import Choice, Param, choice, coordinate, format_number, param
-from episodic.task.parts import (TARGET, add_free_ball, add_frame_sensors, add_target, add_tool_body,
-                                 body_velocity, place_free_ball, place_target, rigid_inertia,
-                                 update_kinematics)
+from episodic.task.parts import (
+    TARGET,
+    add_frame_sensors,
+    add_free_ball,
+    add_target,
+    add_tool_body,
+    body_velocity,
+    place_free_ball,
+    place_target,
+    rigid_inertia,
+    update_kinematics,
+)
 
 __all__ = ["TARGET", "Choice", "Episode", "Ids", "Param", "StepView", "Task", "TaskError", "add_free_ball",
            "add_frame_sensors", "add_target", "add_tool_body", "body_velocity", "choice", "coordinate",

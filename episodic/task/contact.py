@@ -1,8 +1,9 @@
 """Bouncing ball contacts and air drag, from stated physical values.
 
 MuJoCo's default contact is nearly inelastic: a ball dropped on a fixed surface does not rebound
-at all (tested), into a cup carried by the arm with a restitution of about 0.13 (design.md). A ball that should bounce like a real one gets an explicit contact pair
-(:func:`add_bouncing_pair`) with
+at all (tested), into a cup carried by the arm with a restitution of about 0.13 (design.md). A
+ball that should bounce like a real one gets an explicit contact pair (:func:`add_bouncing_pair`)
+with
 
 * a normal direction that is a linear, mass-normalised spring-damper (MuJoCo's direct solref
   (-stiffness 1/s^2, -damping 1/s), at full impedance 1 mm in, :data:`BALL_SOLIMP`): natural

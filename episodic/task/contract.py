@@ -4,14 +4,16 @@ step it reads (:class:`StepView`), the per-episode state (:class:`Episode`, with
 named objects bound to ids once in :class:`Ids`)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
+
 import mujoco
 import numpy as np
-from episodic.runtime.native import CompiledLaw
-from episodic.interface.robot import Robot
-from episodic.task.params import PARAM, Choice, Param, format_number
 
+from episodic.interface.robot import Robot
+from episodic.runtime.native import CompiledLaw
+from episodic.task.params import PARAM, Choice, Param, format_number
 
 
 class TaskError(ValueError):
@@ -60,7 +62,7 @@ class Ids:
     arm_dof: np.ndarray
 
     @classmethod
-    def bind(cls, model: mujoco.MjModel) -> "Ids":
+    def bind(cls, model: mujoco.MjModel) -> Ids:
         def named(kind: mujoco.mjtObj, count: int) -> dict[str, int]:
             names = (mujoco.mj_id2name(model, kind, i) for i in range(count))
             return {name: i for i, name in enumerate(names) if name}
@@ -156,7 +158,7 @@ class Task:
         return int(number) if spec.integer else number
 
     @classmethod
-    def with_params(cls, params: dict[str, str | float]) -> "Task":
+    def with_params(cls, params: dict[str, str | float]) -> Task:
         """Build from name -> value, a value being a number or its text (the CLI's --param
         NAME=VALUE); TaskError names an unknown parameter, and construction checks the values."""
         known = cls.declared()

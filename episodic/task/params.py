@@ -7,8 +7,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-
-
 PARAM = "param"  # the metadata key under which a task parameter's field holds its Param
 
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
+
 from episodic.interface.robot import Robot
 from episodic.task.contract import Ids
-
-
 
 TARGET = "target"  # the target marker's mocap body, and the prefix of its position sensor
 
