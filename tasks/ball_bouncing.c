@@ -5,21 +5,34 @@
  * (episodic_sense: late and noisy) and the face's present pose and velocity (the joint
  * encoders); the last three joints (the wrist) get the offsets that turn the face normal by t,
  * by damped least squares on the wrist's angular Jacobian J: J^T (J J^T + damping I)^-1 (z x t).
- * param: the face's site id, the ball's qpos and dof addresses, k_r rad/m, k_v rad s/m,
- * max_tilt rad, damping rad^2, the wrist joints' three dof addresses, then the sensing block of
- * the ball's x, y m and vx, vy m/s (BallBouncing.compiled_law builds it); memory: the sensing
- * block. */
+ * param: a param (BallBouncing.compiled_law fills it by name); memory: the sensing block. */
 #include <math.h>
 
 #include "episodic.h"
 
-enum { SITE, BALL_QPOS, BALL_DOF, K_R, K_V, MAX_TILT, DAMPING, WRIST, SENSING = WRIST + 3 };
+typedef struct {
+  mjtNum face;        /* the racket face's site id */
+  mjtNum ball_qpos;   /* the ball's qpos address */
+  mjtNum ball_dof;    /* the ball's dof address */
+  mjtNum k_r;         /* rad/m */
+  mjtNum k_v;         /* rad s/m */
+  mjtNum max_tilt;    /* rad */
+  mjtNum damping;     /* rad^2 */
+  mjtNum wrist[3];    /* the wrist joints' dof addresses */
+  mjtNum sensing[EPISODIC_SENSING_STD + 4];  /* the sensing block of the ball's x, y m and vx, vy m/s */
+} param;
 
-void episodic_law_ball_bouncing(const mjModel* m, mjData* d, int n, const mjtNum* param, mjtNum* memory,
+EPISODIC_LAW_PARAM(ball_bouncing, param, EPISODIC_FIELD(param, face) EPISODIC_FIELD(param, ball_qpos)
+                   EPISODIC_FIELD(param, ball_dof) EPISODIC_FIELD(param, k_r) EPISODIC_FIELD(param, k_v)
+                   EPISODIC_FIELD(param, max_tilt) EPISODIC_FIELD(param, damping) EPISODIC_FIELD(param, wrist)
+                   EPISODIC_FIELD(param, sensing))
+
+void episodic_law_ball_bouncing(const mjModel* m, mjData* d, int n, const void* parameters, mjtNum* memory,
                                 mjtNum* offset) {
-  int site = (int)param[SITE], qa = (int)param[BALL_QPOS], va = (int)param[BALL_DOF], nv = m->nv;
+  const param* p = parameters;
+  int site = (int)p->face, qa = (int)p->ball_qpos, va = (int)p->ball_dof, nv = m->nv;
   mjtNum truth[4] = {d->qpos[qa], d->qpos[qa + 1], d->qvel[va], d->qvel[va + 1]}, ball[4];
-  episodic_sense(param + SENSING, memory, truth, ball);
+  episodic_sense(p->sensing, memory, truth, ball);
   mj_markStack(d);
   mjtNum* jacp = mj_stackAllocNum(d, 3 * nv);
   mjtNum* jacr = mj_stackAllocNum(d, 3 * nv);
@@ -28,22 +41,22 @@ void episodic_law_ball_bouncing(const mjModel* m, mjData* d, int n, const mjtNum
   for (int i = 0; i < 2; i++) {
     mjtNum r = ball[i] - d->site_xpos[3 * site + i];
     mjtNum v = ball[2 + i] - mju_dot(jacp + i * nv, d->qvel, nv);
-    tilt[i] = -(param[K_R] * r + param[K_V] * v);
+    tilt[i] = -(p->k_r * r + p->k_v * v);
   }
   mjtNum size = hypot(tilt[0], tilt[1]);
-  if (size > param[MAX_TILT]) {
-    mju_scl(tilt, tilt, param[MAX_TILT] / size, 2);
+  if (size > p->max_tilt) {
+    mju_scl(tilt, tilt, p->max_tilt / size, 2);
   }
   /* J (3 x 3): the wrist's columns of the angular Jacobian; A = J J^T + damping I */
   mjtNum wrist[9], a[9];
   for (int i = 0; i < 3; i++) {
     for (int j = 0; j < 3; j++) {
-      wrist[3 * i + j] = jacr[i * nv + (int)param[WRIST + j]];
+      wrist[3 * i + j] = jacr[i * nv + (int)p->wrist[j]];
     }
   }
   mju_mulMatMatT(a, wrist, wrist, 3, 3, 3);
   for (int i = 0; i < 3; i++) {
-    a[4 * i] += param[DAMPING];
+    a[4 * i] += p->damping;
   }
   /* turn the normal about z x t, not about the normal itself */
   mjtNum turn[3] = {-tilt[1], tilt[0], 0.0}, x[3];

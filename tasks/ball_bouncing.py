@@ -316,10 +316,10 @@ class BallBouncing(Task):
         seen is the episode's ``memory``)."""
         episode = self.episode
         ids = episode.ids
-        param = [ids.site["racket_face"], ids.qpos["ball"], ids.dof["ball"], task_gains[0], task_gains[1],
-                 self.max_tilt, WRIST_DAMPING, *ids.arm_dof[-3:]]
-        return CompiledLaw(model, self.name, ids.arm_dof.size, np.concatenate([param, episode.sensing.param()]),
-                           episode.memory)
+        param = dict(face=ids.site["racket_face"], ball_qpos=ids.qpos["ball"], ball_dof=ids.dof["ball"],
+                     k_r=task_gains[0], k_v=task_gains[1], max_tilt=self.max_tilt, damping=WRIST_DAMPING,
+                     wrist=ids.arm_dof[-3:], sensing=episode.sensing.param())
+        return CompiledLaw(model, self.name, ids.arm_dof.size, param, episode.memory)
 
     # -- per step ----------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:

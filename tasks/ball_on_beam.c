@@ -3,20 +3,31 @@
  * with x m, xd m/s the ball's centre along the beam and its rate in the beam's frame, from the
  * ball's world position and velocity as the tracker senses them (episodic_sense: late and noisy)
  * and the beam's present pose and velocity (the joint encoders).
- * param: beam body id, ball qpos address, ball dof address, k_x rad/m, k_v rad s/m, max_tilt rad,
- * then the sensing block of the ball's position (3) m and velocity (3) m/s (BallOnBeam.compiled_law
- * builds it); memory: the sensing block. */
+ * param: a param (BallOnBeam.compiled_law fills it by name); memory: the sensing block. */
 #include "episodic.h"
 
-enum { BEAM, BALL_QPOS, BALL_DOF, K_X, K_V, MAX_TILT, SENSING };
+typedef struct {
+  mjtNum beam;        /* the beam's body id */
+  mjtNum ball_qpos;   /* the ball's qpos address */
+  mjtNum ball_dof;    /* the ball's dof address */
+  mjtNum k_x;         /* rad/m */
+  mjtNum k_v;         /* rad s/m */
+  mjtNum max_tilt;    /* rad */
+  mjtNum sensing[EPISODIC_SENSING_STD + 6];  /* the sensing block of the ball's position (3) m and velocity (3) m/s */
+} param;
 
-void episodic_law_ball_on_beam(const mjModel* m, mjData* d, int n, const mjtNum* param, mjtNum* memory,
+EPISODIC_LAW_PARAM(ball_on_beam, param, EPISODIC_FIELD(param, beam) EPISODIC_FIELD(param, ball_qpos)
+                   EPISODIC_FIELD(param, ball_dof) EPISODIC_FIELD(param, k_x) EPISODIC_FIELD(param, k_v)
+                   EPISODIC_FIELD(param, max_tilt) EPISODIC_FIELD(param, sensing))
+
+void episodic_law_ball_on_beam(const mjModel* m, mjData* d, int n, const void* parameters, mjtNum* memory,
                                mjtNum* offset) {
-  int beam = (int)param[BEAM], qa = (int)param[BALL_QPOS], va = (int)param[BALL_DOF];
+  const param* p = parameters;
+  int beam = (int)p->beam, qa = (int)p->ball_qpos, va = (int)p->ball_dof;
   mjtNum truth[6], ball[6];
   mju_copy(truth, d->qpos + qa, 3);
   mju_copy(truth + 3, d->qvel + va, 3);
-  episodic_sense(param + SENSING, memory, truth, ball);
+  episodic_sense(p->sensing, memory, truth, ball);
   mjtNum spin[6];
   mj_objectVelocity(m, d, mjOBJ_XBODY, beam, spin, 0);
   mjtNum wx = spin[0], wy = spin[1], wz = spin[2], vx = spin[3], vy = spin[4], vz = spin[5];
@@ -29,5 +40,5 @@ void episodic_law_ball_on_beam(const mjModel* m, mjData* d, int n, const mjtNum*
   /* d/dt ((p - o) . e) = (v_ball - v_o) . e + (p - o) . (w x e) */
   mjtNum xd = (b[0] - vx) * ex + (b[1] - vy) * ey + (b[2] - vz) * ez
               + rx * (wy * ez - wz * ey) + ry * (wz * ex - wx * ez) + rz * (wx * ey - wy * ex);
-  offset[n - 1] = episodic_clip(param[K_X] * x + param[K_V] * xd, -param[MAX_TILT], param[MAX_TILT]);
+  offset[n - 1] = episodic_clip(p->k_x * x + p->k_v * xd, -p->max_tilt, p->max_tilt);
 }

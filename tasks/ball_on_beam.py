@@ -255,9 +255,9 @@ class BallOnBeam(Task):
         the episode's ``memory``)."""
         episode = self.episode
         ids = episode.ids
-        param = [ids.body[BEAM], ids.qpos[BALL], ids.dof[BALL], task_gains[0], task_gains[1], self.max_tilt]
-        return CompiledLaw(model, self.name, ids.arm_dof.size, np.concatenate([param, episode.sensing.param()]),
-                           episode.memory)
+        param = dict(beam=ids.body[BEAM], ball_qpos=ids.qpos[BALL], ball_dof=ids.dof[BALL], k_x=task_gains[0],
+                     k_v=task_gains[1], max_tilt=self.max_tilt, sensing=episode.sensing.param())
+        return CompiledLaw(model, self.name, ids.arm_dof.size, param, episode.memory)
 
     # -- per step ------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:

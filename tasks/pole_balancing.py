@@ -406,10 +406,9 @@ class PoleBalancing(Task):
         """The law of the module docstring, in tasks/pole_balancing.c (what it carries between
         control steps is the episode's ``memory``)."""
         episode = self.episode
-        gains = np.zeros(8)
-        gains[: task_gains.size] = task_gains
-        param = np.concatenate([[episode.ids.body[POLE], task_gains.size, self.max_offset, episode.omega0],
-                                episode.h, episode.p0, gains, episode.sensing.param(), episode.v])
+        param = dict(pole=episode.ids.body[POLE], n_gains=task_gains.size, max_offset=self.max_offset,
+                     omega0=episode.omega0, h=episode.h, p0=episode.p0, gains=task_gains,
+                     sensing=episode.sensing.param(), v=episode.v)
         return CompiledLaw(model, self.name, episode.v.size, param, episode.memory)
 
     # -- per step ------------------------------------------------------------

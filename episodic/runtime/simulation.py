@@ -3,26 +3,27 @@ happened at every control step.
 
 A blocking run goes whole through the compiled loop of ``episodic.runtime.native`` (C: the control tick,
 inverse dynamics at the measured state, the integral term and the task's compiled feedback law
-between MuJoCo's steps, the GIL released). A paced run, or one under a feedback law written in
+between MuJoCo's steps, the GIL released), or, in an install without the compiled library, whole
+through the same loop in Python. A paced run, or one under a feedback law written in
 Python, steps in Python, one ``episodic.runtime.control.Controller.tick`` per control step (the tick a
 robot driver's loop runs). Both give bit-identical results, and those of ``mujoco.rollout`` for
 the same ctrl sequence (tested).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import mujoco
 import numpy as np
 
+from episodic.interface.trajectory import Desired
+from episodic.interface.vocabulary import Feedforward
 from episodic.runtime import native
-from episodic.interface.commands import Feedforward
 from episodic.runtime.control import Controller, Feedback, Gains, Segment, Stop, over_velocity_limit_after
 from episodic.runtime.native import CompiledLaw
 from episodic.runtime.pacing import Pacer
 from episodic.runtime.scene import ROLLOUT_SPEC, STATE_SPEC, Scene
-from episodic.interface.trajectory import Desired
 
 # |ctrl| N m at most: far above every torque limit (the joint torque saturates there anyway) and
 # below MuJoCo's "huge value" threshold (1e10), past which it would zero the controls
@@ -54,17 +55,17 @@ class StepRecord:
     u_ff: np.ndarray
 
     def __len__(self) -> int:
-        return self.sensordata.shape[0]
+        return int(self.sensordata.shape[0])
 
     @classmethod
-    def join(cls, records: list["StepRecord"]) -> "StepRecord":
+    def join(cls, records: list[StepRecord]) -> StepRecord:
         """Consecutive records (each starting where the previous ended) as one."""
         desired = Desired(*(np.concatenate([getattr(r.desired, k) for r in records]) for k in ("q", "qd", "qdd")))
         states = np.concatenate([r.state[:-1] for r in records] + [records[-1].state[-1:]])
         return cls(desired, states, np.concatenate([r.sensordata for r in records]),
                    np.concatenate([r.u_ff for r in records]))
 
-    def truncate(self, n: int) -> "StepRecord":
+    def truncate(self, n: int) -> StepRecord:
         """The first n steps."""
         d = self.desired
         return StepRecord(Desired(d.q[:n], d.qd[:n], d.qdd[:n]), self.state[: n + 1],
@@ -137,12 +138,12 @@ class Simulation:
     @property
     def q(self) -> np.ndarray:
         """Robot joint positions rad (n_dofs,) now (a copy)."""
-        return self.data.qpos[self.scene.qpos_adr].copy()
+        return np.array(self.data.qpos[self.scene.qpos_adr])
 
     @property
     def qd(self) -> np.ndarray:
         """Robot joint velocities rad/s (n_dofs,) now (a copy)."""
-        return self.data.qvel[self.scene.dof_adr].copy()
+        return np.array(self.data.qvel[self.scene.dof_adr])
 
     @property
     def can_start_exactly(self) -> bool:
@@ -168,7 +169,8 @@ class Simulation:
         ``feedback(data)``, when given, is called before each step with the present state and
         returns offsets (n_dofs,) rad added to that step's desired q (a task's feedback law;
         ``Task.feedback_law``); the record holds the desired q actually used. A blocking run
-        under no law or a compiled one (``episodic.runtime.native.CompiledLaw``) runs in C in one piece;
+        under no law or a compiled one (``episodic.runtime.native.CompiledLaw``) runs in C in one piece
+        (in Python, with the same results, when the library was not built: ``native.compiled``);
         otherwise it steps in Python. ``stop(k, states, sensordata)`` is asked after step k when
         stepping in Python and ends the run there when true; a run in one piece ignores it and
         the caller truncates.
@@ -182,16 +184,18 @@ class Simulation:
         seg = self.controller.plan(desired, gains, feedback, plant_gravity=True)
         if self.pacer is None and (feedback is None or isinstance(feedback, CompiledLaw)):
             integral = self.controller.integral.copy()
-            memory = None if feedback is None or feedback.memory is None else feedback.memory.copy()
-            states, sensordata, ctrl = self._run_compiled(seg)
+            law_memory = None if feedback is None else feedback.memory
+            memory = None if law_memory is None else law_memory.copy()
+            # without the compiled library (an install without a C compiler) the same run in Python
+            states, sensordata, ctrl = self._run_compiled(seg) if native.compiled() else self._run_python(seg, None)
             if self._warnings() != warnings:
                 # unstable somewhere in the run: run it again tick by tick, stopped where a paced
                 # run stops, at the first joint velocity over its limit, so that a segment that
                 # crosses the limit before it blows up is cut there in both modes
                 self.set_state(start, ROLLOUT_SPEC)
                 self.controller.integral[:] = integral
-                if memory is not None:
-                    feedback.memory[:] = memory
+                if law_memory is not None:
+                    law_memory[:] = memory
                 warnings = self._warnings()
                 seg = self.controller.plan(desired, gains, feedback, plant_gravity=True)
                 states, sensordata, ctrl = self._run_python(seg, self._over_velocity_limit)
@@ -240,6 +244,9 @@ class Simulation:
         sensordata = np.empty((n, m.nsensordata))
         ctrl = np.empty_like(seg.reference)
         law = seg.feedback
+        if law is not None and not isinstance(law, CompiledLaw):
+            raise TypeError("the compiled loop runs a CompiledLaw only; a law in Python steps in Python "
+                            "(Simulation.run)")
         args = native.SegmentArgs(
             **self._native_fixed, n=n, feedforward=int(seg.feedforward), kp=native.address(kp),
             kd=native.address(kd), ki=native.address(ki), passive=native.address(passive, np.uint8),

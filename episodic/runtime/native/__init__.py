@@ -1,34 +1,57 @@
 """episodic's compiled part: the blocking control loop (``control.c``) and the tasks' feedback
-laws (``tasks/<name>.c``) in C, one shared library (``_library``) that installing episodic
-builds against the installed MuJoCo (setup.py) and that is called here through ctypes.
+laws (``tasks/<name>.c``) in C, one plain shared library (``_library.so`` beside this module)
+that installing episodic builds against the installed MuJoCo (setup.py) and that is called here
+through ctypes.
+
+The library is optional: an install without a C compiler has none, and episodic then runs the
+blocking loop in Python (:func:`compiled` is False and warns once; the results are the same, see
+``Simulation._run_python``), while the tasks whose feedback law is written in C refuse task gains
+with a :class:`NativeError` that says how to build it.
 
 The library reads MuJoCo's structs, so it only runs with the MuJoCo it was compiled for:
 :func:`library` refuses any other with a :class:`NativeError` that says how to rebuild it. An
 error MuJoCo meets inside the library (mju_error, e.g. its arena overflowing) ends the call with
-``mujoco.FatalError``, as in MuJoCo's own Python functions, not the process. The types below
-mirror ``episodic.h``; change both together.
+``mujoco.FatalError``, as in MuJoCo's own Python functions, not the process.
+
+The structs that cross into C are described once, in C (``episodic.h``: a table of each struct's
+fields with their offsets and sizes): :func:`load` refuses a library whose segment struct differs
+from :class:`SegmentArgs`, and :class:`CompiledLaw` fills a law's parameters by name from its
+table, so no order is written twice.
 """
 from __future__ import annotations
 
 import ctypes
 import functools
-import importlib.util
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import NamedTuple
 
 import mujoco
 import numpy as np
+from numpy.typing import ArrayLike
 
+PATH = Path(__file__).with_name("_library.so")
 ERROR_SIZE = 1024  # EPISODIC_ERROR_SIZE: room for MuJoCo's error text
 REBUILD = ("reinstall episodic so that it is compiled against the installed MuJoCo "
            "(in a checkout: pip install -e .; otherwise: pip install --force-reinstall --no-deps episodic)")
+# measured with benchmarks/native_speed.py (a blocking reach segment, WAM, 2 ms control period)
+SLOWER = "about 10 times"
+WITHOUT_LIBRARY = (f"episodic's compiled control loop is not built (no C compiler when episodic was installed): "
+                   f"blocking runs step in Python instead, with the same results but {SLOWER} slower, and the "
+                   f"tasks whose feedback law is written in C (tasks/*.c) refuse task gains. To get the compiled "
+                   f"loop, install gcc (e.g. apt-get install gcc) and reinstall episodic (pip install "
+                   f"--force-reinstall --no-deps episodic; in a checkout: pip install -e .)")
 
 
 class NativeError(RuntimeError):
-    """episodic's compiled part is missing, or was built for another MuJoCo; the message says
-    how to rebuild it."""
+    """episodic's compiled part is missing, was built for another MuJoCo or with other structs;
+    the message says how to rebuild it."""
 
 
 class SegmentArgs(ctypes.Structure):
-    """episodic_segment: the arguments of one compiled run (see episodic.h for each field)."""
+    """episodic_segment: the arguments of one compiled run (see episodic.h for each field);
+    checked against the library's table on load."""
 
     _fields_ = [(name, ctypes.c_void_p) for name in ("model", "data", "dynamics", "dynamics_data")] \
         + [(name, ctypes.c_int) for name in ("n", "n_dofs", "substeps", "feedforward", "state_spec")] \
@@ -39,6 +62,48 @@ class SegmentArgs(ctypes.Structure):
                                                 "law_param", "law_memory", "states", "sensordata", "ctrl", "error")]
 
 
+class Field(NamedTuple):
+    """One field of a struct as C lays it out: its name, offset and size in bytes."""
+
+    name: str
+    offset: int
+    size: int
+
+
+class _FieldEntry(ctypes.Structure):
+    """episodic_field, one row of a struct's table in the library."""
+
+    _fields_ = [("name", ctypes.c_char_p), ("offset", ctypes.c_size_t), ("size", ctypes.c_size_t)]
+
+
+def fields(lib: ctypes.CDLL, struct: str) -> tuple[list[Field], int]:
+    """The fields of C struct ``struct`` (from the library's table ``<struct>_fields``, in the
+    table's order) and its size in bytes (``<struct>_size()``); AttributeError when the library
+    has no such table."""
+    first = _FieldEntry.in_dll(lib, f"{struct}_fields")
+    table = ctypes.cast(ctypes.addressof(first), ctypes.POINTER(_FieldEntry))
+    out: list[Field] = []
+    while (name := table[len(out)].name) is not None:
+        out.append(Field(name.decode(), table[len(out)].offset, table[len(out)].size))
+    size = getattr(lib, f"{struct}_size")
+    size.restype = ctypes.c_size_t
+    return out, int(size())
+
+
+def check_layout(lib: ctypes.CDLL, struct: str, mirror: type[ctypes.Structure]) -> None:
+    """NativeError unless ctypes ``mirror`` lays out C struct ``struct`` as the library does:
+    the same size and the same fields, in order, at the same offsets with the same sizes."""
+    c_fields, c_size = fields(lib, struct)
+    ours = [Field(name, getattr(mirror, name).offset, getattr(mirror, name).size) for name, *_ in mirror._fields_]
+    if ours != c_fields or ctypes.sizeof(mirror) != c_size:
+        differ = [f"{o} here, {c} in C" for o, c in zip(ours, c_fields) if o != c] \
+            + [f"{f} only here" for f in ours[len(c_fields):]] + [f"{f} only in C" for f in c_fields[len(ours):]]
+        raise NativeError(f"episodic's compiled part lays out {struct} ({c_size} bytes) otherwise than "
+                          f"{mirror.__name__} in episodic/runtime/native/__init__.py ({ctypes.sizeof(mirror)} "
+                          f"bytes): {'; '.join(differ) or 'the sizes differ'}; change both together (episodic.h "
+                          f"and the mirror) and {REBUILD}")
+
+
 def _version(number: int) -> str:
     """MuJoCo's version number (mj_version, mjVERSION_HEADER: 4000000) as text (4.0.0)."""
     return f"{number // 1000000}.{number // 1000 % 1000}.{number % 1000}"
@@ -46,16 +111,27 @@ def _version(number: int) -> str:
 
 @functools.cache
 def library() -> ctypes.CDLL:
-    """The compiled library (``_library`` beside this module), loaded once: see :func:`load`."""
-    spec = importlib.util.find_spec("episodic.runtime.native._library")
-    if spec is None or spec.origin is None:
-        raise NativeError(f"episodic's compiled part (episodic/runtime/native/_library) is missing; {REBUILD}")
-    return load(spec.origin)
+    """The compiled library (``_library.so`` beside this module), loaded once: see :func:`load`;
+    NativeError when it was not built."""
+    if not PATH.is_file():
+        raise NativeError(f"episodic's compiled part ({PATH}) is missing (it is built when episodic is installed "
+                          f"with a C compiler at hand); install gcc and {REBUILD}")
+    return load(str(PATH))
+
+
+@functools.cache
+def compiled() -> bool:
+    """Whether the compiled library was built (blocking runs go through it); when not, warn once
+    (RuntimeWarning) that runs step in Python, how much slower, and how to build it."""
+    if PATH.is_file():
+        return True
+    warnings.warn(WITHOUT_LIBRARY, RuntimeWarning, stacklevel=2)
+    return False
 
 
 def load(path: str) -> ctypes.CDLL:
-    """The library at ``path``; NativeError when it cannot be loaded or was built for a MuJoCo
-    other than the one imported."""
+    """The library at ``path``; NativeError when it cannot be loaded, was built for a MuJoCo
+    other than the one imported, or lays out its segment struct otherwise than SegmentArgs."""
     try:
         lib = ctypes.CDLL(path)  # needs libmujoco.so.<version>, loaded by `import mujoco`
     except OSError as exc:
@@ -65,6 +141,7 @@ def load(path: str) -> ctypes.CDLL:
     if built != mujoco.mj_version():
         raise NativeError(f"episodic's compiled part was built for MuJoCo {_version(built)}, but MuJoCo "
                           f"{_version(mujoco.mj_version())} is installed; {REBUILD}")
+    check_layout(lib, "episodic_segment", SegmentArgs)
     lib.episodic_run.argtypes = [ctypes.POINTER(SegmentArgs)]
     lib.episodic_feedback.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] + [ctypes.c_void_p] * 4
     lib.episodic_sense.argtypes = [ctypes.c_void_p] * 4
@@ -79,7 +156,7 @@ def address(array: np.ndarray | None, dtype: type = np.float64) -> int | None:
     if array.dtype != dtype or not array.flags.c_contiguous:
         raise ValueError(f"the compiled loop needs C-contiguous {np.dtype(dtype)} arrays, got {array.dtype} "
                          f"(contiguous: {array.flags.c_contiguous})")
-    return array.ctypes.data
+    return int(array.ctypes.data)
 
 
 def run(args: SegmentArgs) -> None:
@@ -91,6 +168,30 @@ def run(args: SegmentArgs) -> None:
         raise mujoco.FatalError(error.value.decode(errors="replace"))
 
 
+@functools.cache
+def law_fields(name: str) -> tuple[dict[str, Field], int]:
+    """:func:`law_layout` of law ``name`` in the library, worked out once."""
+    return law_layout(library(), name)
+
+
+def law_layout(lib: ctypes.CDLL, name: str) -> tuple[dict[str, Field], int]:
+    """Law ``name``'s parameter fields by name and its parameter struct's size in values (from
+    its table in ``lib``, EPISODIC_LAW_PARAM in tasks/<name>.c); NativeError when ``lib`` has no
+    such law, or when the table is not a struct of doubles that its fields fill without a gap."""
+    if not all(hasattr(lib, f"episodic_law_{name}{part}") for part in ("", "_param_fields", "_param_size")):
+        raise NativeError(f"episodic's compiled part has no law '{name}' with a parameter table (episodic_law_{name} "
+                          f"and EPISODIC_LAW_PARAM in tasks/{name}.c); {REBUILD}")
+    table, size = fields(lib, f"episodic_law_{name}_param")
+    value = ctypes.sizeof(ctypes.c_double)
+    covered = sorted((f.offset, f.offset + f.size) for f in table)
+    ends = [0] + [end for _, end in covered]
+    if any(f.size % value for f in table) or [start for start, _ in covered] != ends[:-1] or ends[-1] != size:
+        raise NativeError(f"law '{name}''s parameters (tasks/{name}.c) must be doubles that its table "
+                          f"(EPISODIC_LAW_PARAM) lists all of: the fields {table} do not fill its {size} bytes; "
+                          f"list every field of the struct, then {REBUILD}")
+    return {f.name: f for f in table}, size // value
+
+
 class CompiledLaw:
     """A task's feedback law compiled into the library (``tasks/<name>.c``: the C function
     ``episodic_law_<name>``), bound to a model and to its parameters.
@@ -98,20 +199,30 @@ class CompiledLaw:
     Called with an MjData of ``model`` whose position and velocity stages are current (after
     mj_step1 or mj_forward), it returns the offsets (n_dofs,) rad of one control step, the form
     ``Controller.tick`` calls; the simulation runs a whole blocking segment under it in C.
-    ``param``: the law's parameters, ``memory``: what it keeps from one control step to the next
-    (changed in place; None: nothing), float64 arrays laid out as its C source documents."""
+    ``param``: the law's parameters by the names of its C struct (every field; an array field
+    takes at most its size and is 0 past the values given), laid out as that struct (``param``
+    afterwards: the float64 array the law reads); ``memory``: what it keeps from one control step
+    to the next (changed in place; None: nothing), a float64 array laid out as its C source
+    documents."""
 
-    def __init__(self, model: mujoco.MjModel, name: str, n_dofs: int, param: np.ndarray,
+    def __init__(self, model: mujoco.MjModel, name: str, n_dofs: int, param: Mapping[str, ArrayLike],
                  memory: np.ndarray | None = None):
         self.model, self.name, self.n_dofs = model, name, n_dofs
-        self.param = np.ascontiguousarray(param, dtype=np.float64)
+        table, size = law_fields(name)
+        if set(param) != set(table):
+            raise NativeError(f"law '{name}' (tasks/{name}.c) takes the parameters {sorted(table)}; got "
+                              f"{sorted(param)}")
+        self.param = np.zeros(size)
+        value = ctypes.sizeof(ctypes.c_double)
+        for key, given in param.items():
+            values, room = np.ravel(np.asarray(given, dtype=np.float64)), table[key].size // value
+            if values.size > room:
+                raise ValueError(f"law '{name}''s parameter {key} holds {room} values; got {values.size}")
+            start = table[key].offset // value
+            self.param[start: start + values.size] = values
         self.memory = memory
         address(memory)  # ValueError now, rather than at the first step, unless float64 and contiguous
-        try:
-            self.function = ctypes.cast(getattr(library(), f"episodic_law_{name}"), ctypes.c_void_p).value
-        except AttributeError:
-            raise NativeError(f"episodic's compiled part has no law '{name}' (episodic_law_{name} in "
-                              f"tasks/{name}.c); {REBUILD}") from None
+        self.function = ctypes.cast(getattr(library(), f"episodic_law_{name}"), ctypes.c_void_p).value
 
     def __call__(self, data: mujoco.MjData) -> np.ndarray:
         offset = np.zeros(self.n_dofs)

@@ -20,6 +20,13 @@ int episodic_mujoco_version(void) {
   return mjVERSION_HEADER;
 }
 
+#define EPISODIC_SEGMENT_FIELD(type, name) EPISODIC_FIELD(episodic_segment, name)
+const episodic_field episodic_segment_fields[] = {EPISODIC_SEGMENT_FIELDS(EPISODIC_SEGMENT_FIELD) {NULL, 0, 0}};
+
+size_t episodic_segment_size(void) {
+  return sizeof(episodic_segment);
+}
+
 /* what guarded() needs to come back from an error: where to jump, the handler it replaced,
  * where the error's text goes, and d's stack to put back */
 typedef struct {
@@ -149,7 +156,7 @@ typedef struct {
   const mjModel* m;
   mjData* d;
   int n;
-  const mjtNum* param;
+  const void* param;
   mjtNum* memory;
   mjtNum* offset;
 } law_call;
@@ -159,7 +166,7 @@ static void call_law(void* arg) {
   c->law(c->m, c->d, c->n, c->param, c->memory, c->offset);
 }
 
-int episodic_feedback(episodic_law law, const mjModel* m, mjData* d, int n, const mjtNum* param, mjtNum* memory,
+int episodic_feedback(episodic_law law, const mjModel* m, mjData* d, int n, const void* param, mjtNum* memory,
                       mjtNum* offset, char* error) {
   law_call call = {law, m, d, n, param, memory, offset};
   return guarded(call_law, &call, d, error);

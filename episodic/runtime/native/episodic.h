@@ -4,14 +4,17 @@
 #ifndef EPISODIC_NATIVE_EPISODIC_H_
 #define EPISODIC_NATIVE_EPISODIC_H_
 
+#include <stddef.h>
+
 #include <mujoco/mujoco.h>
 
 /* A task's feedback law: fills offset[n] (rad, zero on entry; n the robot's joints) with the
  * offsets to the desired joint positions at d's present state. d's position and velocity stages
  * are current (after mj_step1 or mj_forward); the law may recompute them but changes nothing
- * else. param: the law's read-only parameters, memory: what it keeps from one control step to
- * the next (NULL if nothing); their layouts are the law's, documented with it. */
-typedef void (*episodic_law)(const mjModel* m, mjData* d, int n, const mjtNum* param, mjtNum* memory,
+ * else. param: the law's read-only parameters, a struct of its own declared with the law
+ * (EPISODIC_LAW_PARAM); memory: what it keeps from one control step to the next (NULL if
+ * nothing), its layout documented with the law. */
+typedef void (*episodic_law)(const mjModel* m, mjData* d, int n, const void* param, mjtNum* memory,
                              mjtNum* offset);
 
 /* episodic.interface.commands.Feedforward: what the loop adds to u_ff each control step (GRAVITY_COMPENSATION:
@@ -19,43 +22,75 @@ typedef void (*episodic_law)(const mjModel* m, mjData* d, int n, const mjtNum* p
 enum { EPISODIC_FF_NONE = 0, EPISODIC_FF_GRAVITY_COMPENSATION = 1, EPISODIC_FF_FEEDFORWARD = 2,
        EPISODIC_FF_INVERSE_DYNAMICS = 3 };
 
-/* One segment of n control steps for a robot of n_dofs joints: the arguments of
- * episodic_run. Arrays of steps are row-major (n, n_dofs); units as in episodic.runtime.control. */
+/* A struct that crosses into Python is described once, here in C, by a table of its fields
+ * (<struct>_fields, ended by a NULL name) and its size (<struct>_size()); episodic.runtime.native
+ * checks its ctypes mirror (or fills a law's parameters by name) against them when the library
+ * loads, so a field added, moved or resized on one side only is refused instead of misread. */
 typedef struct {
-  const mjModel* model;          /* the scene */
-  mjData* data;                  /* its state, stepped in place */
-  const mjModel* dynamics;       /* the robot and its tool alone, for inverse dynamics */
-  mjData* dynamics_data;
-  int n;                         /* control steps */
-  int n_dofs;
-  int substeps;                  /* physics steps per control step */
-  int feedforward;               /* EPISODIC_FF_*: u_ff computed at each step */
-  int state_spec;                /* mjtState of the recorded states */
-  const int* qpos_adr;           /* (n_dofs,) the robot joints' qpos addresses */
-  const int* dof_adr;            /* (n_dofs,) their dof addresses */
-  const int* actuator;           /* (n_dofs,) their actuators */
-  const mjtNum* lower;           /* (n_dofs,) rad, joint range: q_d is clamped to it */
-  const mjtNum* upper;
-  const mjtNum* kp;              /* (n_dofs,) N m/rad */
-  const mjtNum* kd;              /* (n_dofs,) N m s/rad */
-  const mjtNum* ki;              /* (n_dofs,) N m/(rad s) */
-  const mjtByte* passive;        /* (n_dofs,) 1: no u_ff on that joint */
-  mjtNum dt;                     /* s, control period */
-  mjtNum ctrl_bound;             /* N m, |ctrl| at most */
-  mjtNum* q_d;                   /* (n, n_dofs) rad, clamped; row k gets the law's offset at step k */
-  const mjtNum* qd_d;            /* (n, n_dofs) rad/s */
-  const mjtNum* qdd_d;           /* (n, n_dofs) rad/s^2 */
-  mjtNum* reference;             /* (n, n_dofs) N m, kp q_d + kd qd_d; row k updated with q_d */
-  mjtNum* u_ff;                  /* (n, n_dofs) N m; row k set at step k unless feedforward is NONE */
-  mjtNum* integral;              /* (n_dofs,) rad s, advanced at every step */
-  episodic_law law;              /* NULL: no feedback law */
-  const mjtNum* law_param;
-  mjtNum* law_memory;
-  mjtNum* states;                /* out (n + 1, mj_stateSize(state_spec)): before each step, after the last */
-  mjtNum* sensordata;            /* out (n, nsensordata): at the state before each step */
-  mjtNum* ctrl;                  /* out (n, n_dofs) N m: what each step's first physics step got */
-  char* error;                   /* out (EPISODIC_ERROR_SIZE,): MuJoCo's error, if one ended the run */
+  const char* name;
+  size_t offset;                 /* bytes from the struct's start */
+  size_t size;                   /* bytes */
+} episodic_field;
+#define EPISODIC_FIELD(type, name) {#name, offsetof(type, name), sizeof(((type*)0)->name)},
+
+/* One segment of n control steps for a robot of n_dofs joints: the arguments of
+ * episodic_run. Arrays of steps are row-major (n, n_dofs); units as in episodic.runtime.control.
+ * Its fields are listed once, as X(type, name): the struct and its table (control.c) come from
+ * the list, which SegmentArgs in episodic/runtime/native/__init__.py mirrors (checked on load). */
+#define EPISODIC_SEGMENT_FIELDS(X)                                                                          \
+  X(const mjModel*, model)       /* the scene */                                                           \
+  X(mjData*, data)               /* its state, stepped in place */                                         \
+  X(const mjModel*, dynamics)    /* the robot and its tool alone, for inverse dynamics */                  \
+  X(mjData*, dynamics_data)                                                                                 \
+  X(int, n)                      /* control steps */                                                       \
+  X(int, n_dofs)                                                                                            \
+  X(int, substeps)               /* physics steps per control step */                                      \
+  X(int, feedforward)            /* EPISODIC_FF_*: u_ff computed at each step */                           \
+  X(int, state_spec)             /* mjtState of the recorded states */                                     \
+  X(const int*, qpos_adr)        /* (n_dofs,) the robot joints' qpos addresses */                          \
+  X(const int*, dof_adr)         /* (n_dofs,) their dof addresses */                                       \
+  X(const int*, actuator)        /* (n_dofs,) their actuators */                                           \
+  X(const mjtNum*, lower)        /* (n_dofs,) rad, joint range: q_d is clamped to it */                    \
+  X(const mjtNum*, upper)                                                                                   \
+  X(const mjtNum*, kp)           /* (n_dofs,) N m/rad */                                                   \
+  X(const mjtNum*, kd)           /* (n_dofs,) N m s/rad */                                                 \
+  X(const mjtNum*, ki)           /* (n_dofs,) N m/(rad s) */                                               \
+  X(const mjtByte*, passive)     /* (n_dofs,) 1: no u_ff on that joint */                                  \
+  X(mjtNum, dt)                  /* s, control period */                                                   \
+  X(mjtNum, ctrl_bound)          /* N m, |ctrl| at most */                                                 \
+  X(mjtNum*, q_d)                /* (n, n_dofs) rad, clamped; row k gets the law's offset at step k */     \
+  X(const mjtNum*, qd_d)         /* (n, n_dofs) rad/s */                                                   \
+  X(const mjtNum*, qdd_d)        /* (n, n_dofs) rad/s^2 */                                                 \
+  X(mjtNum*, reference)          /* (n, n_dofs) N m, kp q_d + kd qd_d; row k updated with q_d */           \
+  X(mjtNum*, u_ff)               /* (n, n_dofs) N m; row k set at step k unless feedforward is NONE */     \
+  X(mjtNum*, integral)           /* (n_dofs,) rad s, advanced at every step */                             \
+  X(episodic_law, law)           /* NULL: no feedback law */                                               \
+  X(const void*, law_param)      /* the law's parameters (EPISODIC_LAW_PARAM) */                           \
+  X(mjtNum*, law_memory)                                                                                    \
+  X(mjtNum*, states)             /* out (n + 1, mj_stateSize(state_spec)): before each step, after the last */ \
+  X(mjtNum*, sensordata)         /* out (n, nsensordata): at the state before each step */                 \
+  X(mjtNum*, ctrl)               /* out (n, n_dofs) N m: what each step's first physics step got */        \
+  X(char*, error)                /* out (EPISODIC_ERROR_SIZE,): MuJoCo's error, if one ended the run */
+
+#define EPISODIC_MEMBER(type, name) type name;
+typedef struct {
+  EPISODIC_SEGMENT_FIELDS(EPISODIC_MEMBER)
 } episodic_segment;
+
+extern const episodic_field episodic_segment_fields[];
+size_t episodic_segment_size(void);
+
+/* A law's parameters: a struct of mjtNum fields only (scalars and arrays: an id or an address
+ * is stored as a double, exactly), so that it has no padding and Python fills it by name from
+ * its table (episodic.runtime.native.CompiledLaw). In the law's file, after the struct:
+ *   EPISODIC_LAW_PARAM(<law>, <struct>, EPISODIC_FIELD(<struct>, <field>) ... every field)
+ * defines episodic_law_<law>_param_fields and episodic_law_<law>_param_size(); a field left
+ * out of the table leaves a gap that the check on load refuses. */
+#define EPISODIC_LAW_PARAM(law, type, fields)                                      \
+  const episodic_field episodic_law_##law##_param_fields[] = {fields{NULL, 0, 0}}; \
+  size_t episodic_law_##law##_param_size(void) {                                   \
+    return sizeof(type);                                                           \
+  }
 
 #define EPISODIC_ERROR_SIZE 1024
 
@@ -93,7 +128,7 @@ int episodic_run(const episodic_segment* s);
 
 /* One call of a law (episodic_law's arguments) with MuJoCo's errors returned as in episodic_run:
  * 0, or 1 with the text in error (EPISODIC_ERROR_SIZE,). */
-int episodic_feedback(episodic_law law, const mjModel* m, mjData* d, int n, const mjtNum* param, mjtNum* memory,
+int episodic_feedback(episodic_law law, const mjModel* m, mjData* d, int n, const void* param, mjtNum* memory,
                       mjtNum* offset, char* error);
 
 /* mjVERSION_HEADER of the MuJoCo this library was compiled against. */

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import mujoco
 import numpy as np
+from numpy.typing import ArrayLike
 
 CONTROL_PERIOD = "control_period"  # the model's numeric holding the control period, s
 SENSING_PARAM = 4    # EPISODIC_SENSING_STD: the param block's values before the stds
@@ -69,7 +70,7 @@ class Sensing:
     key: np.ndarray
 
     @classmethod
-    def start(cls, model: mujoco.MjModel, latency: float, std, rng: np.random.Generator) -> "Sensing":
+    def start(cls, model: mujoco.MjModel, latency: float, std: ArrayLike, rng: np.random.Generator) -> Sensing:
         """The tracker of an episode starting now: ``latency`` s rounded to control steps of
         ``model``'s control period, noise std (m,) per quantity, the key drawn from the episode's
         ``rng`` (drawn whether or not there is noise, so the generator's use is the same)."""
