@@ -103,11 +103,16 @@ def log_read_back(out: str, tmp: Path) -> None:
     assert (tmp / "reach.h5").is_file()
 
 
+def commands_print(out: str, tmp: Path) -> None:
+    assert out.splitlines() == ["OK True [0.6 0.1 1.5]", "OK"], out
+
+
 # what some blocks print, beyond running without an error (keyed by a fragment of the block)
 PRINTS = {'episodic.Runner(episodic.make_task("reach"), seed=0)': first_learner_prints,
           "BlackBoxEnv(": gym_prints,
           "learn(learner, rollouts, iterations=5)": learning_improves,
-          'log="reach.h5"': log_read_back}
+          'log="reach.h5"': log_read_back,
+          "runner.send(StartCommand(": commands_print}
 
 
 def test_blocks_that_are_not_run_are_few_and_covered():
