@@ -1,10 +1,46 @@
-"""Shared fixtures (helpers shared by several modules are in tests/helpers.py)."""
+"""Shared fixtures (helpers shared by several modules are in tests/helpers.py), and the fast loop's
+rule: a test not marked ``slow`` starts no process (subprocess, ``episodic serve``, fork)."""
 from __future__ import annotations
+
+import sys
 
 import pytest
 
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
+
+# audit events (sys.addaudithook) raised when this process starts another one
+PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec"})
+_running: list[str] = []  # the node id of the test running now, if any
+_started: dict[str, str] = {}  # node id -> the first process-starting event seen while it ran
+
+
+def _note_process(event: str, args: tuple) -> None:
+    if _running and event in PROCESS_EVENTS and _running[0] not in _started:
+        _started[_running[0]] = f"{event} {args[:2]!r}"
+
+
+sys.addaudithook(_note_process)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item):
+    """Note whether a test not marked slow starts a process (in its body or its fixtures)."""
+    if item.get_closest_marker("slow") is not None:
+        yield
+        return
+    _running.append(item.nodeid)
+    try:
+        yield
+    finally:
+        _running.clear()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _started:
+        terminalreporter.section("tests not marked slow that start a process (mark them @pytest.mark.slow)")
+        for nodeid, event in sorted(_started.items()):
+            terminalreporter.write_line(f"{nodeid}: {event}")
 
 
 @pytest.fixture

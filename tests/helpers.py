@@ -6,10 +6,12 @@ import contextlib
 import itertools
 import os
 import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import mujoco
 import numpy as np
+import pytest
 
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import Channel
@@ -51,6 +53,28 @@ def run_commands(runner, commands: list) -> tuple[list, object, dict]:
     replies = [runner.send(c) for c in commands]
     (episode,) = runner.episodes
     return replies, episode, episode.steps()
+
+
+@contextlib.contextmanager
+def each_case() -> Iterator[Callable[[str], contextlib.AbstractContextManager[None]]]:
+    """Many cases checked in one test: ``with each_case() as case:`` then ``with case("name"): ...``
+    per case. A failing case does not stop the others; on leaving, one AssertionError lists every
+    failing case by name with its message (and how many cases ran), so no case hides another."""
+    failures: list[str] = []
+    count = 0
+
+    @contextlib.contextmanager
+    def case(name: str) -> Iterator[None]:
+        nonlocal count
+        count += 1
+        try:
+            yield
+        except (Exception, pytest.fail.Exception) as e:  # pytest.raises that saw nothing raises Failed
+            failures.append(f"{name}: {type(e).__name__}: {e}")
+
+    yield case
+    assert count, "no case was checked"
+    assert not failures, f"{len(failures)} of {count} cases failed:\n" + "\n".join(failures)
 
 
 def channel_name() -> str:

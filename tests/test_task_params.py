@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from episodic.cli.main import main
 from episodic.task import Param, Task, TaskError, format_number, param
 from episodic.tasks import TASKS, make_task
-from tests.helpers import channel_name, shm_leftovers
+from tests.helpers import channel_name, each_case, shm_leftovers
 
 PARAMS = [(task, key) for task, cls in TASKS.items() for key in cls.declared()]
 ISSUE_EXAMPLES = [  # the values the issue reports accepted, and what is said now
@@ -47,35 +47,45 @@ def refused(task: str, key: str, value) -> str:
     return message
 
 
-@pytest.mark.parametrize("task, key", PARAMS)
-def test_every_parameter_declares_a_unit_a_range_and_an_admitted_default(task, key):
-    declared = spec(task, key)
-    assert isinstance(declared.unit, str)
-    assert declared.admits(declared.default) and getattr(TASKS[task](), key) == declared.default
-    assert declared.unit or declared.meaning, "a pure number says what it is"
+# One test per task and check, each looping over the task's parameters (and values, and bounds):
+# a failing case is named in the test's message and does not hide the others (tests.helpers.each_case).
+
+@pytest.mark.parametrize("task", TASKS)
+def test_every_parameter_declares_a_unit_a_range_and_an_admitted_default(task):
+    with each_case() as case:
+        for key, declared in TASKS[task].declared().items():
+            with case(f"{task}.{key}"):
+                assert isinstance(declared.unit, str)
+                assert declared.admits(declared.default) and getattr(TASKS[task](), key) == declared.default
+                assert declared.unit or declared.meaning, "a pure number says what it is"
 
 
-@pytest.mark.parametrize("task, key", PARAMS)
-@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
-def test_non_finite_values_are_refused(task, key, value):
-    assert refused(task, key, value).endswith(f"got {format_number(value)}")
-    assert refused(task, key, str(value)).endswith(f"got {format_number(value)}")
+@pytest.mark.parametrize("task", TASKS)
+def test_non_finite_values_are_refused(task):
+    with each_case() as case:
+        for key in TASKS[task].declared():
+            for value in (math.nan, math.inf, -math.inf):
+                with case(f"{task}.{key} = {value}"):
+                    assert refused(task, key, value).endswith(f"got {format_number(value)}")
+                    assert refused(task, key, str(value)).endswith(f"got {format_number(value)}")
 
 
-@pytest.mark.parametrize("task, key", PARAMS)
-def test_values_just_outside_a_bound_are_refused_and_the_bound_as_declared(task, key):
-    declared = spec(task, key)
-    bounds = [(declared.low, declared.low_open, -math.inf), (declared.high, declared.high_open, math.inf)]
-    for bound, open_, outwards in bounds:
-        if bound is None:
-            continue
-        outside = np.nextafter(bound, outwards)
-        assert refused(task, key, outside).endswith(f"got {format_number(outside)}")
-        if open_:
-            refused(task, key, bound)
-        else:
-            assert getattr(make_task(task, {key: str(bound)}), key) == bound
-            assert getattr(TASKS[task](**{key: bound}), key) == bound
+@pytest.mark.parametrize("task", TASKS)
+def test_values_just_outside_a_bound_are_refused_and_the_bound_as_declared(task):
+    with each_case() as case:
+        for key, declared in TASKS[task].declared().items():
+            bounds = [(declared.low, declared.low_open, -math.inf), (declared.high, declared.high_open, math.inf)]
+            for bound, open_, outwards in bounds:
+                if bound is None:
+                    continue
+                with case(f"{task}.{key} at its bound {bound}"):
+                    outside = np.nextafter(bound, outwards)
+                    assert refused(task, key, outside).endswith(f"got {format_number(outside)}")
+                    if open_:
+                        refused(task, key, bound)
+                    else:
+                        assert getattr(make_task(task, {key: str(bound)}), key) == bound
+                        assert getattr(TASKS[task](**{key: bound}), key) == bound
 
 
 @pytest.mark.parametrize("key, value, message", ISSUE_EXAMPLES)
@@ -85,6 +95,7 @@ def test_the_issues_examples_are_refused_by_make_task(key, value, message):
     assert str(caught.value) == message
 
 
+@pytest.mark.slow  # an `episodic serve` process each
 @pytest.mark.parametrize("key, value, message", ISSUE_EXAMPLES)
 def test_the_issues_examples_are_refused_by_episodic_serve(tmp_path, key, value, message):
     before = shm_leftovers()
