@@ -177,6 +177,7 @@ def test_demo_interrupted_by_ctrl_c_leaves_nothing_behind(tmp_path, whom):
     assert (tmp_path / "runs" / "demo.h5").is_file(), "the runner closed its log"
 
 
+@pytest.mark.slow  # an example's learner over 12 targets
 def test_reach_learner_solves_most_targets():
     with Runner(make_task("reach"), seed=3) as runner:
         rows = run_reach_demo(runner, demo_targets(runner, 12, seed=3))
@@ -425,6 +426,7 @@ def test_version():
     assert episodic.__version__ in result.output
 
 
+@pytest.mark.slow  # a fresh interpreter each
 @pytest.mark.parametrize("args", [["--help"], ["info", "--help"], ["serve", "--help"], ["replay", "--help"]])
 def test_help_imports_nothing_heavy(args):
     """The CLI imports simulation, HDF5, numerics and plotting in the commands that use them, so

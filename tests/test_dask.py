@@ -14,6 +14,7 @@ from tests.test_batch import ROBOT, assert_identical, reach_episode, refused_epi
 from tests.test_evaluate_cli import expected_rows, run_cli, table
 
 distributed = pytest.importorskip("distributed", reason="Dask is not installed: pip install 'episodic[dask]'")
+pytestmark = pytest.mark.slow  # Dask worker processes
 
 
 @pytest.fixture(scope="module")

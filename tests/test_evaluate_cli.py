@@ -55,6 +55,7 @@ def run_log(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow  # an `episodic evaluate` process
 def test_a_batch_taken_from_a_log_gives_the_in_process_results_and_its_out_log_replays(run_log, tmp_path):
     out = tmp_path / "out.h5"
     done = run_cli("evaluate", str(run_log), "--threads", "2", "--out", str(out))
@@ -99,6 +100,7 @@ def write_octave_style(path: Path) -> list[list]:
     return episodes
 
 
+@pytest.mark.slow  # an `episodic evaluate` process
 def test_a_batch_written_in_the_documented_layout_gives_the_in_process_results(tmp_path):
     path = tmp_path / "octave.h5"
     episodes = write_octave_style(path)

@@ -111,6 +111,7 @@ def test_two_envs_with_the_same_seeds_and_actions_give_the_same_rewards():
     assert len({a[1] for a in first}) == 3
 
 
+@pytest.mark.slow  # a learner's iteration loop
 def test_a_learner_loop_of_random_search_runs():
     """A few iterations of a simple random search around the best motion so far, as a
     policy-search learner would drive the environment."""
@@ -134,6 +135,7 @@ def test_a_learner_loop_of_random_search_runs():
         assert best_return == max(returns)
 
 
+@pytest.mark.slow  # an example's learner
 def test_the_example_learner_improves_on_holding_still():
     from examples.gym_learner import learn
 

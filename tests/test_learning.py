@@ -10,6 +10,8 @@ import pytest
 
 from examples.learn import TASKS, configuration, run
 
+pytestmark = pytest.mark.slow  # learners (PoWER, CMA-ES, REPS) over many rollouts
+
 
 @pytest.mark.parametrize("task", TASKS)
 def test_a_short_run_improves_the_policy(task):

@@ -233,6 +233,7 @@ def small_disk(tmp_path):
             subprocess.run(["umount", str(where)], check=True)
 
 
+@pytest.mark.slow  # mounts a tmpfs (a `mount` process)
 def test_a_full_disk_loses_no_episode_already_written(small_disk, caplog):
     path = small_disk("12m") / "run.h5"
     with Runner(make_task("reach"), log=path) as r:
@@ -247,6 +248,7 @@ def test_a_full_disk_loses_no_episode_already_written(small_disk, caplog):
     assert replay(path).identical
 
 
+@pytest.mark.slow  # mounts a tmpfs (a `mount` process)
 def test_the_reply_that_ends_an_episode_says_it_was_not_logged(small_disk):
     path = small_disk("2m") / "run.h5"
     with Runner(make_task("reach"), log=path) as r:
@@ -264,6 +266,7 @@ def test_the_reply_that_ends_an_episode_says_it_was_not_logged(small_disk):
     assert replay(path).identical
 
 
+@pytest.mark.slow  # mounts a tmpfs (a `mount` process)
 def test_a_refusal_that_cannot_be_noted_is_said_in_its_reply(small_disk):
     disk = small_disk("2m")
     with Runner(make_task("reach"), log=disk / "run.h5") as r:

@@ -49,6 +49,7 @@ def test_reps_weights_solve_the_dual_and_meet_the_kl_bound():
     lambda: Reps(np.zeros(4), 1.0, n_samples=20, seed=1),
     lambda: Cmaes(np.zeros(4), 1.0, seed=1),
 ], ids=["power", "reps", "cmaes"])
+@pytest.mark.slow  # a learner's iteration loop
 def test_each_learner_climbs_a_quadratic(make):
     learner = make()
     start = quadratic(learner.mean)[0]
@@ -58,6 +59,7 @@ def test_each_learner_climbs_a_quadratic(make):
     assert start == -36.0 and quadratic(learner.mean)[0] > -0.5
 
 
+@pytest.mark.slow  # a learner's iteration loop
 def test_learn_records_a_curve_and_saves_it(tmp_path):
     def rollouts(thetas):
         r = quadratic(thetas)

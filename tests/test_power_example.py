@@ -4,8 +4,11 @@ script prints its per-seed table and the median line."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from examples.power_ball_in_cup import main, run
+
+pytestmark = pytest.mark.slow  # PoWER over ball-in-a-cup rollouts
 
 
 def test_a_seed_gives_the_same_run_and_the_start_misses():

@@ -442,6 +442,7 @@ def test_wam_tasks_refuse_the_puma(puma, task):
         Runner(make_task(task), "puma560")
 
 
+@pytest.mark.slow  # an `episodic serve` process
 def test_serve_refuses_ball_in_cup_on_the_puma():
     out = subprocess.run([sys.executable, "-m", "episodic", "serve", "--robot", "puma560", "--task", "ball_in_cup",
                           "--channel", channel_name()], cwd=ROOT, capture_output=True, text=True, timeout=60)
