@@ -6,19 +6,20 @@ read comes back as the reason, a command that cannot be read as a MalformedComma
 episode (the runner refuses it there, as it would one sent alone)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
+from operator import itemgetter
 
 import numpy as np
 
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.codec import command_from, command_parts
-from episodic.bridge.layout import BATCH_COMMAND, MESSAGE_BYTES, BatchCommandFields, Sizes
+from episodic.bridge.layout import BATCH_COMMAND, BATCH_RESULT, COMMAND_ARRAYS, MESSAGE_BYTES, BatchCommandFields, Sizes
 from episodic.interface.commands import Command, Kind, MalformedCommand
 from episodic.interface.vocabulary import EpisodeResult, Flag
 
-# the order of a command's arrays in the value pool, the command block's order (each present only
-# when the command has it)
-ARRAY_ORDER = ("posture", "kp", "kd", "ki", "context", "q", "qd", "qdd")
+# a command's arrays in the value pool: the command block's (each present only when the command has it)
+ARRAYS = {array.name: array for array in COMMAND_ARRAYS}
+_RESULT_ORDER = itemgetter(*BATCH_RESULT.names)  # a dict of BATCH_RESULT's fields -> their values in row order
 
 
 def episode_size(s: Sizes, commands: Sequence[Command]) -> tuple[int, int]:
@@ -60,7 +61,7 @@ def encode_batch(blocks: Blocks, episodes: Sequence[Sequence[Command]], keep_log
                 record[name] = value
             record["episode"], record["values"] = position, at
             table[row] = record
-            for name in ARRAY_ORDER:
+            for name in ARRAYS:
                 if name in arrays:
                     values = arrays[name].ravel()
                     pool[at : at + values.size] = values
@@ -110,12 +111,12 @@ def _pooled_command(s: Sizes, c: BatchCommandFields, pool: np.ndarray) -> Comman
     elif kind == Kind.GAINS:
         sizes = {"context": context, "kp": s.n_dofs, "kd": s.n_dofs, "ki": s.n_dofs * c.has_ki}
     at, arrays = c.values, {}
-    for name in ARRAY_ORDER:
+    for name, array in ARRAYS.items():
         size = sizes.get(name, 0)
         if at + size > pool.size:
             return MalformedCommand(c.episode_id, c.index, c.max_commands,
                                     reason=f"the command's arrays run past the batch's n_values {pool.size}")
-        arrays[name] = pool[at : at + size].reshape((-1, s.n_dofs) if name in ("q", "qd", "qdd") else (-1,))
+        arrays[name] = pool[at : at + size].reshape((-1, *s.shape(array)[1:]))  # rows of the block's array
         at += size
     return command_from(s, c, arrays)
 
@@ -126,8 +127,9 @@ def encode_results(blocks: Blocks, results: Sequence[EpisodeResult], batch_numbe
     row = 0
     for i, r in enumerate(results):
         n = len(r.rewards)
-        out[i] = (r.episode_return, int(r.flag), int(r.success), r.n_steps, n, row,
-                  r.message.encode()[:MESSAGE_BYTES])
+        out[i] = _RESULT_ORDER(dict(episode_return=r.episode_return, flag=int(r.flag), success=int(r.success),
+                                    n_steps=r.n_steps, n_replies=n, first_reply=row,
+                                    message=r.message.encode()[:MESSAGE_BYTES]))
         replies["reward"][row : row + n] = r.rewards
         replies["flag"][row : row + n] = [int(f) for f in r.flags]
         replies["n_steps"][row : row + n] = r.command_steps

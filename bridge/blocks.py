@@ -5,11 +5,10 @@ import struct
 
 import numpy as np
 
-from episodic.bridge.layout import BATCH, COMMAND, HEADER, REPLY, Layout
-
+from episodic.bridge.layout import BATCH, COMMAND, HEADER, REPLY, Layout, field_at
 
 _U64 = struct.Struct("<Q")
-_TAKEN_SEQ = HEADER.fields["taken_seq"][1]  # byte offset of the header's taken_seq
+_TAKEN_SEQ = field_at(HEADER, "taken_seq")[0]  # byte offset of the header's taken_seq
 
 
 class Blocks:

@@ -12,10 +12,29 @@ from typing import NamedTuple
 import numpy as np
 
 from episodic.bridge.blocks import Blocks
-from episodic.bridge.layout import (COMMAND, COMMAND_STRUCT, MAGIC, MESSAGE_BYTES, REPLY, REPLY_STRUCT, VERSION,
-                                   BatchCommandFields, CommandFields, ReplyFields, Sizes)
-from episodic.interface.commands import (Command, Feedforward, GainsCommand, Kind, MalformedCommand, ResetCommand,
-                               StartCommand, TrajectoryCommand)
+from episodic.bridge.layout import (
+    COMMAND,
+    COMMAND_STRUCT,
+    MAGIC,
+    MESSAGE_BYTES,
+    REPLY,
+    REPLY_STRUCT,
+    VERSION,
+    BatchCommandFields,
+    CommandFields,
+    ReplyFields,
+    Sizes,
+)
+from episodic.interface.commands import (
+    Command,
+    Feedforward,
+    GainsCommand,
+    Kind,
+    MalformedCommand,
+    ResetCommand,
+    StartCommand,
+    TrajectoryCommand,
+)
 from episodic.interface.vocabulary import Flag, MachineState, Reply
 
 _COMMAND_DEFAULTS = {name: 0 for name in COMMAND.names} | {"magic": MAGIC, "version": VERSION,

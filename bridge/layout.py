@@ -1,4 +1,7 @@
-"""The shared-memory layout, field by field (docs/protocol.md renders these tables).
+"""The shared-memory layout, field by field: the one description of the wire. The numpy dtypes and
+the Layout below, the C clients' header (clients/c/episodic_layout.h) and the layout tables of
+docs/protocol.md are all made from BLOCKS, COMMAND_ARRAYS, REPLY_ARRAYS and BATCH_PARTS
+(``python -m episodic.bridge.generate`` writes the last two; tests/test_wire_schema.py checks them).
 
 One shared-memory object per channel holds five blocks, each starting on a 64-byte
 boundary: the header, the command block, the reply block, the episode-log block and the batch
@@ -22,130 +25,216 @@ NAME_BYTES = 32
 MESSAGE_BYTES = 256
 ALIGN = 64
 
-HEADER = np.dtype([
-    ("magic", "S8"),            # b"EPISODIC"
-    ("version", "<u4"),         # protocol version (VERSION)
-    ("status", "<u4"),          # 0 starting, 1 serving, 2 closed
-    ("runner_pid", "<i8"),      # pid of the runner process
-    ("n_dofs", "<u4"),          # joints of the robot
-    ("max_samples", "<u4"),     # longest trajectory segment, samples
-    ("max_log_steps", "<u4"),   # rows of the episode-log block
-    ("max_context", "<u4"),     # length of the context / state buffer of a command
-    ("n_state", "<u4"),         # task state columns (names follow the header)
-    ("n_log_columns", "<u4"),   # per-step log columns (table follows the state names)
-    ("control_rate", "<f8"),    # Hz
-    ("command_offset", "<u8"),  # byte offsets of the blocks from the start of the object
-    ("reply_offset", "<u8"),
-    ("log_offset", "<u8"),
-    ("total_size", "<u8"),      # bytes of the whole object
-    ("client_pid", "<i8"),      # pid of the client holding the channel (0: none yet); for messages
-    ("taken_seq", "<u8"),       # seq of the last command the runner copied out of the command block
-    ("max_batch", "<u4"),       # most episodes in one batch
-    ("max_batch_commands", "<u4"),  # most commands in one batch, all its episodes together
-    ("max_batch_values", "<u8"),    # most float64 values in one batch's value pool
-    ("batch_offset", "<u8"),    # byte offset of the batch block
-])
-# after HEADER: n_state names (NAME_BYTES each, NUL-padded ASCII), then the log column table
-LOG_COLUMN = np.dtype([
-    ("name", f"S{NAME_BYTES}"),
-    ("width", "<u4"),           # values per row (e.g. n_dofs for q)
-    ("pad", "<u4"),
-    ("offset", "<u8"),          # byte offset of the (max_log_steps, width) float64 array in the log block
-])
 
-COMMAND = np.dtype([
-    ("magic", "S8"),            # b"EPISODIC", written by the client with every command
-    ("version", "<u4"),         # the client's protocol version
-    ("pad0", "<u4"),
-    ("seq", "<u8"),             # the client's sequence number, echoed by the reply
-    ("client_pid", "<i8"),
-    ("episode_id", "<i8"),
-    ("index", "<i4"),           # 0 = start, 1..max_commands = segments
-    ("max_commands", "<i4"),
-    ("kind", "<i4"),            # 0 start, 1 trajectory, 2 gains, 3 reset, 4 batch, 5 batch log
-    ("feedforward", "<i4"),     # 0 none, 1 gravity compensation, 2 feedforward, 3 inverse dynamics
-    ("n_samples", "<i4"),       # rows of q/qd/qdd used
-    ("n_context", "<i4"),       # entries of context used
-    ("has_posture", "u1"),      # start: posture given (else the task's default)
-    ("has_qd", "u1"),
-    ("has_qdd", "u1"),
-    ("has_ki", "u1"),
-    ("pad", "<u4"),
-    ("rate", "<f8"),            # Hz of the samples; 0 = the control rate
-    ("wait_time", "<f8"),       # s the final posture is held after the samples
-])
-# after COMMAND (each float64): posture (n_dofs), kp, kd, ki (n_dofs each),
-# context (max_context), q, qd, qdd (max_samples, n_dofs each)
+@dataclass(frozen=True)
+class Field:
+    """A field of a fixed part: its name, its wire type (a key of WIRE_TYPES, or ``char[N]``: N bytes,
+    NUL-padded) and what it means (the protocol document's text)."""
 
-REPLY = np.dtype([
-    ("seq", "<u8"),             # seq of the command answered
-    ("episode_id", "<i8"),
-    ("index", "<i4"),
-    ("flag", "<i4"),            # episodic.interface.vocabulary.Flag
-    ("reward", "<f8"),          # reward of the segment
-    ("n_steps", "<i4"),         # control steps the command ran
-    ("episode_done", "<i4"),    # 1 when the episode ended with this command
-    ("machine_state", "<i4"),   # state after the command
-    ("log_rows", "<i4"),        # rows of the episode log now in the log block
-    ("log_truncated", "<i4"),   # 1 when the episode had more steps than max_log_steps
-    ("kind", "<i4"),            # the command's kind, echoed
-    ("episode_return", "<f8"),  # return of the command's episode so far, the charge for an early end included
-    ("success", "<i4"),         # 1 in the reply that ends an episode the task counts as solved (flag OK)
-    ("pad", "<i4"),
-    ("message", f"S{MESSAGE_BYTES}"),  # explanation of a non-zero flag, UTF-8
-])
-# after REPLY: state (n_state float64), the task state after the command; then posture
-# (n_dofs float64), rad, the posture held after the command (where the next segment starts)
+    name: str
+    type: str
+    meaning: str
 
 
-# The batch block: BATCH, then the commands of every episode of the batch in a table
-# (max_batch_commands rows of BATCH_COMMAND), their arrays in one value pool (max_batch_values
-# float64), and what the runner writes back: one BATCH_RESULT per episode (max_batch rows), one
-# BATCH_REPLY per command sent (max_batch_commands rows) and the task state after each
-# (max_batch_commands x n_state float64).
-BATCH = np.dtype([
-    ("n_episodes", "<u4"),      # episodes in the batch (1..max_batch)
-    ("n_commands", "<u4"),      # rows of the command table used
-    ("n_values", "<u8"),        # float64 values of the value pool used
-    ("keep_logs", "<u4"),       # 1: keep each episode's per-step log for batch-log commands
-    ("pad", "<u4"),
-    ("batch_number", "<i8"),    # written by the runner: the batch's number in the run (its log)
-    ("first_episode", "<i8"),   # written by the runner: the run's number of the batch's first episode
-])
-BATCH_COMMAND = np.dtype([
-    ("episode", "<u4"),         # position of the command's episode in the batch, 0..n_episodes-1
-    ("kind", "<i4"),            # 0 start, 1 trajectory, 2 gains, 3 reset
-    ("episode_id", "<i8"),
-    ("index", "<i4"),
-    ("max_commands", "<i4"),
-    ("feedforward", "<i4"),
-    ("n_samples", "<i4"),       # rows of q/qd/qdd
-    ("n_context", "<i4"),       # entries of context (start) or task gains (gains)
-    ("has_posture", "u1"),
-    ("has_qd", "u1"),
-    ("has_qdd", "u1"),
-    ("has_ki", "u1"),
-    ("rate", "<f8"),            # Hz of the samples; 0 = the control rate
-    ("wait_time", "<f8"),       # s
-    ("values", "<u8"),          # where the command's arrays start in the value pool, in values
-])
-# a command's arrays in the value pool, in this order, each only when the command has it:
-# start: posture (n_dofs), context (n_context); gains: kp, kd, ki (n_dofs each), task gains
-# (n_context); trajectory: q, qd, qdd (n_samples x n_dofs each, row-major)
-BATCH_RESULT = np.dtype([
-    ("episode_return", "<f8"),  # sum of the rewards of the commands sent (the charge for an early end included)
-    ("flag", "<i4"),            # the episode's end flag (0: it ran to its last segment)
-    ("success", "<i4"),         # 1 when the task counts the episode as solved
-    ("n_steps", "<i8"),         # control steps of the whole episode, the move to the start included
-    ("n_replies", "<u4"),       # commands sent (a command after the one that ended the episode is not)
-    ("first_reply", "<u4"),     # row of its first reply in the reply table
-    ("message", f"S{MESSAGE_BYTES}"),  # why the episode ended with a non-zero flag, UTF-8
-])
-BATCH_REPLY = np.dtype([
-    ("reward", "<f8"),
-    ("flag", "<i4"),
-    ("n_steps", "<i4"),         # control steps the command ran
-])
+@dataclass(frozen=True)
+class Array:
+    """An array after a fixed part (or a part of the batch block): its name, its shape in names of
+    sizes (``n_dofs``, ``max_context``, ``max_samples``, ``n_state``, ``max_batch``,
+    ``max_batch_commands``, ``max_batch_values``: attributes of Sizes), what it holds, and its
+    element: ``float64`` or the name of a fixed part in BLOCKS."""
+
+    name: str
+    shape: tuple[str, ...]
+    meaning: str
+    element: str = "float64"
+
+
+WIRE_TYPES = {"uint8": "u1", "int32": "<i4", "uint32": "<u4", "int64": "<i8", "uint64": "<u8", "float64": "<f8"}
+_AS_COMMAND = "as in the command block"
+
+# The fixed parts, field by field in wire order, with no hidden padding (the pad fields are listed).
+BLOCKS: dict[str, tuple[Field, ...]] = {
+    "HEADER": (
+        Field("magic", "char[8]", "the 8 ASCII bytes `EPISODIC` (no NUL)"),
+        Field("version", "uint32", f"protocol version, {VERSION}"),
+        Field("status", "uint32", "0 starting, 1 serving, 2 closed (set just before the objects are removed)"),
+        Field("runner_pid", "int64", "pid of the runner process (for messages; whether it lives is its lock, "
+              "section 1)"),
+        Field("n_dofs", "uint32", "joints of the robot (WAM: 7)"),
+        Field("max_samples", "uint32", "rows of the command's q, qd, qdd arrays (longest segment, samples)"),
+        Field("max_log_steps", "uint32", "rows of each log-block column"),
+        Field("max_context", "uint32", "length of the command's context array"),
+        Field("n_state", "uint32", "task state columns (reach: 4)"),
+        Field("n_log_columns", "uint32", "entries of the log-column table"),
+        Field("control_rate", "float64", "control rate, Hz (WAM: 500)"),
+        Field("command_offset", "uint64", "byte offset of the command block from the start of the object"),
+        Field("reply_offset", "uint64", "byte offset of the reply block"),
+        Field("log_offset", "uint64", "byte offset of the log block"),
+        Field("total_size", "uint64", "size of the whole object, bytes"),
+        Field("client_pid", "int64", "pid of the client holding the client lock (section 1), written by that "
+              "client; 0 before any"),
+        Field("taken_seq", "uint64", "`seq` of the last command the runner copied out of the command block "
+              "(section 7)"),
+        Field("max_batch", "uint32", "most episodes in one batch (section 8)"),
+        Field("max_batch_commands", "uint32", "most commands in one batch, all its episodes together"),
+        Field("max_batch_values", "uint64", "most float64 values in one batch's value pool"),
+        Field("batch_offset", "uint64", "byte offset of the batch block"),
+    ),
+    # after HEADER: n_state names (NAME_BYTES each, NUL-padded ASCII), then one LOG_COLUMN per log column
+    "LOG_COLUMN": (
+        Field("name", f"char[{NAME_BYTES}]", "column name, ASCII, NUL-padded"),
+        Field("width", "uint32", "values per row"),
+        Field("pad", "uint32", "0"),
+        Field("offset", "uint64", "byte offset of the column's (max_log_steps, width) float64 array from the "
+              "start of the **log block**"),
+    ),
+    "COMMAND": (
+        Field("magic", "char[8]", "`EPISODIC`, written with every command"),
+        Field("version", "uint32", f"the client's protocol version, {VERSION}"),
+        Field("pad0", "uint32", "unused"),
+        Field("seq", "uint64", "the client's sequence number (its own: starts at a random value), echoed in "
+              "the reply"),
+        Field("client_pid", "int64", "the client's pid (the runner watches it; 0 = not watched)"),
+        Field("episode_id", "int64", "episode id, 0 ≤ id < 2^63"),
+        Field("index", "int32", "0 = start, 1..max_commands = segments"),
+        Field("max_commands", "int32", "segments in the episode, 1..1000"),
+        Field("kind", "int32", "payload kind (table below)"),
+        Field("feedforward", "int32", "gains: feedforward mode (table below)"),
+        Field("n_samples", "int32", "trajectory: rows of q (and qd, qdd) used, 1..max_samples"),
+        Field("n_context", "int32", "entries of `context` used, 0..max_context (start: the context; gains: the "
+              "task gains)"),
+        Field("has_posture", "uint8", "start: non-zero = go to `posture`, 0 = the task's start posture"),
+        Field("has_qd", "uint8", "trajectory: non-zero = `qd` given (else finite differences of q)"),
+        Field("has_qdd", "uint8", "trajectory: non-zero = `qdd` given (needs `has_qd`)"),
+        Field("has_ki", "uint8", "gains: non-zero = `ki` given (else 0)"),
+        Field("pad", "uint32", "unused"),
+        Field("rate", "float64", "trajectory: Hz of the samples; 0 = the control rate"),
+        Field("wait_time", "float64", "trajectory, gains: s the final posture is held afterwards, 0..60"),
+    ),
+    "REPLY": (
+        Field("seq", "uint64", "`seq` of the command answered"),
+        Field("episode_id", "int64", "the command's episode id, echoed"),
+        Field("index", "int32", "the command's index, echoed"),
+        Field("flag", "int32", "outcome (flags table)"),
+        Field("reward", "float64", "reward of the segment (0 for a start); in the reply that ends an episode, "
+              "the charge for ending early included (a reset's or a refusal's reward is that charge alone)"),
+        Field("n_steps", "int32", "control steps the command ran (start: the move to the start posture)"),
+        Field("episode_done", "int32", "1 when the episode ended with this command (also 1 for a refused "
+              "command)"),
+        Field("machine_state", "int32", "machine state after the command (states table)"),
+        Field("log_rows", "int32", "valid rows of the log block when this reply was written (a learner-timeout "
+              "abort afterwards may add rows without a reply)"),
+        Field("log_truncated", "int32", "1 when the episode has more steps than max_log_steps (the log block "
+              "keeps the first ones)"),
+        Field("kind", "int32", "the command's kind, echoed"),
+        Field("episode_return", "float64", "return of the command's episode so far: the rewards of its replies "
+              "up to this one; in the reply that ends it, the episode's return as the log records it (its "
+              "`return`), the charge for ending early included; 0 outside an episode and for a batch command"),
+        Field("success", "int32", "1 only in the reply that ends an episode (`episode_done` 1) that the task "
+              "counts as solved; an episode that ends with a flag other than OK is never solved"),
+        Field("pad", "int32", "0"),
+        Field("message", f"char[{MESSAGE_BYTES}]", f"why the flag is not OK (or a note), UTF-8, NUL-padded, no "
+              f"NUL when {MESSAGE_BYTES} bytes long"),
+    ),
+    "BATCH": (
+        Field("n_episodes", "uint32", "episodes in the batch, 1..max_batch"),
+        Field("n_commands", "uint32", "rows of the command table used, n_episodes..max_batch_commands"),
+        Field("n_values", "uint64", "values of the value pool used, 0..max_batch_values"),
+        Field("keep_logs", "uint32", "1: keep each episode's per-step log for batch-log commands; 0: not"),
+        Field("pad", "uint32", "unused"),
+        Field("batch_number", "int64", "written by the runner: the batch's number in the run (0, 1, ...; in "
+              "the HDF5 log)"),
+        Field("first_episode", "int64", "written by the runner: the run's episode number (in the HDF5 log) of "
+              "the batch's first episode; the others follow in batch order, except those whose start was "
+              "refused, which never ran and get none"),
+    ),
+    "BATCH_COMMAND": (
+        Field("episode", "uint32", "the episode's position in the batch, 0..n_episodes − 1"),
+        Field("kind", "int32", "0 start, 1 trajectory, 2 gains, 3 reset (as in the command block)"),
+        *(Field(name, type_, _AS_COMMAND) for name, type_ in (
+            ("episode_id", "int64"), ("index", "int32"), ("max_commands", "int32"), ("feedforward", "int32"),
+            ("n_samples", "int32"), ("n_context", "int32"), ("has_posture", "uint8"), ("has_qd", "uint8"),
+            ("has_qdd", "uint8"), ("has_ki", "uint8"), ("rate", "float64"), ("wait_time", "float64"))),
+        Field("values", "uint64", "where the command's arrays start in the value pool, counted in float64 "
+              "values"),
+    ),
+    "BATCH_RESULT": (
+        Field("episode_return", "float64", "the sum of the episode's replies' rewards (the charge for ending "
+              "early is in the reward of the reply that ended it, as in section 5)"),
+        Field("flag", "int32", "how the episode ended: 0 OK (it ran to its last segment), else the flag that "
+              "ended it (flags table)"),
+        Field("success", "int32", "1 when the task counts the episode as solved"),
+        Field("n_steps", "int64", "control steps of the whole episode, the move to the start included"),
+        Field("n_replies", "uint32", "commands sent (the start included; commands after the one that ended the "
+              "episode are not sent)"),
+        Field("first_reply", "uint32", "the row of its first reply in the reply table (its replies are "
+              "consecutive)"),
+        Field("message", f"char[{MESSAGE_BYTES}]", "why the episode ended with a flag other than OK, UTF-8, "
+              "NUL-padded"),
+    ),
+    "BATCH_REPLY": (
+        Field("reward", "float64", "the command's reward, as in a reply"),
+        Field("flag", "int32", "the command's flag, as in a reply"),
+        Field("n_steps", "int32", "control steps the command ran"),
+    ),
+}
+
+# What follows a fixed part, back to back (8-byte aligned; only the blocks are 64-byte aligned).
+# After COMMAND, in this order (also the order of a command's arrays in a batch's value pool):
+COMMAND_ARRAYS = (
+    Array("posture", ("n_dofs",), "start, when `has_posture` (rad)"),
+    Array("kp", ("n_dofs",), "gains (N·m/rad)"),
+    Array("kd", ("n_dofs",), "gains (N·m·s/rad)"),
+    Array("ki", ("n_dofs",), "gains, when `has_ki` (N·m/(rad·s))"),
+    Array("context", ("max_context",), "start: the context; gains: the task gains (first `n_context` entries)"),
+    Array("q", ("max_samples", "n_dofs"), "trajectory: the first `n_samples` rows (rad)"),
+    Array("qd", ("max_samples", "n_dofs"), "trajectory, when `has_qd` (rad/s)"),
+    Array("qdd", ("max_samples", "n_dofs"), "trajectory, when `has_qdd` (rad/s²)"),
+)
+# after REPLY:
+REPLY_ARRAYS = (
+    Array("state", ("n_state",), "the task state after the command in the order of the state names (reach: "
+          "target x, y, z in m and the end-effector distance to it in m); NaN when the command was refused"),
+    Array("posture", ("n_dofs",), "the posture the robot holds after the command, rad: after a start, the "
+          "start posture reached (the task's, see `episodic tasks`, or the command's `posture`); after a "
+          "segment or a gain set, where the next segment must start (its first desired posture within "
+          "`max_start_jump` of it, else DISCONTINUOUS); after a refusal, the posture held then"),
+)
+# The batch block: BATCH, then these parts, each on a 64-byte boundary: the commands of every
+# episode of the batch and their arrays (written by the client), what the runner writes back.
+BATCH_PARTS = (
+    Array("commands", ("max_batch_commands",), "command table, one row per command (client)", "BATCH_COMMAND"),
+    Array("values", ("max_batch_values",), "value pool: the commands' arrays (client)"),
+    Array("results", ("max_batch",), "one result per episode (runner)", "BATCH_RESULT"),
+    Array("replies", ("max_batch_commands",), "one reply per command sent (runner)", "BATCH_REPLY"),
+    Array("states", ("max_batch_commands", "n_state"), "the task state after each command sent (runner)"),
+)
+
+
+def wire_dtype(type_: str) -> np.dtype:
+    """The numpy dtype of a wire type (a key of WIRE_TYPES, ``char[N]`` or a name in BLOCKS)."""
+    if type_ in BLOCKS:
+        return block_dtype(BLOCKS[type_])
+    if type_.startswith("char[") and type_.endswith("]"):
+        return np.dtype(f"S{int(type_[5:-1])}")
+    return np.dtype(WIRE_TYPES[type_])
+
+
+def block_dtype(fields: tuple[Field, ...]) -> np.dtype:
+    """The structured dtype of a fixed part: its fields back to back, in order."""
+    return np.dtype([(f.name, wire_dtype(f.type)) for f in fields])
+
+
+def field_at(dtype: np.dtype, name: str) -> tuple[int, int]:
+    """(byte offset, bytes) of field ``name`` in a fixed part's ``dtype``."""
+    assert dtype.fields is not None, f"{dtype} is not a fixed part"
+    sub, offset = dtype.fields[name][:2]
+    return offset, sub.itemsize
+
+
+HEADER, LOG_COLUMN, COMMAND, REPLY, BATCH, BATCH_COMMAND, BATCH_RESULT, BATCH_REPLY = (
+    block_dtype(BLOCKS[name]) for name in ("HEADER", "LOG_COLUMN", "COMMAND", "REPLY", "BATCH", "BATCH_COMMAND",
+                                           "BATCH_RESULT", "BATCH_REPLY"))
 
 
 _STRUCT_CODES = {("u", 1): "B", ("u", 4): "I", ("u", 8): "Q", ("i", 4): "i", ("i", 8): "q", ("f", 8): "d"}
@@ -155,8 +244,9 @@ def packer(dtype: np.dtype) -> struct.Struct:
     """A struct.Struct with exactly ``dtype``'s fields and offsets, for packing a whole block
     in one call (the dtypes above stay the single definition of the layout)."""
     fmt, at = "<", 0
-    for name in dtype.names:
-        sub, offset = dtype.fields[name][:2]
+    for name in dtype.names or ():
+        sub = dtype[name]
+        offset = field_at(dtype, name)[0]
         fmt += "x" * (offset - at)
         fmt += f"{sub.itemsize}s" if sub.kind == "S" else _STRUCT_CODES[sub.kind, sub.itemsize]
         at = offset + sub.itemsize
@@ -194,6 +284,14 @@ class Sizes:
     max_batch_commands: int = 4096
     max_batch_values: int = 1 << 21  # 16 MiB of values (shared memory takes pages only as they are written)
 
+    @property
+    def n_state(self) -> int:
+        return len(self.state_names)
+
+    def shape(self, array: Array) -> tuple[int, ...]:
+        """``array``'s shape with these sizes."""
+        return tuple(int(getattr(self, name)) for name in array.shape)
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -212,37 +310,25 @@ class Layout:
         return _align(self.header_bytes)
 
     def command_arrays(self) -> dict[str, tuple[int, tuple[int, ...]]]:
-        """name -> (offset from the command block, shape) of the float64 arrays."""
-        s = self.sizes
-        out, at = {}, COMMAND.itemsize
-        for name, shape in (("posture", (s.n_dofs,)), ("kp", (s.n_dofs,)), ("kd", (s.n_dofs,)),
-                            ("ki", (s.n_dofs,)), ("context", (s.max_context,)),
-                            ("q", (s.max_samples, s.n_dofs)), ("qd", (s.max_samples, s.n_dofs)),
-                            ("qdd", (s.max_samples, s.n_dofs))):
-            out[name] = (at, shape)
-            at += 8 * int(np.prod(shape))
-        return out
+        """name -> (offset from the command block, shape) of the float64 arrays (COMMAND_ARRAYS)."""
+        return {name: (at, shape) for name, (at, _, shape) in self._parts(COMMAND_ARRAYS, COMMAND.itemsize)[0].items()}
 
     @cached_property
     def command_bytes(self) -> int:
-        off, shape = self.command_arrays()["qdd"]
-        return off + 8 * int(np.prod(shape))
+        return self._parts(COMMAND_ARRAYS, COMMAND.itemsize)[1]
 
     @cached_property
     def reply_offset(self) -> int:
         return self.command_offset + _align(self.command_bytes)
 
     def reply_arrays(self) -> dict[str, tuple[int, tuple[int, ...]]]:
-        """name -> (offset from the reply block, shape) of the float64 arrays after REPLY:
+        """name -> (offset from the reply block, shape) of the float64 arrays after REPLY (REPLY_ARRAYS):
         state (n_state,) and posture (n_dofs,) rad."""
-        n_state = len(self.sizes.state_names)
-        return {"state": (REPLY.itemsize, (n_state,)),
-                "posture": (REPLY.itemsize + 8 * n_state, (self.sizes.n_dofs,))}
+        return {name: (at, shape) for name, (at, _, shape) in self._parts(REPLY_ARRAYS, REPLY.itemsize)[0].items()}
 
     @cached_property
     def reply_bytes(self) -> int:
-        off, (n,) = self.reply_arrays()["posture"]
-        return off + 8 * n
+        return self._parts(REPLY_ARRAYS, REPLY.itemsize)[1]
 
     @cached_property
     def log_offset(self) -> int:
@@ -266,24 +352,26 @@ class Layout:
         return self.log_offset + self.log_bytes
 
     def batch_tables(self) -> dict[str, tuple[int, np.dtype, tuple[int, ...]]]:
-        """name -> (offset from the batch block, dtype, shape) of the batch block's parts, in
-        order, each on a 64-byte boundary: the command table, the value pool, the results, the
+        """name -> (offset from the batch block, dtype, shape) of the batch block's parts (BATCH_PARTS),
+        in order, each on a 64-byte boundary: the command table, the value pool, the results, the
         replies and the states after them."""
-        s = self.sizes
-        out, at = {}, _align(BATCH.itemsize)
-        for name, dtype, shape in (("commands", BATCH_COMMAND, (s.max_batch_commands,)),
-                                   ("values", np.dtype("<f8"), (s.max_batch_values,)),
-                                   ("results", BATCH_RESULT, (s.max_batch,)),
-                                   ("replies", BATCH_REPLY, (s.max_batch_commands,)),
-                                   ("states", np.dtype("<f8"), (s.max_batch_commands, len(s.state_names)))):
-            out[name] = (at, dtype, shape)
-            at += _align(dtype.itemsize * int(np.prod(shape)))
-        return out
+        return self._parts(BATCH_PARTS, _align(BATCH.itemsize), aligned=True)[0]
 
     @cached_property
     def batch_bytes(self) -> int:
-        at, dtype, shape = self.batch_tables()["states"]
-        return at + _align(dtype.itemsize * int(np.prod(shape)))
+        return self._parts(BATCH_PARTS, _align(BATCH.itemsize), aligned=True)[1]
+
+    def _parts(self, arrays: tuple[Array, ...], at: int,
+               aligned: bool = False) -> tuple[dict[str, tuple[int, np.dtype, tuple[int, ...]]], int]:
+        """name -> (offset, dtype, shape) of ``arrays`` laid out in order from byte ``at`` (each
+        rounded up to 64 bytes when ``aligned``), and the byte where the last one ends."""
+        out = {}
+        for array in arrays:
+            dtype, shape = wire_dtype(array.element), self.sizes.shape(array)
+            out[array.name] = (at, dtype, shape)
+            size = dtype.itemsize * int(np.prod(shape))
+            at += _align(size) if aligned else size
+        return out, at
 
     @cached_property
     def total_size(self) -> int:

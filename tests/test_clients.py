@@ -27,7 +27,7 @@ import pytest
 
 from episodic.tools.batch import evaluate
 from episodic.bridge import Client
-from episodic.bridge.batches import ARRAY_ORDER
+from episodic.bridge.batches import ARRAYS
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import Channel, remove
 from episodic.bridge.codec import command_parts
@@ -979,7 +979,7 @@ def write_population(folder: Path, sizes, episodes: list[list]) -> None:
                                                             "n_samples", "n_context", "has_posture", "has_qd",
                                                             "has_qdd", "has_ki")))
             lines[-1] = f"{position} {lines[-1]} {float(f['rate'])!r} {float(f['wait_time'])!r}"
-            values += [arrays[name].ravel() for name in ARRAY_ORDER if name in arrays]
+            values += [arrays[name].ravel() for name in ARRAYS if name in arrays]
     (folder / "commands.txt").write_text("\n".join(lines) + "\n")
     np.concatenate(values).astype("<f8").tofile(folder / "values.bin")
 

@@ -28,24 +28,11 @@
 #include <time.h>
 #include <unistd.h>
 
-/* -- layout (docs/protocol.md, sections 3 to 6 and 8) ------------------------------------ */
-#define MAGIC "EPISODIC"
-#define HEADER_BYTES 128
-#define LOG_COLUMN_BYTES 48
-#define COMMAND_BYTES 88
-#define REPLY_BYTES 328
-#define BATCH_BYTES 40
-#define BATCH_COMMAND_BYTES 64
-#define BATCH_RESULT_BYTES 288
-#define BATCH_REPLY_BYTES 16
-#define ALIGN 64
+/* the layout (docs/protocol.md, sections 3 to 6 and 8) is in episodic_layout.h, made from bridge/layout.py */
 #define POLL_SECONDS 0.2        /* slice of the wait for a reply, between liveness checks */
 #define TAKEN_POLL_SECONDS 0.002 /* between looks whether the runner took the previous command */
 #define LOCK_TIMEOUT_SECONDS 2.0
 #define DEFAULT_TIMEOUT 30.0
-#define MAX_SMALL 65536u        /* sanity bounds on header sizes (keep the arithmetic in range) */
-#define MAX_LARGE (1u << 28)
-#define MAX_VALUES ((uint64_t)1 << 36)
 #define MAX_ARRAYS 4            /* arrays of one command at most (gains: kp, kd, ki, task gains) */
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__STDC_NO_THREADS__)
@@ -69,8 +56,10 @@ struct ep_client {
     int *column_width;
     uint64_t *column_offset;   /* from the start of the object */
     uint64_t command_offset, reply_offset, log_offset, batch_offset;
-    uint64_t array_offset[8];  /* posture kp kd ki context q qd qdd, from the command block */
-    uint64_t batch_part[5];    /* command table, value pool, results, replies, states, from the batch block */
+    uint64_t array_offset[EP_COMMAND_N_ARRAYS]; /* posture kp kd ki context q qd qdd, from the command block */
+    uint64_t reply_array[EP_REPLY_N_ARRAYS];    /* state, posture, from the reply block */
+    uint64_t batch_part[EP_BATCH_N_PARTS];      /* command table, value pool, results, replies, states, from the
+                                                 * batch block */
     double *state;             /* the last reply's state (n_state) */
     double *posture;           /* the last reply's posture (n_dofs), rad */
     uint64_t seq;
@@ -87,11 +76,6 @@ struct ep_client {
     int64_t *episode_steps;    /* n_population */
     int n_population, batch_first, batch_count, keep_logs;
 };
-
-/* the command arrays, in the order of the command block and of a batch's value pool */
-enum { A_POSTURE, A_KP, A_KD, A_KI, A_CONTEXT, A_Q, A_QD, A_QDD };
-/* the batch block's parts after BATCH */
-enum { B_COMMANDS, B_VALUES, B_RESULTS, B_REPLIES, B_STATES };
 
 static EP_THREAD_LOCAL char last_error[512];
 
@@ -197,7 +181,24 @@ static void doubles_from_wire(double *dst, const unsigned char *src, size_t n)
 
 static int32_t get_i32(const unsigned char *p) { return (int32_t)(uint32_t)get_u(p, 4); }
 
-static uint64_t align64(uint64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+static uint64_t align64(uint64_t n) { return (n + EP_ALIGN - 1) / EP_ALIGN * EP_ALIGN; }
+
+/* An unsigned field of a fixed part starting at `p`, named by its offset EP_<PART>_<FIELD> (its size is
+ * EP_<PART>_<FIELD>_SIZE). */
+#define GET(p, field) get_u((p) + field, field##_SIZE)
+#define PUT(p, field, v) put_u((p) + field, (v), field##_SIZE)
+
+/* Lay out `n` parts of `bytes` back to back from byte `at`, each rounded up to EP_ALIGN bytes when
+ * `aligned`: their offsets into `offsets`; returns the byte where the last one ends. */
+static uint64_t lay_out(uint64_t at, const uint64_t *bytes, int n, int aligned, uint64_t *offsets)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        offsets[i] = at;
+        at += aligned ? align64(bytes[i]) : bytes[i];
+    }
+    return at;
+}
 
 /* -- time, liveness, the lock ----------------------------------------------------------- */
 static double monotonic_now(void)
@@ -399,10 +400,10 @@ static int hold_client(ep_client *c, const char *base)
         if (errno == EWOULDBLOCK)
             return fail(EP_ERR_IN_USE, "channel '%s' is in use by another client (pid %lld); one client per "
                         "channel: stop that client, or serve another channel for this one", c->channel,
-                        (long long)(int64_t)get_u(c->base + 88, 8));
+                        (long long)(int64_t)GET(c->base, EP_HEADER_CLIENT_PID));
         return fail(EP_ERR_SYSTEM, "channel '%s': flock(%s): %s", c->channel, name, strerror(errno));
     }
-    put_u(c->base + 88, (uint64_t)(int64_t)getpid(), 8);
+    PUT(c->base, EP_HEADER_CLIENT_PID, (uint64_t)(int64_t)getpid());
     return EP_OK;
 }
 
@@ -444,65 +445,65 @@ static int read_header(ep_client *c)
     uint32_t version, n_dofs, max_samples, max_log_steps, max_context, n_state, n_cols, i;
     uint32_t max_batch, max_batch_commands;
     uint64_t max_batch_values, header_bytes, command_offset, command_bytes, reply_offset, log_offset;
-    uint64_t batch_offset, total, q, at;
+    uint64_t batch_offset, total, at;
     double rate;
     const char *ch = c->channel;
 
-    if (c->size < HEADER_BYTES)
+    if (c->size < EP_HEADER_BYTES)
         return fail(EP_ERR_LAYOUT, "channel '%s': the shared-memory object is smaller than a header", ch);
-    if (memcmp(h, MAGIC, 8) != 0)
+    if (memcmp(h + EP_HEADER_MAGIC, EP_MAGIC, EP_HEADER_MAGIC_SIZE) != 0)
         return fail(EP_ERR_NOT_EPISODIC, "channel '%s': bad magic: not an episodic channel", ch);
-    version = (uint32_t)get_u(h + 8, 4);
+    version = (uint32_t)GET(h, EP_HEADER_VERSION);
     if (version != EP_PROTOCOL_VERSION)
         return fail(EP_ERR_VERSION, "the runner on channel '%s' speaks protocol version %u, this client "
                     "version %d; use matching versions of episodic and its clients", ch,
                     (unsigned)version, EP_PROTOCOL_VERSION);
-    n_dofs = (uint32_t)get_u(h + 24, 4);
-    max_samples = (uint32_t)get_u(h + 28, 4);
-    max_log_steps = (uint32_t)get_u(h + 32, 4);
-    max_context = (uint32_t)get_u(h + 36, 4);
-    n_state = (uint32_t)get_u(h + 40, 4);
-    n_cols = (uint32_t)get_u(h + 44, 4);
-    rate = get_f64(h + 48);
-    max_batch = (uint32_t)get_u(h + 104, 4);
-    max_batch_commands = (uint32_t)get_u(h + 108, 4);
-    max_batch_values = get_u(h + 112, 8);
-    if (n_dofs < 1 || n_dofs > MAX_SMALL || max_context > MAX_SMALL || n_state > MAX_SMALL || n_cols < 1 ||
-        n_cols > MAX_SMALL || max_samples < 1 || max_samples > MAX_LARGE || max_log_steps < 1 ||
-        max_log_steps > MAX_LARGE || max_batch < 1 || max_batch > MAX_LARGE || max_batch_commands < 1 ||
-        max_batch_commands > MAX_LARGE || max_batch_values < 1 || max_batch_values > MAX_VALUES)
+    n_dofs = (uint32_t)GET(h, EP_HEADER_N_DOFS);
+    max_samples = (uint32_t)GET(h, EP_HEADER_MAX_SAMPLES);
+    max_log_steps = (uint32_t)GET(h, EP_HEADER_MAX_LOG_STEPS);
+    max_context = (uint32_t)GET(h, EP_HEADER_MAX_CONTEXT);
+    n_state = (uint32_t)GET(h, EP_HEADER_N_STATE);
+    n_cols = (uint32_t)GET(h, EP_HEADER_N_LOG_COLUMNS);
+    rate = get_f64(h + EP_HEADER_CONTROL_RATE);
+    max_batch = (uint32_t)GET(h, EP_HEADER_MAX_BATCH);
+    max_batch_commands = (uint32_t)GET(h, EP_HEADER_MAX_BATCH_COMMANDS);
+    max_batch_values = GET(h, EP_HEADER_MAX_BATCH_VALUES);
+    if (n_dofs < 1 || n_dofs > EP_MAX_SMALL || max_context > EP_MAX_SMALL || n_state > EP_MAX_SMALL || n_cols < 1 ||
+        n_cols > EP_MAX_SMALL || max_samples < 1 || max_samples > EP_MAX_LARGE || max_log_steps < 1 ||
+        max_log_steps > EP_MAX_LARGE || max_batch < 1 || max_batch > EP_MAX_LARGE || max_batch_commands < 1 ||
+        max_batch_commands > EP_MAX_LARGE || max_batch_values < 1 || max_batch_values > EP_MAX_VALUES)
         return fail(EP_ERR_LAYOUT, "channel '%s': implausible sizes in the header; the channel is corrupt", ch);
     if (!(rate > 0 && rate <= DBL_MAX))  /* also refuses NaN */
         return fail(EP_ERR_LAYOUT, "channel '%s': the header's control rate %g is not a positive number; the "
                     "channel is corrupt", ch, rate);
-    header_bytes = HEADER_BYTES + (uint64_t)EP_NAME_BYTES * n_state + (uint64_t)LOG_COLUMN_BYTES * n_cols;
+    header_bytes = EP_HEADER_BYTES + (uint64_t)EP_NAME_BYTES * n_state + (uint64_t)EP_LOG_COLUMN_BYTES * n_cols;
     if (header_bytes > c->size)
         return fail(EP_ERR_LAYOUT, "channel '%s': the header's tables overrun the object", ch);
-    table = h + HEADER_BYTES + (uint64_t)EP_NAME_BYTES * n_state;
+    table = h + EP_HEADER_BYTES + (uint64_t)EP_NAME_BYTES * n_state;
     for (i = 0; i < n_cols; i++) {
-        uint64_t width = get_u(table + LOG_COLUMN_BYTES * i + 32, 4);
-        if (width < 1 || width > MAX_SMALL)
+        uint64_t width = GET(table + EP_LOG_COLUMN_BYTES * i, EP_LOG_COLUMN_WIDTH);
+        if (width < 1 || width > EP_MAX_SMALL)
             return fail(EP_ERR_LAYOUT, "channel '%s': a log column's width in the header is implausible; the "
                         "channel is corrupt", ch);
     }
 
     /* the block offsets follow from the sizes (docs/protocol.md sections 3 and 8) */
-    command_offset = align64(header_bytes);
-    q = COMMAND_BYTES + 8 * (4 * (uint64_t)n_dofs + max_context);
-    command_bytes = q + 24 * (uint64_t)max_samples * n_dofs;
-    reply_offset = command_offset + align64(command_bytes);
-    log_offset = reply_offset + align64(REPLY_BYTES + 8 * ((uint64_t)n_state + n_dofs));
-    batch_offset = log_offset;
-    for (i = 0; i < n_cols; i++)  /* width of column i times the rows, each rounded up to 64 bytes */
-        batch_offset += align64(8 * get_u(table + LOG_COLUMN_BYTES * i + 32, 4) * max_log_steps);
-    c->batch_part[B_COMMANDS] = align64(BATCH_BYTES);
-    c->batch_part[B_VALUES] = c->batch_part[B_COMMANDS] + align64((uint64_t)BATCH_COMMAND_BYTES * max_batch_commands);
-    c->batch_part[B_RESULTS] = c->batch_part[B_VALUES] + align64(8 * max_batch_values);
-    c->batch_part[B_REPLIES] = c->batch_part[B_RESULTS] + align64((uint64_t)BATCH_RESULT_BYTES * max_batch);
-    c->batch_part[B_STATES] = c->batch_part[B_REPLIES] + align64((uint64_t)BATCH_REPLY_BYTES * max_batch_commands);
-    total = batch_offset + c->batch_part[B_STATES] + align64(8 * (uint64_t)max_batch_commands * n_state);
-    if (command_offset != get_u(h + 56, 8) || reply_offset != get_u(h + 64, 8) ||
-        log_offset != get_u(h + 72, 8) || batch_offset != get_u(h + 120, 8) || total != get_u(h + 80, 8))
+    {
+        const uint64_t arrays[] = EP_COMMAND_ARRAY_BYTES(n_dofs, max_context, max_samples);
+        const uint64_t replies[] = EP_REPLY_ARRAY_BYTES(n_state, n_dofs);
+        const uint64_t parts[] = EP_BATCH_PART_BYTES(max_batch_commands, max_batch_values, max_batch, n_state);
+        command_offset = align64(header_bytes);
+        command_bytes = lay_out(EP_COMMAND_BYTES, arrays, EP_COMMAND_N_ARRAYS, 0, c->array_offset);
+        reply_offset = command_offset + align64(command_bytes);
+        log_offset = reply_offset + align64(lay_out(EP_REPLY_BYTES, replies, EP_REPLY_N_ARRAYS, 0, c->reply_array));
+        batch_offset = log_offset;
+        for (i = 0; i < n_cols; i++)  /* width of column i times the rows, each rounded up to 64 bytes */
+            batch_offset += align64(8 * GET(table + EP_LOG_COLUMN_BYTES * i, EP_LOG_COLUMN_WIDTH) * max_log_steps);
+        total = batch_offset + lay_out(align64(EP_BATCH_BYTES), parts, EP_BATCH_N_PARTS, 1, c->batch_part);
+    }
+    if (command_offset != GET(h, EP_HEADER_COMMAND_OFFSET) || reply_offset != GET(h, EP_HEADER_REPLY_OFFSET) ||
+        log_offset != GET(h, EP_HEADER_LOG_OFFSET) || batch_offset != GET(h, EP_HEADER_BATCH_OFFSET) ||
+        total != GET(h, EP_HEADER_TOTAL_SIZE))
         return fail(EP_ERR_LAYOUT, "channel '%s': the header's offsets disagree with its sizes; "
                     "the channel is corrupt", ch);
     if (total > c->size)
@@ -510,7 +511,7 @@ static int read_header(ep_client *c)
                     "(%lu)", ch, (unsigned long)c->size, (unsigned long)total);
 
     c->info.channel = c->channel;
-    c->info.runner_pid = (int64_t)get_u(h + 16, 8);
+    c->info.runner_pid = (int64_t)GET(h, EP_HEADER_RUNNER_PID);
     c->info.n_dofs = (int)n_dofs;
     c->info.max_samples = (int)max_samples;
     c->info.max_log_steps = (int)max_log_steps;
@@ -525,14 +526,6 @@ static int read_header(ep_client *c)
     c->reply_offset = reply_offset;
     c->log_offset = log_offset;
     c->batch_offset = batch_offset;
-    c->array_offset[A_POSTURE] = COMMAND_BYTES;
-    c->array_offset[A_KP] = COMMAND_BYTES + 8 * (uint64_t)n_dofs;
-    c->array_offset[A_KD] = COMMAND_BYTES + 16 * (uint64_t)n_dofs;
-    c->array_offset[A_KI] = COMMAND_BYTES + 24 * (uint64_t)n_dofs;
-    c->array_offset[A_CONTEXT] = COMMAND_BYTES + 32 * (uint64_t)n_dofs;
-    c->array_offset[A_Q] = q;
-    c->array_offset[A_QD] = q + 8 * (uint64_t)max_samples * n_dofs;
-    c->array_offset[A_QDD] = q + 16 * (uint64_t)max_samples * n_dofs;
 
     c->state_names = calloc(n_state ? n_state : 1, sizeof *c->state_names);
     c->column_names = calloc(n_cols, sizeof *c->column_names);
@@ -544,16 +537,16 @@ static int read_header(ep_client *c)
         !c->posture)
         return fail(EP_ERR_SYSTEM, "channel '%s': out of memory", ch);
     for (i = 0; i < n_state; i++)
-        if (!ascii_name(h + HEADER_BYTES + EP_NAME_BYTES * i, c->state_names[i]))
+        if (!ascii_name(h + EP_HEADER_BYTES + EP_NAME_BYTES * i, c->state_names[i]))
             return fail(EP_ERR_LAYOUT, "channel '%s': state name %u in the header is empty or not ASCII; the "
                         "channel is corrupt", ch, (unsigned)i);
     for (i = 0, at = 0; i < n_cols; i++) {
-        const unsigned char *row = table + LOG_COLUMN_BYTES * i;
-        uint64_t width = get_u(row + 32, 4);
-        if (!ascii_name(row, c->column_names[i]))
+        const unsigned char *row = table + EP_LOG_COLUMN_BYTES * i;
+        uint64_t width = GET(row, EP_LOG_COLUMN_WIDTH);
+        if (!ascii_name(row + EP_LOG_COLUMN_NAME, c->column_names[i]))
             return fail(EP_ERR_LAYOUT, "channel '%s': log column name %u in the header is empty or not ASCII; "
                         "the channel is corrupt", ch, (unsigned)i);
-        if (get_u(row + 40, 8) != at)
+        if (GET(row, EP_LOG_COLUMN_OFFSET) != at)
             return fail(EP_ERR_LAYOUT, "channel '%s': the offset of log column '%s' disagrees with the widths; "
                         "the channel is corrupt", ch, c->column_names[i]);
         c->column_width[i] = (int)width;
@@ -684,31 +677,23 @@ typedef struct {
     double rate, wait_time;
 } fields;
 
-/* Where the fields lie in the command block (COMMAND) and in a command-table row (BATCH_COMMAND);
- * has_qd, has_qdd and has_ki are the three bytes after has_posture. */
-typedef struct {
-    int episode_id, index, max_commands, kind, feedforward, n_samples, n_context, has_posture, rate, wait_time;
-} field_offsets;
-
-static const field_offsets COMMAND_AT = {32, 40, 44, 48, 52, 56, 60, 64, 72, 80};
-static const field_offsets BATCH_COMMAND_AT = {8, 16, 20, 4, 24, 28, 32, 36, 40, 48};
-
-static void put_fields(unsigned char *p, const fields *f, const field_offsets *at)
-{
-    put_u(p + at->episode_id, (uint64_t)f->episode_id, 8);
-    put_u(p + at->index, (uint32_t)f->index, 4);
-    put_u(p + at->max_commands, (uint32_t)f->max_commands, 4);
-    put_u(p + at->kind, (uint32_t)f->kind, 4);
-    put_u(p + at->feedforward, (uint32_t)f->feedforward, 4);
-    put_u(p + at->n_samples, (uint32_t)f->n_samples, 4);
-    put_u(p + at->n_context, (uint32_t)f->n_context, 4);
-    p[at->has_posture] = (unsigned char)(f->has_posture != 0);
-    p[at->has_posture + 1] = (unsigned char)(f->has_qd != 0);
-    p[at->has_posture + 2] = (unsigned char)(f->has_qdd != 0);
-    p[at->has_posture + 3] = (unsigned char)(f->has_ki != 0);
-    put_f64(p + at->rate, f->rate);
-    put_f64(p + at->wait_time, f->wait_time);
-}
+/* The fields of `f` into the command block's fixed part (COMMAND, prefix EP_COMMAND) or a command-table
+ * row (BATCH_COMMAND, prefix EP_BATCH_COMMAND) at `p`. */
+#define PUT_FIELDS(p, f, PREFIX) do { \
+        PUT(p, PREFIX##_EPISODE_ID, (uint64_t)(f)->episode_id); \
+        PUT(p, PREFIX##_INDEX, (uint32_t)(f)->index); \
+        PUT(p, PREFIX##_MAX_COMMANDS, (uint32_t)(f)->max_commands); \
+        PUT(p, PREFIX##_KIND, (uint32_t)(f)->kind); \
+        PUT(p, PREFIX##_FEEDFORWARD, (uint32_t)(f)->feedforward); \
+        PUT(p, PREFIX##_N_SAMPLES, (uint32_t)(f)->n_samples); \
+        PUT(p, PREFIX##_N_CONTEXT, (uint32_t)(f)->n_context); \
+        PUT(p, PREFIX##_HAS_POSTURE, (f)->has_posture != 0); \
+        PUT(p, PREFIX##_HAS_QD, (f)->has_qd != 0); \
+        PUT(p, PREFIX##_HAS_QDD, (f)->has_qdd != 0); \
+        PUT(p, PREFIX##_HAS_KI, (f)->has_ki != 0); \
+        put_f64((p) + PREFIX##_RATE, (f)->rate); \
+        put_f64((p) + PREFIX##_WAIT_TIME, (f)->wait_time); \
+    } while (0)
 
 /* A command as it goes on the wire: its fields and the arrays it has, in the command block's
  * order (A_...), which is also their order in a batch's value pool. */
@@ -756,7 +741,7 @@ static int to_wire(const ep_client *c, const ep_command *cmd, const char *who, w
         w->f.n_context = cmd->n_context;
         if (cmd->kind == EP_KIND_START) {
             w->f.has_posture = cmd->posture != NULL;
-            add_array(w, A_POSTURE, cmd->posture, cmd->posture ? n_dofs : 0);
+            add_array(w, EP_COMMAND_ARRAY_POSTURE, cmd->posture, cmd->posture ? n_dofs : 0);
         } else {
             if (!cmd->kp || !cmd->kd)
                 return fail(EP_ERR_ARGUMENT, "%s: a gain set needs kp and kd", who);
@@ -766,11 +751,11 @@ static int to_wire(const ep_client *c, const ep_command *cmd, const char *who, w
             w->f.feedforward = cmd->feedforward;
             w->f.has_ki = cmd->ki != NULL;
             w->f.wait_time = cmd->wait_time;
-            add_array(w, A_KP, cmd->kp, n_dofs);
-            add_array(w, A_KD, cmd->kd, n_dofs);
-            add_array(w, A_KI, cmd->ki, cmd->ki ? n_dofs : 0);
+            add_array(w, EP_COMMAND_ARRAY_KP, cmd->kp, n_dofs);
+            add_array(w, EP_COMMAND_ARRAY_KD, cmd->kd, n_dofs);
+            add_array(w, EP_COMMAND_ARRAY_KI, cmd->ki, cmd->ki ? n_dofs : 0);
         }
-        add_array(w, A_CONTEXT, cmd->context, (size_t)cmd->n_context);
+        add_array(w, EP_COMMAND_ARRAY_CONTEXT, cmd->context, (size_t)cmd->n_context);
         return EP_OK;
     case EP_KIND_TRAJECTORY:
         if (!cmd->q)
@@ -784,9 +769,9 @@ static int to_wire(const ep_client *c, const ep_command *cmd, const char *who, w
         w->f.has_qdd = cmd->qdd != NULL;
         w->f.rate = cmd->rate;
         w->f.wait_time = cmd->wait_time;
-        add_array(w, A_Q, cmd->q, count);
-        add_array(w, A_QD, cmd->qd, cmd->qd ? count : 0);
-        add_array(w, A_QDD, cmd->qdd, cmd->qdd ? count : 0);
+        add_array(w, EP_COMMAND_ARRAY_Q, cmd->q, count);
+        add_array(w, EP_COMMAND_ARRAY_QD, cmd->qd, cmd->qd ? count : 0);
+        add_array(w, EP_COMMAND_ARRAY_QDD, cmd->qdd, cmd->qdd ? count : 0);
         return EP_OK;
     case EP_KIND_RESET:
         return EP_OK;
@@ -831,26 +816,26 @@ static int wait_reply(ep_client *c, const fields *f, double deadline, double tim
         if (err != 0)
             return fail(EP_ERR_SYSTEM, "channel '%s': sem_timedwait: %s", c->channel, strerror(err));
         lock_take(c);
-        if (get_u(r, 8) != c->seq) {   /* the late answer to a command that timed out */
+        if (GET(r, EP_REPLY_SEQ) != c->seq) {   /* the late answer to a command that timed out */
             lock_give(c);
             continue;
         }
-        out->seq = get_u(r, 8);
-        out->kind = get_i32(r + 52);
-        out->episode_return = get_f64(r + 56);
-        out->success = get_i32(r + 64);
-        out->episode_id = (int64_t)get_u(r + 8, 8);
-        out->index = get_i32(r + 16);
-        out->flag = get_i32(r + 20);
-        out->reward = get_f64(r + 24);
-        out->n_steps = get_i32(r + 32);
-        out->episode_done = get_i32(r + 36);
-        out->machine_state = get_i32(r + 40);
-        out->log_rows = get_i32(r + 44);
-        out->log_truncated = get_i32(r + 48);
-        memcpy(out->message, r + 72, EP_MESSAGE_BYTES);
-        doubles_from_wire(c->state, r + REPLY_BYTES, (size_t)n_state);
-        doubles_from_wire(c->posture, r + REPLY_BYTES + 8 * (size_t)n_state, (size_t)n_dofs);
+        out->seq = GET(r, EP_REPLY_SEQ);
+        out->kind = get_i32(r + EP_REPLY_KIND);
+        out->episode_return = get_f64(r + EP_REPLY_EPISODE_RETURN);
+        out->success = get_i32(r + EP_REPLY_SUCCESS);
+        out->episode_id = (int64_t)GET(r, EP_REPLY_EPISODE_ID);
+        out->index = get_i32(r + EP_REPLY_INDEX);
+        out->flag = get_i32(r + EP_REPLY_FLAG);
+        out->reward = get_f64(r + EP_REPLY_REWARD);
+        out->n_steps = get_i32(r + EP_REPLY_N_STEPS);
+        out->episode_done = get_i32(r + EP_REPLY_EPISODE_DONE);
+        out->machine_state = get_i32(r + EP_REPLY_MACHINE_STATE);
+        out->log_rows = get_i32(r + EP_REPLY_LOG_ROWS);
+        out->log_truncated = get_i32(r + EP_REPLY_LOG_TRUNCATED);
+        memcpy(out->message, r + EP_REPLY_MESSAGE, EP_MESSAGE_BYTES);
+        doubles_from_wire(c->state, r + c->reply_array[EP_REPLY_ARRAY_STATE], (size_t)n_state);
+        doubles_from_wire(c->posture, r + c->reply_array[EP_REPLY_ARRAY_POSTURE], (size_t)n_dofs);
         lock_give(c);
         out->message[EP_MESSAGE_BYTES] = '\0';
         out->n_state = n_state;
@@ -874,7 +859,7 @@ static int wait_reply(ep_client *c, const fields *f, double deadline, double tim
 static int exchange(ep_client *c, const fields *f, payload_writer write, const void *payload, double timeout,
                     ep_reply *out)
 {
-    unsigned char fixed[COMMAND_BYTES];
+    unsigned char fixed[EP_COMMAND_BYTES];
     unsigned char *block = c->base + c->command_offset;
     ep_reply scratch;
     struct timespec nap;
@@ -884,20 +869,20 @@ static int exchange(ep_client *c, const fields *f, payload_writer write, const v
         out = &scratch;
     c->seq += 1;
     memset(fixed, 0, sizeof fixed);
-    memcpy(fixed, MAGIC, 8);
-    put_u(fixed + 8, EP_PROTOCOL_VERSION, 4);
-    put_u(fixed + 16, c->seq, 8);
-    put_u(fixed + 24, (uint64_t)(int64_t)getpid(), 8);
-    put_fields(fixed, f, &COMMAND_AT);
+    memcpy(fixed + EP_COMMAND_MAGIC, EP_MAGIC, EP_COMMAND_MAGIC_SIZE);
+    PUT(fixed, EP_COMMAND_VERSION, EP_PROTOCOL_VERSION);
+    PUT(fixed, EP_COMMAND_SEQ, c->seq);
+    PUT(fixed, EP_COMMAND_CLIENT_PID, (uint64_t)(int64_t)getpid());
+    PUT_FIELDS(fixed, f, EP_COMMAND);
 
     /* never over a command of this client the runner has not taken yet (one that timed out) */
     for (;;) {
         int pending;
         lock_take(c);
-        pending = (int64_t)get_u(block + 24, 8) == (int64_t)getpid() &&
-                  get_u(block + 16, 8) != get_u(c->base + 96, 8);
+        pending = (int64_t)GET(block, EP_COMMAND_CLIENT_PID) == (int64_t)getpid() &&
+                  GET(block, EP_COMMAND_SEQ) != GET(c->base, EP_HEADER_TAKEN_SEQ);
         if (!pending) {
-            memcpy(block, fixed, COMMAND_BYTES);
+            memcpy(block, fixed, EP_COMMAND_BYTES);
             if (write)
                 write(c, payload);
             lock_give(c);
@@ -1126,7 +1111,7 @@ static void write_batch(ep_client *c, const void *payload)
 {
     const batch_payload *b = payload;
     unsigned char *block = c->base + c->batch_offset;
-    unsigned char *table = block + c->batch_part[B_COMMANDS], *pool = block + c->batch_part[B_VALUES];
+    unsigned char *table = block + c->batch_part[EP_BATCH_PART_COMMANDS], *pool = block + c->batch_part[EP_BATCH_PART_VALUES];
     uint64_t at = 0;   /* values written */
     size_t row = 0;
     int i, j, k;
@@ -1134,24 +1119,24 @@ static void write_batch(ep_client *c, const void *payload)
     for (i = 0; i < b->n_episodes; i++) {
         for (j = 0; j < b->episodes[i].n_commands; j++, row++) {
             const wire_command *w = &b->commands[row];
-            unsigned char *r = table + BATCH_COMMAND_BYTES * row;
-            memset(r, 0, BATCH_COMMAND_BYTES);
-            put_u(r, (uint32_t)i, 4);
-            put_fields(r, &w->f, &BATCH_COMMAND_AT);
-            put_u(r + 56, at, 8);
+            unsigned char *r = table + EP_BATCH_COMMAND_BYTES * row;
+            memset(r, 0, EP_BATCH_COMMAND_BYTES);
+            PUT(r, EP_BATCH_COMMAND_EPISODE, (uint32_t)i);
+            PUT_FIELDS(r, &w->f, EP_BATCH_COMMAND);
+            PUT(r, EP_BATCH_COMMAND_VALUES, at);
             for (k = 0; k < w->n_arrays; k++) {
                 doubles_to_wire(pool + 8 * (size_t)at, w->arrays[k].values, w->arrays[k].count);
                 at += w->arrays[k].count;
             }
         }
     }
-    memset(block, 0, BATCH_BYTES);
-    put_u(block, (uint32_t)b->n_episodes, 4);
-    put_u(block + 4, (uint64_t)row, 4);
-    put_u(block + 8, at, 8);
-    put_u(block + 16, b->keep_logs != 0, 4);
-    put_u(block + 24, UINT64_MAX, 8);  /* batch_number and first_episode: -1 until the runner writes them */
-    put_u(block + 32, UINT64_MAX, 8);
+    memset(block, 0, EP_BATCH_BYTES);
+    PUT(block, EP_BATCH_N_EPISODES, (uint32_t)b->n_episodes);
+    PUT(block, EP_BATCH_N_COMMANDS, (uint64_t)row);
+    PUT(block, EP_BATCH_N_VALUES, at);
+    PUT(block, EP_BATCH_KEEP_LOGS, b->keep_logs != 0);
+    PUT(block, EP_BATCH_BATCH_NUMBER, UINT64_MAX);  /* batch_number and first_episode: -1 until the runner writes them */
+    PUT(block, EP_BATCH_FIRST_EPISODE, UINT64_MAX);
 }
 
 /* Grow the client's result rows to `rows` commands and the population's steps to `n` episodes. */
@@ -1201,19 +1186,19 @@ static int read_results(ep_client *c, const ep_episode *episodes, int n, int fir
     for (i = 0; i < n; i++)
         n_commands += (uint64_t)episodes[i].n_commands;
     for (i = 0; i < n; i++) {
-        const unsigned char *r = block + c->batch_part[B_RESULTS] + (size_t)BATCH_RESULT_BYTES * (size_t)i;
-        uint64_t n_replies = get_u(r + 24, 4), at = get_u(r + 28, 4);
+        const unsigned char *r = block + c->batch_part[EP_BATCH_PART_RESULTS] + (size_t)EP_BATCH_RESULT_BYTES * (size_t)i;
+        uint64_t n_replies = GET(r, EP_BATCH_RESULT_N_REPLIES), at = GET(r, EP_BATCH_RESULT_FIRST_REPLY);
         ep_result *out = &results[i];
         if (n_replies > (uint64_t)episodes[i].n_commands || at + n_replies > n_commands)
             return fail(EP_ERR_PROTOCOL, "channel '%s': the runner's result of episode %d of the batch has replies "
                         "%llu to %llu; the episode has %d commands, the batch %llu", c->channel, first + i,
                         (unsigned long long)at, (unsigned long long)(at + n_replies), episodes[i].n_commands,
                         (unsigned long long)n_commands);
-        out->episode_return = get_f64(r);
-        out->flag = get_i32(r + 8);
-        out->success = get_i32(r + 12);
-        out->n_steps = (int64_t)get_u(r + 16, 8);
-        memcpy(out->message, r + 32, EP_MESSAGE_BYTES);
+        out->episode_return = get_f64(r + EP_BATCH_RESULT_EPISODE_RETURN);
+        out->flag = get_i32(r + EP_BATCH_RESULT_FLAG);
+        out->success = get_i32(r + EP_BATCH_RESULT_SUCCESS);
+        out->n_steps = (int64_t)GET(r, EP_BATCH_RESULT_N_STEPS);
+        memcpy(out->message, r + EP_BATCH_RESULT_MESSAGE, EP_MESSAGE_BYTES);
         out->message[EP_MESSAGE_BYTES] = '\0';
         out->n_replies = (int)n_replies;
         out->n_state = (int)n_state;
@@ -1222,12 +1207,12 @@ static int read_results(ep_client *c, const ep_episode *episodes, int n, int fir
         out->steps = c->steps + *row;
         out->states = c->states + *row * n_state;
         for (k = 0; k < n_replies; k++) {
-            const unsigned char *p = block + c->batch_part[B_REPLIES] + BATCH_REPLY_BYTES * (size_t)(at + k);
-            c->rewards[*row + k] = get_f64(p);
-            c->flags[*row + k] = get_i32(p + 8);
-            c->steps[*row + k] = get_i32(p + 12);
+            const unsigned char *p = block + c->batch_part[EP_BATCH_PART_REPLIES] + EP_BATCH_REPLY_BYTES * (size_t)(at + k);
+            c->rewards[*row + k] = get_f64(p + EP_BATCH_REPLY_REWARD);
+            c->flags[*row + k] = get_i32(p + EP_BATCH_REPLY_FLAG);
+            c->steps[*row + k] = get_i32(p + EP_BATCH_REPLY_N_STEPS);
         }
-        doubles_from_wire(c->states + *row * n_state, block + c->batch_part[B_STATES] + 8 * n_state * (size_t)at,
+        doubles_from_wire(c->states + *row * n_state, block + c->batch_part[EP_BATCH_PART_STATES] + 8 * n_state * (size_t)at,
                           (size_t)n_replies * n_state);
         c->episode_steps[first + i] = out->n_steps;
         *row += (size_t)episodes[i].n_commands;   /* room for every command of the episode */

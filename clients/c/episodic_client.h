@@ -28,13 +28,12 @@
 
 #include <stdint.h>
 
+#include "episodic_layout.h" /* the wire layout: EP_PROTOCOL_VERSION, EP_NAME_BYTES, EP_MESSAGE_BYTES, ... */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define EP_PROTOCOL_VERSION 5
-#define EP_NAME_BYTES 32     /* longest state / log column name */
-#define EP_MESSAGE_BYTES 256 /* longest reply message */
 #define EP_NEXT (-1)         /* episode id: the client's next one; index: the next of the episode (ep_command: see there) */
 #define EP_DEFAULT (-1)      /* max_commands: the running episode's, as given to ep_start (ep_command: see there) */
 
