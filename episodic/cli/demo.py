@@ -13,14 +13,14 @@ whatever happens (error, Ctrl-C).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from episodic.tools.served import ServedRunner, ServeError, fresh_channel
 from episodic.tasks.ball_in_cup_swing import DEMO_TASK, SWING_JOINTS
+from episodic.tools.served import ServedRunner, ServeError, fresh_channel
 
 # -- ball in a cup: the demo ---------------------------------------------------------------------
 LEARNED_JOINTS = SWING_JOINTS  # the demo's DMP moves j2, j4, j6; the others hold the start posture
@@ -28,10 +28,12 @@ N_WEIGHTS = 10                 # DMP weights per joint (the IAS toolbox's baseli
 SAMPLES = 10                   # PoWER's rollouts per iteration (the IAS baseline's 10), one batch each
 SIGMA = 0.03                   # rad, PoWER's initial exploration of each (scaled) weight
 N_BEST = 10                    # PoWER's importance sampling: the best rollouts of all iterations so far
-ITERATIONS = 10                # at most (about 2.5 min on 2 busy cores); the demo stops earlier once 80 % of the last 20 rollouts caught
+ITERATIONS = 10                # at most (about 2.5 min on 2 busy cores); the demo stops earlier once
+                               # 80 % of the last 20 rollouts caught
 QUICK = (2, 4)                 # --quick: iterations, samples per iteration
 RELIABLE = (20, 0.8)           # window of rollouts, share of catches: "catches reliably"
-SETTLE = 0.5                   # s the last posture is held after the DMP (whose last second is the demonstration's hold)
+SETTLE = 0.5                   # s the last posture is held after the DMP (whose last second is the
+                               # demonstration's hold)
 
 
 class DemoError(RuntimeError):
@@ -79,10 +81,10 @@ def run_demo(out: str | Path = "runs/demo.h5", seed: int = 0, iterations: int = 
     or ``iterations`` ran, stop the runner, check the log, and render the first catch (with
     ``video`` and the media extra)."""
     from episodic.bridge import Client, ProtocolError, RunnerGone
-    from episodic.learning.demonstration import ball_in_cup_demonstration
-    from episodic.logs import read_metadata, read_summary
-    from episodic.learning.policy_search import Rollouts, learn
     from episodic.interface.robot import load_robot
+    from episodic.learning.demonstration import ball_in_cup_demonstration
+    from episodic.learning.policy_search import Rollouts, learn
+    from episodic.logs import read_metadata, read_summary
 
     t0 = time.perf_counter()
     out = Path(out)
@@ -97,7 +99,8 @@ def run_demo(out: str | Path = "runs/demo.h5", seed: int = 0, iterations: int = 
     channel = fresh_channel("demo")
     window, rate = RELIABLE
     try:
-        with ServedRunner(channel, task=DEMO_TASK, log=out, seed=seed, args=("--overwrite", "--threads", "2")) as runner:
+        with ServedRunner(channel, task=DEMO_TASK, log=out, seed=seed,
+                          args=("--overwrite", "--threads", "2")) as runner:
             echo(f"runner started (pid {runner.proc.pid}), channel '{channel}', log {out}")
             try:
                 with Client(channel, timeout=120) as client:

@@ -43,4 +43,4 @@ STEP_DTYPES: dict[str, type] = {c.name: c.dtype for c in STEP_COLUMNS}
 def step_widths(n_dofs: int, n_state: int) -> tuple[tuple[str, int], ...]:
     """(name, values per step) of every column, in table order."""
     named = {"dofs": n_dofs, "state": n_state}
-    return tuple((c.name, named.get(c.width, c.width)) for c in STEP_COLUMNS)
+    return tuple((c.name, c.width if isinstance(c.width, int) else named[c.width]) for c in STEP_COLUMNS)

@@ -7,6 +7,7 @@ configured size limits and raises :class:`CommandError` with a message saying wh
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -113,6 +114,13 @@ class MalformedCommand:
 
 
 Command = StartCommand | TrajectoryCommand | GainsCommand | ResetCommand
+
+
+def unchecked(value: Any) -> Any:
+    """``value`` put into a command as it came (a learner's ArrayLike, a feedforward mode's name or
+    number, a stored record's array or None where it could not be stored): :func:`validate`
+    converts it to the field's type or refuses the command, so nothing is checked here."""
+    return value
 
 
 def _array(name: str, value, shape: tuple[int, ...] | None, ndim: int, limits: Limits) -> np.ndarray:

@@ -15,13 +15,13 @@ from numpy.typing import ArrayLike
 
 from episodic.interface.commands import (
     Command,
-    Feedforward,
     GainsCommand,
     ResetCommand,
     StartCommand,
     TrajectoryCommand,
+    unchecked,
 )
-from episodic.interface.vocabulary import Reply
+from episodic.interface.vocabulary import Feedforward, Reply
 
 
 class Sender:
@@ -77,7 +77,7 @@ class Sender:
         defaults to the previous one plus 1."""
         episode_id = self.episode_id + 1 if episode_id is None else episode_id
         context = np.zeros(0) if context is None else np.asarray(context, dtype=float).ravel()
-        return self.send(StartCommand(episode_id, max_commands, posture=posture, context=context))
+        return self.send(StartCommand(episode_id, max_commands, posture=unchecked(posture), context=context))
 
     def send_trajectory(self, q: ArrayLike, *, qd: ArrayLike | None = None, qdd: ArrayLike | None = None,
                         rate: float | None = None, wait_time: float = 0.0, index: int | None = None,
@@ -85,8 +85,8 @@ class Sender:
         """A segment: q, qd, qdd (n_samples, n_dofs) rad, rad/s, rad/s^2 at ``rate`` Hz (None: the
         control rate); the final posture is then held ``wait_time`` s. ``index`` and
         ``max_commands`` default to the next index of the running episode."""
-        return self.send(TrajectoryCommand(self.episode_id, *self._position(index, max_commands), q, qd, qdd,
-                                           rate, wait_time))
+        return self.send(TrajectoryCommand(self.episode_id, *self._position(index, max_commands), unchecked(q),
+                                           unchecked(qd), unchecked(qdd), rate, wait_time))
 
     def send_gains(self, kp: ArrayLike, kd: ArrayLike, *, ki: ArrayLike | None = None,
                    feedforward: Feedforward | str | int = Feedforward.GRAVITY_COMPENSATION, wait_time: float = 0.0,
@@ -96,8 +96,9 @@ class Sender:
         each, and the feedforward mode (none, gravity_compensation, feedforward,
         inverse_dynamics); ``task_gains`` feed the task's own feedback law (see `episodic tasks`).
         The posture is then held ``wait_time`` s."""
-        return self.send(GainsCommand(self.episode_id, *self._position(index, max_commands), kp, kd, ki,
-                                      feedforward, wait_time, task_gains))
+        return self.send(GainsCommand(self.episode_id, *self._position(index, max_commands), unchecked(kp),
+                                      unchecked(kd), unchecked(ki), unchecked(feedforward), wait_time,
+                                      unchecked(task_gains)))
 
     def reset(self) -> Reply:
         """Abort the running episode."""

@@ -43,9 +43,10 @@ Shapes as h5py (row-major) shows them; Octave and Matlab see each matrix transpo
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 import h5py
 import mujoco
@@ -53,10 +54,10 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from episodic.interface.commands import Command
+from episodic.interface.robot import Robot, load_robot
+from episodic.learning.primitives import JointTrajectory
 from episodic.logs import read_episodes, read_metadata
 from episodic.logs.layout import software_versions
-from episodic.learning.primitives import JointTrajectory
-from episodic.interface.robot import Robot, load_robot
 from episodic.runtime.scene import Scene, build_scene
 from episodic.task import StepView, Task
 
@@ -150,7 +151,7 @@ class Demonstration:
 
     @classmethod
     def from_positions(cls, q: np.ndarray, dt: float, *, qd: np.ndarray | None = None,
-                       qdd: np.ndarray | None = None, **fields) -> "Demonstration":
+                       qdd: np.ndarray | None = None, **fields) -> Demonstration:
         """A demonstration of q (n, n_dofs) rad sampled every dt s, with qd rad/s and qdd rad/s^2
         as given, or where not given by ``numpy.gradient`` (second order inside, first at the
         ends); metadata["derivatives"] says which. ``fields``: the other fields."""
@@ -199,7 +200,7 @@ class Demonstration:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "Demonstration":
+    def load(cls, path: str | Path) -> Demonstration:
         """Read a file written by ``save``; DemonstrationError names the file and what is wrong
         (FileNotFoundError when there is none)."""
         path = Path(path)
@@ -210,7 +211,8 @@ class Demonstration:
         except OSError as exc:
             raise DemonstrationError(f"{path} is not a demonstration: not an HDF5 file ({exc})") from None
         with f:
-            fmt = _text(f.attrs.get("format"))
+            fmt = f.attrs.get("format")
+            fmt = None if fmt is None else _text(fmt)
             if fmt != FORMAT:
                 hint = (" (an episodic run log: turn one of its episodes into a demonstration with "
                         "`episodic demonstrate --from-log LOG.h5 --episode N`)") if "episodes" in f else ""
@@ -236,8 +238,9 @@ class Demonstration:
                 raise DemonstrationError(f"{path} is a damaged demonstration: {exc}") from None
 
 
-def _text(value) -> str | None:
-    return value.decode() if isinstance(value, bytes) else None if value is None else str(value)
+def _text(value: Any) -> str:
+    """An HDF5 attribute's text (stored as bytes or str)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 # -- from a log ------------------------------------------------------------------------------------
@@ -293,7 +296,9 @@ def hand_inertia(scene: Scene, q: np.ndarray) -> tuple[float, float]:
     mujoco.mj_fullM(model, data, mass)
     jac = np.vstack([jp, jr])
     spatial = np.linalg.inv(jac @ np.linalg.solve(mass, jac.T))
-    return tuple(float(np.prod(np.linalg.eigvalsh(block)) ** (1 / 3)) for block in (spatial[:3, :3], spatial[3:, 3:]))
+    translational, rotational = (float(np.prod(np.linalg.eigvalsh(block)) ** (1 / 3))
+                                 for block in (spatial[:3, :3], spatial[3:, 3:]))
+    return translational, rotational
 
 
 def _guide_path(guide: Guide, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -476,8 +481,8 @@ def ball_in_cup_demonstration(robot: Robot | str = "wam", *, offset: float = DEM
     the cup by centimetres, as Kober & Peters' human demonstration did: during the teaching and
     when executed by the runner (``demonstration_commands``). The same arguments give
     bit-identical arrays."""
-    from episodic.tasks.ball_in_cup_swing import bent_swing
     from episodic.tasks import make_task
+    from episodic.tasks.ball_in_cup_swing import bent_swing
 
     robot = load_robot(robot) if isinstance(robot, str) else robot
     task = make_task(BALL_IN_CUP, task_params)
@@ -501,7 +506,7 @@ class BallFlight:
     caught: bool
 
     @classmethod
-    def of(cls, t: np.ndarray, height: np.ndarray, radial: np.ndarray, caught: np.ndarray) -> "BallFlight":
+    def of(cls, t: np.ndarray, height: np.ndarray, radial: np.ndarray, caught: np.ndarray) -> BallFlight:
         """From the ball_in_cup state columns over time t (n,) s: height (n,) m above the rim
         plane, radial (n,) m from the axis, caught (n,) 0/1. A crossing lies between a step
         above the plane and the next on or below it; t and radial are interpolated linearly
@@ -512,7 +517,7 @@ class BallFlight:
         return cls(crossings, float(np.max(height)), bool(caught[-1] > 0.5))
 
     @classmethod
-    def of_demonstration(cls, demo: Demonstration) -> "BallFlight":
+    def of_demonstration(cls, demo: Demonstration) -> BallFlight:
         return cls.of(demo.t, demo.state("height"), demo.state("radial"), demo.state("caught"))
 
     def summary(self) -> str:

@@ -24,10 +24,10 @@ then that segment; the reward is the episode's return as the runner reckons it (
 step rewards and, for an episode that ended early, e.g. a joint over its velocity limit:
 SAFETY_ABORT, the runner's charge for what it left out, so that stopping a motion early cannot
 pay; plus ``penalty``, 0 by default, when the episode ended with a flag other than OK);
-``terminated`` is always True, ``truncated`` False; ``info`` holds ``flag`` (its name), ``success`` (the task's verdict on the
-final state), ``steps`` (control steps of the motion and the hold) and ``message``. A start the
-runner refuses (a context the task does not take) raises :class:`EnvError`. ``step`` may be
-called again without ``reset``: it runs another episode in the same context.
+``terminated`` is always True, ``truncated`` False; ``info`` holds ``flag`` (its name),
+``success`` (the task's verdict on the final state), ``steps`` (control steps of the motion and
+the hold) and ``message``. A start the runner refuses (a context the task does not take) raises
+:class:`EnvError`. ``step`` may be called again without ``reset``: it runs another episode in the same context.
 
 The observation is the context (float64, the task's longest context size; a task without
 context gives an empty observation). ``reset(seed=...)`` draws it, deterministically from the
@@ -49,7 +49,8 @@ do not.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -57,9 +58,9 @@ from gymnasium import spaces
 from numpy.typing import ArrayLike
 from scipy.interpolate import CubicSpline
 
-from episodic.interface.vocabulary import Flag
 from episodic.interface.robot import Robot, load_robot
 from episodic.interface.sender import Sender
+from episodic.interface.vocabulary import Flag
 from episodic.task import Task
 
 Contexts = tuple[ArrayLike, ArrayLike] | Callable[[np.random.Generator], ArrayLike] | None
@@ -89,14 +90,16 @@ class BlackBoxEnv(gymnasium.Env):
                  scale: float = 0.3, joints: Sequence[str | int] | None = None, contexts: Contexts = None,
                  penalty: float = 0.0):
         self._owned = not isinstance(sender, Sender)
-        self.sender: Sender = sender() if self._owned else sender
-        if not isinstance(self.sender, Sender):
+        made = sender if isinstance(sender, Sender) else sender()
+        if not isinstance(made, Sender):
             raise TypeError(f"BlackBoxEnv takes a Sender (a Runner or a bridge Client) or a function returning "
-                            f"one, got {self.sender!r}")
+                            f"one, got {made!r}")
+        self.sender: Sender = made
         try:
-            self.task = task if task is not None else getattr(self.sender, "task", None)
-            if not isinstance(self.task, Task):
+            served = task if task is not None else getattr(made, "task", None)
+            if not isinstance(served, Task):
                 raise TypeError("over the bridge, pass the served task: BlackBoxEnv(client, make_task(name, params))")
+            self.task: Task = served
             if tuple(self.sender.state_names) != tuple(self.task.columns):
                 raise ValueError(f"the runner's task state columns {list(self.sender.state_names)} are not task "
                                  f"'{self.task.name}''s {list(self.task.columns)}: pass the task it serves")
@@ -141,7 +144,7 @@ class BlackBoxEnv(gymnasium.Env):
             raise ValueError(f"joints must name distinct joints, at least one, got {list(joints)}")
         return np.array(out)
 
-    def _sampler(self, contexts: Contexts) -> Callable[[np.random.Generator], np.ndarray] | None:
+    def _sampler(self, contexts: Contexts) -> Callable[[np.random.Generator], ArrayLike] | None:
         """How reset draws a context (None: the fixed default), and the observation space."""
         n = self._default.size
         if contexts is None:
@@ -178,6 +181,7 @@ class BlackBoxEnv(gymnasium.Env):
         start = self.sender.start_episode(1, context=self._context)
         if start.flag != Flag.OK:
             raise EnvError(f"the runner refused the episode's start ({Flag(start.flag).name}): {start.message}")
+        assert start.posture is not None  # an accepted start's reply holds the start posture reached
         q, qd, qdd = self.trajectory(action, start.posture)
         reply = self.sender.send_trajectory(q, qd=qd, qdd=qdd, wait_time=self.hold)
         flag = Flag(reply.flag)
@@ -191,7 +195,7 @@ class BlackBoxEnv(gymnasium.Env):
         sender = getattr(self, "sender", None)
         if self._owned and sender is not None and hasattr(sender, "close"):
             sender.close()
-            self.sender = None
+            self._owned = False  # closed: closing again does nothing
 
     # -- the motion ----------------------------------------------------------------
     def trajectory(self, action: ArrayLike, posture: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -12,8 +12,8 @@ the levels; :func:`noise_table` returns one :class:`NoiseRow` per level and
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 

@@ -23,15 +23,19 @@ from __future__ import annotations
 
 import csv
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from functools import partial
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 
 from episodic.interface.commands import Command
+
+if TYPE_CHECKING:
+    from episodic.tools.batch import TaskSpec  # imported where rollouts run: the batch module is large
 
 
 class Learner(Protocol):
@@ -188,7 +192,7 @@ class Cmaes:
             import cma
         except ImportError:
             raise ImportError("CMA-ES needs pycma: pip install 'episodic[learn]'") from None
-        options = {"seed": seed + 1, "verbose": -9}  # pycma reads seed 0 as "from the clock"
+        options: dict[str, Any] = {"seed": seed + 1, "verbose": -9}  # pycma reads seed 0 as "from the clock"
         if n_samples is not None:
             options["popsize"] = n_samples
         if stds is not None:
@@ -218,7 +222,7 @@ class Outcome:
     returns: np.ndarray
     success: np.ndarray
 
-    def split(self, n: int) -> tuple["Outcome", "Outcome"]:
+    def split(self, n: int) -> tuple[Outcome, Outcome]:
         """The first n episodes and the rest."""
         return Outcome(self.returns[:n], self.success[:n]), Outcome(self.returns[n:], self.success[n:])
 
@@ -309,12 +313,12 @@ class LearningCurve:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "LearningCurve":
+    def load(cls, path: str | Path) -> LearningCurve:
         """The rows of a curve written by ``save``."""
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
-        convert = {"int": int, "float": float, "bool": lambda text: text == "True"}
-        kinds = {fl.name: convert[fl.type] for fl in fields(Iteration)}
+        convert: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "bool": lambda text: text == "True"}
+        kinds = {fl.name: convert[str(fl.type)] for fl in fields(Iteration)}  # the annotations' text
         return cls([Iteration(**{k: kinds[k](v) for k, v in row.items()}) for row in rows])
 
 
@@ -377,7 +381,7 @@ class Problem:
     ``representation`` in words (e.g. "DMP, 7 joints x 10 weights"), ``failed_return`` (None: the
     runner's return) the score of an episode that does not end with Flag.OK."""
 
-    task: object
+    task: TaskSpec
     theta0: np.ndarray
     episode: Callable[[np.ndarray, int], list[Command]]
     representation: str

@@ -61,7 +61,7 @@ class JointTrajectory:
     def __len__(self) -> int:
         return len(self.t)
 
-    def place(self, joints, posture: np.ndarray) -> "JointTrajectory":
+    def place(self, joints, posture: np.ndarray) -> JointTrajectory:
         """This trajectory of some joints as one of all joints: joint ``joints[k]`` follows column
         k, the others hold ``posture`` (n_all,) rad at rest."""
         n = len(self.t)
@@ -124,7 +124,7 @@ class DMP:
         if self.n_weights < 2:
             raise ValueError(f"a DMP needs at least 2 weights per joint, got {self.n_weights}")
 
-    def with_duration(self, duration: float) -> "DMP":
+    def with_duration(self, duration: float) -> DMP:
         """The same primitive played in ``duration`` s (same weights: the motion scaled in time)."""
         return DMP(duration, self.n_weights, self.alpha_y, self.beta_y, self.alpha_x, self.overlap)
 
@@ -223,13 +223,17 @@ class DMPPolicy:
 
     @classmethod
     def imitate(cls, t: np.ndarray, q: np.ndarray, joints, n_weights: int = 10, dt: float | None = None,
-                qd: np.ndarray | None = None, qdd: np.ndarray | None = None) -> tuple["DMPPolicy", np.ndarray]:
+                qd: np.ndarray | None = None, qdd: np.ndarray | None = None) -> tuple[DMPPolicy, np.ndarray]:
         """The policy of a demonstration q (n, n_dofs) rad at times t (n,) s from 0 (its duration
         the DMP's, its start and end the start posture and goal) and the theta that imitates it."""
         q = np.asarray(q, float)
         joints = tuple(int(j) for j in joints)
         dmp = DMP(float(t[-1]), n_weights)
-        pick = (lambda a: None if a is None else np.asarray(a, float)[:, joints])
+
+        def pick(a: np.ndarray | None) -> np.ndarray | None:
+            """The learned joints' columns of a (n, n_dofs), or None."""
+            return None if a is None else np.asarray(a, float)[:, joints]
+
         weights = dmp.imitate(t, q[:, joints], pick(qd), pick(qdd))
         policy = cls(dmp, q[0].copy(), q[-1, joints].copy(), joints, float(dt if dt is not None else t[1] - t[0]))
         return policy, policy.theta(weights)
@@ -315,7 +319,7 @@ class ProMP:
 
     @classmethod
     def from_demonstrations(cls, demonstrations: list[tuple[np.ndarray, np.ndarray]], n_weights: int = 10,
-                            regularization: float = 1e-8, width: float | None = None) -> "ProMP":
+                            regularization: float = 1e-8, width: float | None = None) -> ProMP:
         """Fit to demonstrations [(t (n_k,) s from 0, q (n_k, n_dofs) rad), ...] of about one
         duration (each is mapped onto phase [0, 1] by its own end time; duration: their mean):
         ridge-regressed weights per demonstration, then the weights' mean and covariance (at least
@@ -323,22 +327,23 @@ class ProMP:
         if len(demonstrations) < 2:
             raise ValueError("a ProMP needs at least two demonstrations for a covariance")
         n_dofs = np.asarray(demonstrations[0][1]).shape[1]
-        ws = []
+        rows = []
         for t, q in demonstrations:
             t, q = np.asarray(t, float), np.asarray(q, float)
             if q.ndim != 2 or q.shape[1] != n_dofs or t.shape != (len(q),):
                 raise ValueError(f"every demonstration needs t (n,) and q (n, {n_dofs}); got {t.shape}, {q.shape}")
             phi = promp_basis(t / t[-1], n_weights, width)[0]
             w = np.linalg.solve(phi.T @ phi + regularization * np.eye(n_weights), phi.T @ q)  # (n_weights, n_dofs)
-            ws.append(w.T.ravel())
-        ws = np.array(ws)
+            rows.append(w.T.ravel())
+        ws = np.array(rows)
         cov = np.cov(ws, rowvar=False) + regularization * np.eye(ws.shape[1])
         duration = float(np.mean([np.asarray(t, float)[-1] for t, _ in demonstrations]))
         return cls(n_dofs, n_weights, duration, ws.mean(axis=0), cov, width)
 
     def _features(self, t: np.ndarray, order: int = 0) -> np.ndarray:
         """Phi (n, n_weights) of the order-th time derivative at times t (n,) s."""
-        return promp_basis(np.asarray(t, float) / self.duration, self.n_weights, self.width)[order] / self.duration**order
+        phi = promp_basis(np.asarray(t, float) / self.duration, self.n_weights, self.width)[order]
+        return phi / self.duration**order
 
     def trajectory(self, weights: np.ndarray, dt: float) -> JointTrajectory:
         """The trajectory of one weight vector (n_dofs n_weights,) every dt s over the duration."""
@@ -361,7 +366,7 @@ class ProMP:
         """n weight vectors (n, n_dofs n_weights) drawn from N(mean, cov)."""
         return rng.multivariate_normal(self.mean, self.cov, size=n, method="cholesky")
 
-    def condition(self, t: float, q: np.ndarray, cov: np.ndarray | float = 0.0) -> "ProMP":
+    def condition(self, t: float, q: np.ndarray, cov: np.ndarray | float = 0.0) -> ProMP:
         """The ProMP given that q(t) = q (n_dofs,) rad at time t s, with observation covariance
         ``cov`` (n_dofs, n_dofs) rad^2 or a variance (0: exact up to ``noise``):
         mean' = mean + K (q - H mean), cov' = cov - K H cov, K = cov H^T (S + H cov H^T)^-1,
@@ -374,4 +379,5 @@ class ProMP:
         gain = np.linalg.solve(innovation, h @ self.cov).T
         mean = self.mean + gain @ (q - h @ self.mean)
         cov_new = self.cov - gain @ h @ self.cov
-        return ProMP(self.n_dofs, self.n_weights, self.duration, mean, 0.5 * (cov_new + cov_new.T), self.width, self.noise)
+        return ProMP(self.n_dofs, self.n_weights, self.duration, mean, 0.5 * (cov_new + cov_new.T), self.width,
+                     self.noise)

@@ -37,6 +37,7 @@ SUMMARY_DTYPE = np.dtype([("number", "<i8"), ("episode_id", "<i8"), ("return", "
                           ("timing_period_error_p50", "<f8"), ("timing_period_error_p99", "<f8"),
                           ("timing_period_error_max", "<f8"), ("timing_missed", "<i8"), ("batch", "<i8"),
                           ("batch_position", "<i8")])
+SUMMARY_NAMES: tuple[str, ...] = SUMMARY_DTYPE.names or ()  # its fields in order (a record dtype's are never None)
 
 
 # what a summary field is when an episode's attributes (or an older log's /summary) lack it
@@ -108,7 +109,7 @@ def summary_row(number: int, attrs) -> np.ndarray:
     as in blocking mode)."""
     row = np.zeros((), dtype=SUMMARY_DTYPE)
     row["number"] = number
-    for name in SUMMARY_DTYPE.names[1:]:
+    for name in SUMMARY_NAMES[1:]:
         row[name] = attrs.get(name, SUMMARY_DEFAULTS.get(name, np.nan))
     return row
 
@@ -150,9 +151,10 @@ def command_from_record(attrs: dict, arrays: dict):
     if kind == Kind.RESET:
         return c.ResetCommand(**head)
     if kind == Kind.GAINS:
-        return c.GainsCommand(**head, kp=arrays.get("kp"), kd=arrays.get("kd"), ki=arrays.get("ki"),
+        return c.GainsCommand(**head, kp=c.unchecked(arrays.get("kp")), kd=c.unchecked(arrays.get("kd")),
+                              ki=arrays.get("ki"),
                               feedforward=attrs.get("feedforward", 1), wait_time=attrs.get("wait_time", 0.0),
                               task_gains=arrays.get("task_gains"))
-    return c.TrajectoryCommand(**head, q=arrays.get("q"), qd=arrays.get("qd"), qdd=arrays.get("qdd"),
+    return c.TrajectoryCommand(**head, q=c.unchecked(arrays.get("q")), qd=arrays.get("qd"), qdd=arrays.get("qdd"),
                                rate=attrs.get("rate"), wait_time=attrs.get("wait_time", 0.0))
 

@@ -14,6 +14,7 @@ from episodic.logs.layout import (
     METADATA_CACHE,
     SUMMARY_DEFAULTS,
     SUMMARY_DTYPE,
+    SUMMARY_NAMES,
     decode_attr,
     fix_metadata_cache,
     summary_row,
@@ -27,8 +28,8 @@ def _summary_rows(stored: np.ndarray) -> np.ndarray:
     if stored.dtype == SUMMARY_DTYPE:
         return stored
     rows = np.zeros(len(stored), dtype=SUMMARY_DTYPE)
-    for name in SUMMARY_DTYPE.names:
-        rows[name] = stored[name] if name in stored.dtype.names else SUMMARY_DEFAULTS.get(name, np.nan)
+    for name in SUMMARY_NAMES:
+        rows[name] = stored[name] if name in (stored.dtype.names or ()) else SUMMARY_DEFAULTS.get(name, np.nan)
     return rows
 
 

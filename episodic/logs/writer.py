@@ -229,12 +229,12 @@ class RunLog:
         self._file.flush()
 
     def _dataset(self, parent: h5py.h5g.GroupID, name: str, parts: list[np.ndarray],
-                 dtype: type | None = None) -> Generator[None, None, h5py.h5d.DatasetID]:
+                 as_type: type | None = None) -> Generator[None, None, h5py.h5d.DatasetID]:
         """Create dataset ``name`` of ``parent`` holding ``parts`` (arrays alike but in their
-        first dimension) one after the other, as ``dtype`` (theirs when None), and write it in
+        first dimension) one after the other, as ``as_type`` (theirs when None), and write it in
         one piece, or when written between ticks and larger than PIECE_BYTES a piece per PIECE_BYTES of
         rows (each part written where it goes, not joined first). Returns the dataset."""
-        dtype = np.dtype(dtype or parts[0].dtype)
+        dtype = np.dtype(as_type or parts[0].dtype)
         shape = (sum(len(p) for p in parts), *parts[0].shape[1:]) if parts[0].ndim else ()
         dset = h5py.h5d.create(parent, name.encode(), _types(dtype)[0], h5py.h5s.create_simple(shape),
                                dcpl=_DATASET_CREATION, lcpl=_LINK_CREATION)
@@ -297,7 +297,7 @@ def _create(path: Path, overwrite: bool) -> h5py.File:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        reason = "a file is in the way" if isinstance(exc, FileExistsError) else os.strerror(exc.errno)
+        reason = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror or str(exc)
         raise LogError(f"cannot create the directory {path.parent} for the log: {reason}; choose a path in "
                        f"a directory you can write to") from None
     try:

@@ -44,10 +44,10 @@ class SiteIK:
         q = np.clip(np.asarray(q0, float).copy(), self.lower, self.upper)
         for _ in range(iterations):
             p, x = self.pose(q)
-            e = [position - p]
+            errors = [position - p]
             if normal is not None:
-                e.append(normal_weight * np.cross(x, normal if x @ normal >= 0 else -normal))
-            e = np.concatenate(e)
+                errors.append(normal_weight * np.cross(x, normal if x @ normal >= 0 else -normal))
+            e = np.concatenate(errors)
             if np.linalg.norm(e) < tolerance:
                 break
             J = self.jacobian(q)

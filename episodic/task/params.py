@@ -49,7 +49,7 @@ class Param:
         """The range as text: "> 0", ">= 0", "<= 3", "[0, 1)" when bounded on both sides,
         "finite" when unbounded."""
         low, high = self.low, self.high
-        if self.two_sided:
+        if low is not None and high is not None:  # two-sided
             return (f"{'(' if self.low_open else '['}{format_number(low)}, "
                     f"{format_number(high)}{')' if self.high_open else ']'}")
         if low is not None:

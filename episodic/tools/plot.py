@@ -16,12 +16,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from episodic.interface.columns import STEP_COLUMNS
-from episodic.logs import StoredEpisode, read_episodes, read_metadata, read_summary
 from episodic.interface.vocabulary import Flag
+from episodic.logs import StoredEpisode, read_episodes, read_metadata, read_summary
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure  # the plot extra: imported where a plot is drawn
 
 PLOT_EXTRA = "pip install 'episodic[plot]'"
 DPI = 72
@@ -41,7 +45,7 @@ class PlotError(Exception):
     """A plot cannot be made (matplotlib missing, nothing to plot); the message says what to do."""
 
 
-def _figure(width: float, height: float, layout: str | None = "constrained"):
+def _figure(width: float, height: float, layout: Literal["constrained"] | None = "constrained") -> Figure:
     """A matplotlib Figure of ``width`` x ``height`` in drawn by the Agg canvas (no pyplot, no
     window, no global backend) with ``layout``; PlotError naming the extra when matplotlib is
     missing."""

@@ -7,7 +7,10 @@ import io
 import os
 import select
 import sys
-from typing import IO
+from typing import IO, TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from click._termui_impl import ProgressBar  # the type click.progressbar returns
 
 FALSE_WORDS = ("", "0", "false", "no", "off")
 
@@ -30,11 +33,11 @@ class Progress:
     ``progress`` callback of :func:`episodic.tools.replay.replay`; use it in a ``with`` block so the
     bar ends with its line finished. ``label``: what is being done ("replaying")."""
 
-    def __init__(self, label: str, stream: IO[str] | None = None, shown: bool | None = None):
+    def __init__(self, label: str, stream: TextIO | None = None, shown: bool | None = None):
         self.label = label
         self.stream = sys.stderr if stream is None else stream
         self.shown = on_terminal(self.stream) if shown is None else shown
-        self._bar = None
+        self._bar: ProgressBar[int] | None = None
         self._done = 0
 
     def __call__(self, done: int, total: int) -> None:
@@ -54,7 +57,7 @@ class Progress:
             self._bar.__exit__(None, None, None)
             self._bar = None
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc) -> None:

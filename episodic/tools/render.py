@@ -32,17 +32,17 @@ import subprocess
 import sys
 import time
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 import mujoco
 import numpy as np
 
 from episodic.logs import read_episodes, read_metadata
-from episodic.tools.replay import Difference, check_replayable, compare, replay_commands, runner_for
 from episodic.runtime.scene import ROLLOUT_SPEC
 from episodic.task import Task
+from episodic.tools.replay import Difference, check_replayable, compare, replay_commands, runner_for
 
 GL_BACKENDS = ("egl", "osmesa")  # tried in this order when MUJOCO_GL is not set
 APT_PACKAGES = {"egl": "libegl1 libgl1-mesa-dri", "osmesa": "libosmesa6"}
@@ -207,7 +207,7 @@ def record(path: str | Path, number: int) -> Recording:
             states[float(row[0])] = (row, mocap)
         return out
 
-    sim.run = run_keeping_states
+    sim.run = run_keeping_states  # type: ignore[method-assign]  # this one runner's simulation, for the recording
     try:
         produced = replay_commands(runner, stored)
     finally:
@@ -303,7 +303,8 @@ def default_camera(rec: Recording, aspect: float) -> mujoco.MjvCamera:
                           f"camera takes lookat, distance, azimuth and elevation")
     azimuth = float(described.get("azimuth", AZIMUTH))
     elevation = float(described.get("elevation", ELEVATION))
-    points = None if {"lookat", "distance"} <= set(described) else shown_points(rec)
+    # the points to frame, when the task leaves the look-at point or the distance to be fitted
+    points = np.zeros((0, 3)) if {"lookat", "distance"} <= set(described) else shown_points(rec)
     lookat = np.asarray(described["lookat"], float) if "lookat" in described else centre(points, azimuth, elevation)
     distance = described.get("distance")
     if distance is None:
@@ -353,7 +354,7 @@ class EpisodeRenderer:
     def close(self) -> None:
         self.renderer.close()
 
-    def __enter__(self) -> "EpisodeRenderer":
+    def __enter__(self) -> EpisodeRenderer:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -479,6 +480,7 @@ def render(path: str | Path, number: int = 0, out: str | Path | None = None, fps
     writer = None
     try:
         if kind == "still":
+            assert at is not None  # output_kind says "still" only with a time
             steps = [rec.step_at(at)]
         else:
             steps = [rec.step_at(t) for t in frame_times(rec.duration, fps)]

@@ -3,18 +3,18 @@ ones bit for bit (blocking mode depends only on the commands, task, seed and ver
 episode evaluated in a batch is re-run as the first episode of a fresh runner, as it ran)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from episodic.interface.commands import Limits
 from episodic.interface.columns import STEP_DTYPES
+from episodic.interface.commands import Limits
+from episodic.interface.vocabulary import Flag
 from episodic.logs import StoredEpisode, iter_episodes, read_metadata, read_summary
 from episodic.logs.layout import command_from_record, software_versions
 from episodic.runtime.episodes import EpisodeBuffer
-from episodic.interface.vocabulary import Flag
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 
@@ -65,7 +65,7 @@ def _compare_array(name: str, old: np.ndarray, new: np.ndarray) -> str | None:
 def compare(stored: StoredEpisode, new: EpisodeBuffer) -> list[Difference]:
     """Differences between a stored episode and a re-run one (empty when bit-identical)."""
     out = []
-    steps = {k: v.astype(STEP_DTYPES[k], copy=False) for k, v in new.steps().items()}
+    steps: dict[str, np.ndarray] = {k: v.astype(STEP_DTYPES[k], copy=False) for k, v in new.steps().items()}
     for name in sorted(set(stored.steps) | set(steps)):
         if name not in stored.steps or name not in steps:
             out.append(Difference(stored.name, f"steps/{name}", "present on one side only"))
@@ -80,7 +80,8 @@ def compare(stored: StoredEpisode, new: EpisodeBuffer) -> list[Difference]:
             out.append(Difference(stored.name, f"segments/{name}", detail))
     old_flag, old_return = stored.attrs["flag"], stored.attrs["return"]
     if old_flag != new.flag:
-        out.append(Difference(stored.name, "flag", f"{Flag(old_flag).name} in the log, {Flag(new.flag).name} on replay"))
+        out.append(Difference(stored.name, "flag",
+                              f"{Flag(old_flag).name} in the log, {Flag(new.flag).name} on replay"))
     if np.float64(old_return).tobytes() != np.float64(new.episode_return).tobytes():
         out.append(Difference(stored.name, "return", f"{old_return!r} in the log, {new.episode_return!r} on replay"))
     return out

@@ -84,11 +84,13 @@ class ServedRunner:
         """Read the runner's stdout until its "serving" line, its exit or ``timeout`` s,
         whichever comes first; the text read (also kept in ``banner``)."""
         deadline = time.monotonic() + timeout
+        stdout = self.proc.stdout
+        assert stdout is not None  # opened as a pipe in __init__
         while not self.ready:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+            if left <= 0 or not select.select([stdout], [], [], left)[0]:
                 break
-            line = self.proc.stdout.readline()
+            line = stdout.readline()
             if not line:  # stdout closed: the runner is exiting
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.proc.wait(timeout=max(deadline - time.monotonic(), 0.0))

@@ -46,10 +46,10 @@ from pathlib import Path
 import numpy as np
 
 from episodic.interface.commands import TrajectoryCommand
-from episodic.tools.export import ExportError, check_target, replace_atomically, select_episodes
-from episodic.logs import StoredEpisode, iter_episodes, read_metadata
 from episodic.interface.robot import Robot, load_robot
 from episodic.interface.trajectory import resample
+from episodic.logs import StoredEpisode, iter_episodes, read_metadata
+from episodic.tools.export import ExportError, check_target, replace_atomically, select_episodes
 
 SUFFIX = ".mrd"
 FLOAT = np.dtype(">f4")  # IEEE-754 single precision, big-endian
@@ -192,16 +192,20 @@ def read_mrdplot(path: str | Path) -> tuple[list[str], list[str], float, np.ndar
         pos = m.end()
         return token.decode("ascii")
 
-    head = []
+    counts: list[int] = []  # rows·cols, cols, rows
+    freq = np.nan  # Hz
     for k, what in enumerate(_HEADER_ITEMS):
         text = item(f"item {k + 1}, {what}")
         try:
-            head.append(int(text) if k < 3 else float(text))
+            if k < 3:
+                counts.append(int(text))
+            else:
+                freq = float(text)
         except ValueError:
             kind = "a whole number" if k < 3 else "a number"
             raise MrdplotError(f"{path}: header item {k + 1} ({what}) is {text!r}, not {kind}: not an "
                                f"MRDPLOT file") from None
-    total, cols, rows, freq = head
+    total, cols, rows = counts
     if cols < 1 or rows < 1:
         raise MrdplotError(f"{path}: the header gives {cols} columns and {rows} rows; both must be at least 1")
     if total != rows * cols:
@@ -274,6 +278,7 @@ def trajectory_from_mrdplot(path: str | Path, robot: Robot | str, *, episode_id:
         return values
 
     q, qd, qdd = (block(s) for s in family)
+    assert q is not None  # family was chosen for having every joint's position column
     if qdd is not None and qd is None:
         raise MrdplotError(f"{path}: has accelerations ({joints[0]}_{family[2]} ...) but no velocities "
                            f"({joints[0]}_{family[1]} ...); a trajectory gives velocities with accelerations")

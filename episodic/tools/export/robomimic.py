@@ -62,8 +62,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from episodic.tools.export import ExportError, check_target, replace_atomically, select_episodes
 from episodic.logs import StoredEpisode, iter_episodes, read_metadata
+from episodic.tools.export import ExportError, check_target, replace_atomically, select_episodes
 
 GYM_TYPE = 2  # robomimic's EnvType for environments outside robosuite and iGibson
 OBS_KEYS = (("joint_pos", "q"), ("joint_vel", "qd"), ("eef_pos", "ee_pos"), ("eef_quat", "ee_quat"))
