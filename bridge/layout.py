@@ -1,7 +1,8 @@
-"""The shared-memory layout, field by field: the one description of the wire. The numpy dtypes and
-the Layout below, the C clients' header (clients/c/episodic_layout.h) and the layout tables of
-docs/protocol.md are all made from BLOCKS, COMMAND_ARRAYS, REPLY_ARRAYS and BATCH_PARTS
-(``python -m episodic.bridge.generate`` writes the last two; tests/test_wire_schema.py checks them).
+"""The shared-memory layout, field by field: the one description of the wire. BLOCKS (the fixed
+parts), COMMAND_ARRAYS, REPLY_ARRAYS and BATCH_PARTS (what follows them) are data; the numpy dtypes
+and the Layout below are made from them, and so are the C clients' header
+(clients/c/episodic_layout.h) and the layout tables of docs/protocol.md, which
+``python -m episodic.bridge.generate`` writes (tests/test_wire_schema.py checks both are up to date).
 
 One shared-memory object per channel holds five blocks, each starting on a 64-byte
 boundary: the header, the command block, the reply block, the episode-log block and the batch
@@ -258,7 +259,6 @@ def packer(dtype: np.dtype) -> struct.Struct:
 
 COMMAND_STRUCT = packer(COMMAND)
 REPLY_STRUCT = packer(REPLY)
-BATCH_STRUCT = packer(BATCH)
 # a fixed part as read (struct.unpack_from, or a table row's .item()), its fields by name
 CommandFields = namedtuple("CommandFields", COMMAND.names)
 ReplyFields = namedtuple("ReplyFields", REPLY.names)
