@@ -108,7 +108,7 @@ def commands_print(out: str, tmp: Path) -> None:
 
 
 # what some blocks print, beyond running without an error (keyed by a fragment of the block)
-PRINTS = {'episodic.Runner(episodic.make_task("reach"), seed=0)': first_learner_prints,
+PRINTS = {"print(reply.flag.name, reply.episode_done, reply.reward": first_learner_prints,
           "BlackBoxEnv(": gym_prints,
           "learn(learner, rollouts, iterations=5)": learning_improves,
           'log="reach.h5"': log_read_back,
