@@ -2,12 +2,16 @@
 against the law's formula computed independently (MuJoCo's frame sensors, Jacobians and numpy),
 the compiled loop against the per-tick Python loop under those laws (bit-identical: the same
 operations in the same order, with and without a sensing latency and noise), the sensing's delay
-line and noise, the loop on threads, and the refusal of a library built for another MuJoCo."""
+line and noise, the loop on threads, the refusal of a library built for another MuJoCo or with
+other structs, the laws' parameters by name, and an install without a C compiler (the Python
+loop, one warning, the same numbers)."""
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,16 +19,17 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic.runtime import native
-from episodic.runtime.native.sensing import Sensing
 from episodic.interface.commands import Feedforward, StartCommand
-from episodic.runtime.control import Gains
 from episodic.interface.robot import load_robot
+from episodic.interface.trajectory import Desired
+from episodic.runtime import native
+from episodic.runtime.control import Gains
+from episodic.runtime.native.sensing import Sensing
 from episodic.runtime.runner import Runner
 from episodic.runtime.scene import STATE_SPEC
 from episodic.tasks import make_task
-from episodic.interface.trajectory import Desired
 
+ROOT = Path(__file__).parent.parent
 ROBOT = load_robot("wam")
 UP = np.array([0.0, 0.0, 1.0])
 CONTEXTS = {"ball_on_beam": [0.1, 0.2], "pole_balancing": [np.pi - 0.3, 1.0],
@@ -323,6 +328,7 @@ def gcc(tmp_path, name: str, source: str, *flags: str) -> str:
     return str(out)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_a_library_for_another_mujoco_is_refused(tmp_path):
     """A library compiled against other MuJoCo headers, or linked to another libmujoco, is
@@ -341,6 +347,7 @@ def test_a_library_for_another_mujoco_is_refused(tmp_path):
         native.load(linked)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_an_error_inside_mujoco_ends_the_run_not_the_process(tmp_path):
     """mju_error inside the compiled loop (here from a feedback law that calls it, as an
@@ -368,3 +375,118 @@ def test_an_error_inside_mujoco_ends_the_run_not_the_process(tmp_path):
 
 def test_the_installed_library_matches_the_installed_mujoco():
     assert native.library().episodic_mujoco_version() == mujoco.mj_version()
+
+
+def test_the_segment_struct_is_laid_out_as_the_library_says():
+    """SegmentArgs matches the library's table of episodic_segment (load checks it); a mirror
+    with a field of another type, one missing or two swapped is refused, naming the field."""
+    lib = native.library()
+    native.check_layout(lib, "episodic_segment", native.SegmentArgs)
+    fields = list(native.SegmentArgs._fields_)
+    dt = next(i for i, (name, _) in enumerate(fields) if name == "dt")
+    n = next(i for i, (name, _) in enumerate(fields) if name == "n")
+    wrong = {"dt as a float": fields[:dt] + [("dt", ctypes.c_float)] + fields[dt + 1:],
+             "no error field": fields[:-1],
+             "n and n_dofs swapped": fields[:n] + [fields[n + 1], fields[n]] + fields[n + 2:]}
+    for layout in wrong.values():
+        mirror = type("Wrong", (ctypes.Structure,), {"_fields_": layout})
+        with pytest.raises(native.NativeError, match=r"lays out episodic_segment .*change both together"):
+            native.check_layout(lib, "episodic_segment", mirror)
+    table, size = native.fields(lib, "episodic_segment")
+    assert [f.name for f in table] == [name for name, _ in fields] and size == ctypes.sizeof(native.SegmentArgs)
+
+
+@pytest.mark.parametrize("name", list(CONTEXTS))
+def test_a_law_takes_its_parameters_by_the_names_of_its_c_struct(name):
+    """Each law's table fills its struct of doubles; the task's law puts each named value at the
+    C field's offset (the task gains where the law reads them); a missing or unknown name is
+    refused, and so is an array longer than its field."""
+    table, size = native.law_fields(name)
+    assert size * 8 == sum(f.size for f in table.values())
+    gains = {"ball_on_beam": [1.5, 0.5], "pole_balancing": [2.0, 0.5, 1.0, 1.5],
+             "ball_bouncing": [0.5, 0.2]}[name]
+    where = {"ball_on_beam": ("k_x", "k_v"), "pole_balancing": ("gains",) * 4, "ball_bouncing": ("k_r", "k_v")}[name]
+    with started(name) as r:
+        law = r.task.compiled_law(r.sim.model, np.array(gains))
+        at = [table[field].offset // 8 + (i if field == "gains" else 0) for i, field in enumerate(where)]
+        assert law.param.tolist()[min(at): max(at) + 1] == gains and law.param.size == size
+        named = {key: law.param[f.offset // 8: (f.offset + f.size) // 8] for key, f in table.items()}
+        assert np.array_equal(native.CompiledLaw(r.sim.model, name, ROBOT.n_dofs, named).param, law.param)
+        missing = dict(named)
+        del missing[next(iter(table))]
+        with pytest.raises(native.NativeError, match=f"law '{name}' .* takes the parameters"):
+            native.CompiledLaw(r.sim.model, name, ROBOT.n_dofs, missing)
+        with pytest.raises(native.NativeError, match="takes the parameters"):
+            native.CompiledLaw(r.sim.model, name, ROBOT.n_dofs, {**named, "k_z": 1.0})
+        key = max(table, key=lambda k: table[k].size)
+        with pytest.raises(ValueError, match=f"parameter {key} holds {table[key].size // 8} values"):
+            native.CompiledLaw(r.sim.model, name, ROBOT.n_dofs, {**named, key: np.zeros(table[key].size // 8 + 1)})
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_a_law_whose_table_leaves_a_field_out_is_refused(tmp_path):
+    """A law's parameter struct with a field its table does not list (which Python could not
+    fill) is refused when the law is bound; listing every field passes."""
+    include = Path(mujoco.__file__).parent / "include"
+    source = ("#include \"episodic.h\"\n"
+              "typedef struct { mjtNum a; mjtNum b[2]; mjtNum c; } p;\n"
+              "EPISODIC_LAW_PARAM(gap, p, EPISODIC_FIELD(p, a) EPISODIC_FIELD(p, c))\n"
+              "EPISODIC_LAW_PARAM(whole, p, EPISODIC_FIELD(p, c) EPISODIC_FIELD(p, a) EPISODIC_FIELD(p, b))\n"
+              "void episodic_law_gap(void) {}\nvoid episodic_law_whole(void) {}\n")
+    lib = ctypes.CDLL(gcc(tmp_path, "laws.so", source, f"-I{ROOT / 'episodic/runtime/native'}", f"-I{include}"))
+    with pytest.raises(native.NativeError, match=r"law 'gap''s parameters .* do not fill its 32 bytes"):
+        native.law_layout(lib, "gap")
+    table, size = native.law_layout(lib, "whole")
+    assert size == 4 and {k: (f.offset, f.size) for k, f in table.items()} == {"a": (0, 8), "b": (8, 16),
+                                                                             "c": (24, 8)}
+
+
+NO_COMPILER_RUN = """
+import warnings
+import numpy as np
+from episodic.interface.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
+from episodic.interface.trajectory import min_jerk
+from episodic.runtime import native
+from episodic.runtime.runner import Runner
+from episodic.tasks import make_task
+
+for _ in range(2):  # two blocking reach episodes: the warning comes once
+    with Runner(make_task("reach")) as runner:
+        robot = runner.robot
+        move = min_jerk(robot.home, robot.home + 0.2, 0.5, robot.control_dt)
+        replies = [runner.send(StartCommand(1, 2, context=np.array([0.6, 0.1, 1.5]))),
+                   runner.send(GainsCommand(1, 1, 2, robot.kp, robot.kd, 0.5 * robot.kp, Feedforward.INVERSE_DYNAMICS)),
+                   runner.send(TrajectoryCommand(1, 2, 2, move.q, move.qd, move.qdd, wait_time=0.2))]
+        state = runner.sim.get_state()
+print(native.compiled(), ",".join(r.flag.name for r in replies), state.tobytes().hex())
+"""
+
+
+@pytest.mark.slow
+def test_an_install_without_a_c_compiler_runs_the_python_loop_with_one_warning(tmp_path):
+    """``pip install .`` with no working compiler (CC=/nonexistent) succeeds without the
+    library; blocking reach episodes then step in Python, warn once how much slower that is and
+    how to build the compiled loop, and end in the very state the compiled loop reaches."""
+    source, site = tmp_path / "source", tmp_path / "site"
+    for name in subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                               capture_output=True, text=True).stdout.split("\0")[:-1]:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)  # the tracked files: no build/ left over
+        shutil.copy2(ROOT / name, source / name, follow_symlinks=False)
+    env = dict(os.environ, CC="/nonexistent", PIP_NO_INPUT="1")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(source)],
+                   check=True, capture_output=True, env=env)
+    (wheel,) = tmp_path.glob("episodic-*.whl")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
+                   check=True, capture_output=True)
+    assert not list(site.glob("episodic/runtime/native/*.so"))
+    done = subprocess.run([sys.executable, "-c", NO_COMPILER_RUN], cwd=tmp_path, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(site)), timeout=300)
+    assert done.returncode == 0, done.stderr
+    compiled, flags, state = done.stdout.split(" ", 2)
+    assert compiled == "False" and flags == "OK,OK,OK"
+    assert done.stderr.count("RuntimeWarning") == 1 and native.SLOWER in done.stderr
+    assert "install gcc" in done.stderr and "reinstall episodic" in done.stderr
+    here = subprocess.run([sys.executable, "-c", NO_COMPILER_RUN], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert here.stdout.split(" ", 2) == ["True", flags, state] and "RuntimeWarning" not in here.stderr
