@@ -150,7 +150,7 @@ class Endpoint:
         if self.batch is None:
             return self._reply_to(c, Flag.INVALID_PAYLOAD, NO_BATCH)
         episodes, keep_logs = batch
-        self._first_episode = self.runner.machine.episodes_started
+        self._first_episode = self.runner.episodes_started
         try:
             self._results = self.batch(episodes, keep_logs)
         except Exception as exc:  # noqa: BLE001 - the learner gets an answer whatever happens

@@ -5,13 +5,12 @@ from __future__ import annotations
 import gc
 import logging
 import signal
-from typing import Callable
+from collections.abc import Callable
 
 import posix_ipc
 
 from episodic.bridge.channel import ChannelError
 from episodic.bridge.endpoint import BatchEvaluator, Endpoint
-from episodic.runtime.episodes import EpisodeBuffer
 from episodic.runtime.runner import Runner
 from episodic.runtime.scheduling import SchedulingError, set_realtime
 
@@ -34,22 +33,19 @@ def _realtime_priority(priority: int | None) -> None:
 
 
 def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.0, max_log_steps: int = 60_000,
-          ready: Callable[[Endpoint], None] | None = None,
-          on_episode: Callable[[EpisodeBuffer], None] | None = None, batch: BatchEvaluator | None = None,
+          ready: Callable[[Endpoint], None] | None = None, batch: BatchEvaluator | None = None,
           batch_sizes: tuple[int, int, int] | None = None, priority: int | None = None) -> None:
     """Serve ``runner``'s episodes on ``channel`` until a terminating signal (STOP_SIGNALS); then
     the channel's objects are removed and the runner closed (an unfinished episode is kept with
     Flag.INTERRUPTED; paced motion stops at the next tick). The handlers are installed before the
     channel is created, so a signal during start-up also removes whatever was created.
-    ``ready(endpoint)`` is called once the channel exists; ``on_episode(episode)`` after each
-    episode ends and has been handed to the log (see :func:`also_on_episode`). ``batch`` evaluates
+    ``ready(endpoint)`` is called once the channel exists (to hear of finished episodes, subscribe
+    to the runner: ``Runner.subscribe``). ``batch`` evaluates
     the episodes of a batch command (None: batches are refused), ``batch_sizes`` are (max_batch,
     max_batch_commands, max_batch_values) of the channel's batch block (None: the defaults).
     A paced runner runs under SCHED_FIFO at ``priority`` (episodic.runtime.scheduling.SchedulingError
     when not permitted), or when None at REALTIME_PRIORITY if permitted."""
     stopping: list[int] = []
-    if on_episode is not None:
-        also_on_episode(runner, on_episode)
 
     def stop(sig: int, _frame) -> None:
         stopping.append(sig)
@@ -79,18 +75,3 @@ def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
-
-def also_on_episode(runner: Runner, callback: Callable[[EpisodeBuffer], None]) -> None:
-    """Call ``callback(episode)`` for every episode ``runner`` finishes from now on, after the
-    runner's own handling (the log). A callback that fails is logged; serving goes on."""
-    machine = runner.machine
-    own = machine.on_episode
-
-    def both(ep: EpisodeBuffer) -> None:
-        own(ep)
-        try:
-            callback(ep)
-        except Exception:  # noqa: BLE001 - a report of an episode never ends serving
-            log.exception("the per-episode callback failed")
-
-    machine.on_episode = both

@@ -148,7 +148,7 @@ def run_reach_demo(runner, targets, first_id: int = 1) -> list[ReachRow]:
     rows = []
     distance_col = list(runner.task.columns).index("distance")
     for i, target in enumerate(targets):
-        number = runner.machine.episodes_started
+        number = runner.episodes_started
         replies, ik_error = reach_episode(runner, ik, first_id + i, target)
         last = replies[-1]
         success = last.flag == Flag.OK and last.episode_done and runner.task.success(last.state)

@@ -495,8 +495,9 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
         def batch(episodes, keep_steps: bool):
             return evaluate_into(runner, episodes, threads=threads, keep_steps=keep_steps)
 
+        if not quiet:
+            runner.subscribe(lambda ep: lines(_episode_line(ep)))
         run_serve(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps, ready=ready,
-                  on_episode=None if quiet else lambda ep: lines(_episode_line(ep)),
                   batch=batch if mode == "blocking" else None,
                   batch_sizes=(max_batch, max_batch_commands, max_batch_values), priority=priority)
     except (TaskError, RobotError, LogError, ValueError, RuntimeError) as exc:

@@ -23,17 +23,18 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import mujoco
 import numpy as np
 
+from episodic.interface.trajectory import Desired
 from episodic.runtime.control import Feedback, Gains, Stop
 from episodic.runtime.pacing import Pacer
 from episodic.runtime.scene import ROLLOUT_SPEC, STATE_SPEC, Scene
 from episodic.runtime.simulation import Simulation, StepRecord
-from episodic.interface.trajectory import Desired
 
 
 @runtime_checkable
@@ -47,7 +48,10 @@ class Backend(Protocol):
 
     model: mujoco.MjModel  # the scene's compiled model
     data: mujoco.MjData    # the scene's present state; a caller that writes to it calls touch()
-    pacer: Pacer | None    # the wall-clock tick record when control steps are paced, else None
+
+    @property
+    def pacer(self) -> Pacer | None:
+        """The wall-clock tick record when control steps are paced, else None."""
 
     @property
     def version(self) -> int:
@@ -60,6 +64,12 @@ class Backend(Protocol):
     @property
     def qd(self) -> np.ndarray:
         """Robot joint velocities rad/s (n_dofs,) now (a copy)."""
+
+    @property
+    def can_start_exactly(self) -> bool:
+        """Whether an episode may start from the exact start state (episodic.runtime.start):
+        ``reset`` puts the whole scene there and time stops between commands (a blocking
+        simulation); otherwise an episode starts where the go-to-start left the robot."""
 
     def touch(self) -> None:
         """Note that ``data`` was changed from outside (bumps ``version``)."""
@@ -76,6 +86,10 @@ class Backend(Protocol):
 
     def reset_integral(self) -> None:
         """Start the integral term of the control law anew."""
+
+    def apply_gains(self, gains: Gains) -> None:
+        """Set ``gains`` where the backend keeps them between runs (a simulation: the model's
+        actuators), as a run under them would."""
 
     def run(self, desired: Desired, gains: Gains, feedback: Feedback | None = None,
             stop: Stop | None = None) -> StepRecord:
@@ -155,9 +169,17 @@ class DriverBackend:
         """The mirror's state of ``spec``."""
         return self.mirror.get_state(spec)
 
+    @property
+    def can_start_exactly(self) -> bool:
+        """False: a robot starts where the go-to-start left it."""
+        return False
+
     def reset_integral(self) -> None:
         """Start the integral term anew."""
         self.mirror.reset_integral()
+
+    def apply_gains(self, gains: Gains) -> None:
+        """Nothing to set: the gains go to the joint controller with each tick's command (``run``)."""
 
     def _observe(self) -> np.ndarray:
         """Write the driver's measured state into the mirror; returns the torque u N m (n_dofs,)

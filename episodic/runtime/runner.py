@@ -9,23 +9,26 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
+import logging
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from episodic.runtime.backend import Backend, DriverBackend, JointDriver
 from episodic.interface.columns import step_widths
 from episodic.interface.commands import Command, Limits
+from episodic.interface.robot import Robot, load_robot
+from episodic.interface.sender import Sender
+from episodic.interface.vocabulary import Flag, Reply
 from episodic.logs import RunLog
 from episodic.logs.layout import software_versions
+from episodic.runtime.backend import Backend, DriverBackend, JointDriver
 from episodic.runtime.episodes import EpisodeBuffer
 from episodic.runtime.machine import INTERRUPTED_MESSAGE, EpisodeMachine
 from episodic.runtime.pacing import Pacer
-from episodic.interface.vocabulary import Flag, Reply
-from episodic.interface.robot import Robot, load_robot
 from episodic.runtime.scene import Scene, build_scene
-from episodic.interface.sender import Sender
 from episodic.runtime.simulation import Simulation
 from episodic.task import Task
 
@@ -34,6 +37,7 @@ MODES = ("blocking", "realtime")
 # piece is written when any is queued, so finished episodes reach the disk within a few hundred
 # ticks even while the learner leaves the robot no idle tick)
 TICK_LOG_SHARE = 0.1
+_log = logging.getLogger("episodic.runtime.runner")
 
 
 class StepCursor(NamedTuple):
@@ -60,6 +64,12 @@ class Runner(Sender):
     the robot holds while the learner is silent: the stand-in for a real robot).
     ``driver(scene)``: build the JointDriver of a robot driven tick by tick (episodic.runtime.backend);
     the run is then in realtime mode.
+
+    Finished episodes: each goes, in the thread that ended it, to the kept ``episodes``, the log
+    and then whatever ``subscribe`` added, in that order; an episode run elsewhere (a batch's,
+    episodic.tools.batch) joins the run through ``append_episode``, a command refused outside an
+    episode is noted by ``record_refusal``. ``episodes_started``, ``episodes_finished``,
+    ``refusals`` and ``batches`` count them.
     """
 
     def __init__(self, task: Task, robot: Robot | str = "wam", *, log: str | Path | None = None, seed: int = 0,
@@ -87,27 +97,34 @@ class Runner(Sender):
         self.limits = limits
         self.keep_episodes = log is None if keep_episodes is None else keep_episodes
         self.episodes: list[EpisodeBuffer] = []
-        self.batches = 0  # batches of episodes handed to this runner so far (episodic.tools.batch.evaluate_into)
         writer = "ticks" if self.mode == "realtime" else "thread"  # episodic.logs.RunLog
         self.log = RunLog(log, self.metadata(), writer, overwrite) if log is not None else None
+        self._subscribers: list[Callable[[EpisodeBuffer], None]] = []
+        if self.keep_episodes:
+            self.subscribe(self.episodes.append)
+        if self.log is not None:
+            self.subscribe(self.log.write_episode)
+        self._diverted: list[EpisodeBuffer] | None = None  # where a replay's episodes go instead
+        self._finished = self._refused = self._batches = 0
         self.machine = self._new_machine()
         self._built_state = self.sim.get_state() if self.mode == "blocking" else None
 
     def _new_machine(self) -> EpisodeMachine:
         return EpisodeMachine(self.scene, self.sim, self.task, self.seed, self.limits,
-                              on_episode=self._episode_done, on_reject=self._rejected)
+                              on_episode=self._episode_done, on_reject=self.record_refusal)
 
     def start_afresh(self) -> None:
-        """Forget the run so far (blocking mode): a new episode machine and the simulation as it
-        was when this runner was built, so the next episode runs exactly as the first one of a
-        new runner would (episodic.tools.batch does this between episodes). The log and the kept
-        episodes stay as they are."""
+        """Forget the run so far (blocking mode): a new episode machine, the simulation as it
+        was when this runner was built and the counters at 0, so the next episode runs exactly as
+        the first one of a new runner would (episodic.tools.batch does this between episodes).
+        The log, the kept episodes and the subscribers stay as they are."""
         if self._built_state is None:
             raise RuntimeError("only a blocking simulation can start afresh; a robot cannot go back in time")
         self.machine = self._new_machine()
+        self._finished = self._refused = self._batches = 0
         self.sim.set_state(self._built_state)
 
-    def metadata(self) -> dict:
+    def metadata(self) -> dict[str, Any]:
         """What a log records about the run (enough to rebuild this runner for replay)."""
         return {
             "task": self.task.name, "task_params": self.task.params(), "robot": self.robot.name,
@@ -118,7 +135,7 @@ class Runner(Sender):
             "control_rate": self.robot.control_rate, "timestep": self.scene.model.opt.timestep,
             "substeps": self.scene.substeps, "state_columns": list(self.task.columns),
             "limits": dict(self.limits.__dict__), "versions": software_versions(),
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "model_xml": self.scene.xml,
         }
 
@@ -197,7 +214,7 @@ class Runner(Sender):
         ``initial_state``, end a still running episode with ``end``, and return the episodes
         that produced (one, when the replay matches the recording)."""
         produced: list[EpisodeBuffer] = []
-        keep, self.machine.on_episode = self.machine.on_episode, produced.append
+        self._diverted = produced  # not the run's: neither counted nor handed to the subscribers
         try:
             self.sim.set_state(initial_state)
             self.machine.episodes_started = number
@@ -205,20 +222,84 @@ class Runner(Sender):
                 self.send(command)
             self.machine.abort(end, "replayed abort")
         finally:
-            self.machine.on_episode = keep
+            self._diverted = None
         return produced
 
-    # -- life ----------------------------------------------------------------
-    def _episode_done(self, ep: EpisodeBuffer) -> None:
-        if self.keep_episodes:
-            self.episodes.append(ep)
-        if self.log is not None:
-            self.log.write_episode(ep)
+    # -- finished episodes -------------------------------------------------------
+    def subscribe(self, callback: Callable[[EpisodeBuffer], None]) -> Callable[[], None]:
+        """Call ``callback(episode)`` for every episode the run finishes or appends from now on
+        (after the kept episodes and the log, in the order subscribed, in the thread that ended
+        it); returns the function that ends the subscription. A callback that raises is logged
+        and the run goes on: the other subscribers still get the episode."""
+        subscription = functools.partial(callback)  # its own object: one callback subscribed twice is two
+        self._subscribers.append(subscription)
 
-    def _rejected(self, command, flag: Flag) -> None:
+        def unsubscribe() -> None:
+            if subscription in self._subscribers:
+                self._subscribers.remove(subscription)
+        return unsubscribe
+
+    def append_episode(self, episode: EpisodeBuffer, batch: int = -1, batch_position: int = -1) -> EpisodeBuffer:
+        """Add ``episode``, run elsewhere (e.g. by a batch's worker), to the run as its next
+        episode: numbered so, with ``batch`` (the batch's number in the run, -1: none) and its
+        ``batch_position`` in it, and handed on as a finished episode of this runner's
+        (``subscribe``); returns it as added. RuntimeError while an episode runs here: end it
+        first (``abort``)."""
+        if self.machine.episode is not None:
+            raise RuntimeError(f"episode {self.machine.episode.episode_id} is running; end it (abort) before "
+                               f"adding an episode run elsewhere")
+        added = dataclasses.replace(episode, number=self.machine.episodes_started, batch=batch,
+                                    batch_position=batch_position)
+        self.machine.episodes_started += 1
+        self._episode_done(added)
+        return added
+
+    def record_refusal(self, command: Any, flag: Flag) -> None:
+        """Note a command (possibly malformed) refused with ``flag`` while no episode ran: counted,
+        and a row of the log's /rejected table."""
+        self._refused += 1
         if self.log is not None:
             self.log.reject(getattr(command, "episode_id", -1), getattr(command, "index", -1), int(flag))
 
+    def begin_batch(self) -> int:
+        """Count a batch of episodes handed to this runner (episodic.tools.batch.evaluate_into) and
+        return its number in the run (0, 1, ...)."""
+        self._batches += 1
+        return self._batches - 1
+
+    @property
+    def episodes_started(self) -> int:
+        """Episodes started or appended so far (the number the next one gets)."""
+        return self.machine.episodes_started
+
+    @property
+    def episodes_finished(self) -> int:
+        """Episodes finished or appended so far (each handed to the subscribers)."""
+        return self._finished
+
+    @property
+    def refusals(self) -> int:
+        """Commands refused while no episode ran (``record_refusal``)."""
+        return self._refused
+
+    @property
+    def batches(self) -> int:
+        """Batches of episodes handed to this runner so far (``begin_batch``)."""
+        return self._batches
+
+    def _episode_done(self, ep: EpisodeBuffer) -> None:
+        """A finished episode: to the replay that asked for it, else to the subscribers."""
+        if self._diverted is not None:
+            self._diverted.append(ep)
+            return
+        self._finished += 1
+        for callback in list(self._subscribers):
+            try:
+                callback(ep)
+            except Exception:  # noqa: BLE001 - a report of an episode never ends the run
+                _log.exception("a subscriber to finished episodes failed on episode %d", ep.number)
+
+    # -- life ----------------------------------------------------------------
     def close(self) -> None:
         """End a running episode with Flag.INTERRUPTED (so its steps are kept) and close the log."""
         self.machine.abort(Flag.INTERRUPTED, INTERRUPTED_MESSAGE)
@@ -227,8 +308,8 @@ class Runner(Sender):
         if self.log is not None:
             self.log.close()
 
-    def __enter__(self) -> "Runner":
+    def __enter__(self) -> Runner:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

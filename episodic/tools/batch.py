@@ -38,7 +38,6 @@ kept episodes), recording the batch's number in the run and the episode's positi
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import threading
@@ -413,18 +412,14 @@ def evaluate_into(runner: Runner, episodes: Sequence[Sequence[Command]], *, thre
     episodes = [tuple(e) for e in episodes]
     done = _evaluate(setup, episodes, threads, executor, chunk_size, keep_steps, True, progress)
     runner.abort(Flag.ABORTED_BY_LEARNER, BATCH_ABORT_MESSAGE)  # only when one is running
-    batch = runner.batches
-    runner.batches += 1
-    machine = runner.machine
+    batch = runner.begin_batch()
     for position, (commands, (result, ep)) in enumerate(zip(episodes, done)):
         if ep is None:
             for command, flag in zip(commands, result.flags):
                 if flag != Flag.OK:  # e.g. a reset outside an episode is answered OK
-                    machine.on_reject(command, flag)
+                    runner.record_refusal(command, flag)
             continue
-        machine.on_episode(dataclasses.replace(ep, number=machine.episodes_started, batch=batch,
-                                               batch_position=position))
-        machine.episodes_started += 1
+        runner.append_episode(ep, batch=batch, batch_position=position)
     return [result for result, _ in done]
 
 

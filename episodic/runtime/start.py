@@ -1,0 +1,86 @@
+"""The start routine of an episode: the go-to-start, and the exact start after it.
+
+GOTO_START (``go_to_start``) is a minimum-jerk move to the start posture within the robot's goto
+limits, then holding until "close and slow": the arm within the goto tolerances of the posture,
+still moving a little, the solver's warmstart and the objects wherever the previous episodes left
+them. Passive joints, which cannot be driven, are neither moved nor waited for.
+
+Exact start (``restart_exactly``; a backend that can, ``Backend.can_start_exactly``: a blocking
+simulation). So that an episode depends only on its own commands, the task, the seed and the
+software versions, never on the episodes before it, the go-to-start is run and logged as it
+happened and the simulation is then put in the exact start state (``Backend.reset`` to the
+posture; the task's ``reset`` follows, episodic.runtime.machine):
+
+- the whole integration state (mjSTATE_INTEGRATION) as ``mj_resetData`` leaves it: time 0;
+  qvel, act, qacc_warmstart, ctrl, qfrc_applied, xfrc_applied, userdata 0; every qpos the
+  model's qpos0; mocap poses, equality activations, actuator history, plastic and plugin state
+  the model's defaults;
+- the robot's joints exactly at the start posture, at rest: the passive ones too (the start
+  posture's value, e.g. pole_balancing's hanging j7), which the go-to-start cannot drive;
+- the model's actuator gains those the go-to-start ran with (a later run sets its own), the
+  controller's integral term 0.
+
+The state the go-to-start really reached is returned (mjSTATE_INTEGRATION; the machine keeps it
+as ``settled_state``). The log's ``time`` column counts from the exact start: the GOTO_START
+steps, which ran at the time the previous episode left, are shifted by the time the move ended
+(so negative, ending at -control_dt), and the motion starts at 0. In realtime mode and on a
+driven robot nothing is restored: the episode starts where the go-to-start left the robot.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from episodic.interface.robot import Robot
+from episodic.interface.trajectory import Desired, min_jerk, min_jerk_duration
+from episodic.runtime.backend import Backend
+from episodic.runtime.control import Gains, Stop
+from episodic.runtime.motion_clock import control_steps
+from episodic.runtime.simulation import StepRecord
+
+SETTLE_CHUNK = 0.05  # s of holding between "close and slow" checks in GOTO_START
+
+
+def go_to_start(sim: Backend, robot: Robot, target: np.ndarray, gains: Gains, passive: np.ndarray,
+                interrupted: Callable[[], bool] | None, record: Callable[[StepRecord], None]) -> None:
+    """Move ``sim``'s robot to ``target`` (n_dofs,) rad under ``gains`` and hold until close
+    and slow or robot.goto.settle_time s have passed; joints where ``passive`` (n_dofs,) bool
+    stay where they are. ``interrupted()`` (a paced backend; else None) ends the move at the next
+    tick when true. The move and its holds are handed to ``record`` as one StepRecord (also when
+    a run fails part-way: what ran is kept), so that the log and the bridge's log block take the
+    go-to-start in one piece."""
+    goto = robot.goto
+    q0 = sim.q
+    driven = ~passive
+    goal = np.where(driven, target, q0)
+    stop: Stop | None = None if interrupted is None else (lambda *_: interrupted())
+    duration = min_jerk_duration(q0, goal, goto.max_velocity, goto.max_acceleration)
+    records: list[StepRecord] = []
+    try:
+        if duration > 0:
+            records.append(sim.run(min_jerk(q0, goal, duration, robot.control_dt), gains, stop=stop))
+        chunk = max(control_steps(SETTLE_CHUNK, robot.control_rate), 1)
+        for _ in range(int(np.ceil(goto.settle_time / SETTLE_CHUNK))):
+            if (np.max(np.abs(sim.q - target)[driven], initial=0.0) < goto.tolerance_q
+                    and np.max(np.abs(sim.qd)[driven], initial=0.0) < goto.tolerance_qd) \
+                    or (interrupted is not None and interrupted()):
+                break
+            records.append(sim.run(Desired.hold(target, chunk), gains, stop=stop))
+    finally:
+        if records:  # (joined, an empty run adds no rows)
+            record(records[0] if len(records) == 1 else StepRecord.join(records))
+
+
+def restart_exactly(sim: Backend, target: np.ndarray, gains: Gains, blocks: list[dict[str, np.ndarray]]) -> np.ndarray:
+    """After the go-to-start: shift the "time" of the logged ``blocks`` so that they end at the
+    start, put ``sim`` at rest exactly at ``target`` (n_dofs,) rad, everything else at the
+    model's defaults, the model's gains ``gains``, the integral term 0 (module docstring); return
+    the state the go-to-start reached (mjSTATE_INTEGRATION)."""
+    settled = sim.get_state()
+    end = float(sim.data.time)
+    for block in blocks:
+        block["time"] = block["time"] - end
+    sim.reset(target)  # mj_resetData, the robot at target, mj_forward, integral 0
+    sim.apply_gains(gains)
+    return settled
