@@ -103,6 +103,11 @@ def log_read_back(out: str, tmp: Path) -> None:
     assert (tmp / "reach.h5").is_file()
 
 
+def batch_prints(out: str, tmp: Path) -> None:
+    rows = [line.split() for line in out.splitlines()]
+    assert len(rows) == 4 and all(row[0] == "OK" and float(row[1]) < 0 for row in rows), out
+
+
 def commands_print(out: str, tmp: Path) -> None:
     assert out.splitlines() == ["OK True [0.6 0.1 1.5]", "OK"], out
 
@@ -112,7 +117,8 @@ PRINTS = {"print(reply.flag.name, reply.episode_done, reply.reward": first_learn
           "BlackBoxEnv(": gym_prints,
           "learn(learner, rollouts, iterations=5)": learning_improves,
           'log="reach.h5"': log_read_back,
-          "runner.send(StartCommand(": commands_print}
+          "runner.send(StartCommand(": commands_print,
+          'evaluate(episodes, "reach", threads=2)': batch_prints}
 
 
 def test_blocks_that_are_not_run_are_few_and_covered():
