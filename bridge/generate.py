@@ -126,9 +126,10 @@ def _array_rows(arrays: tuple[Array, ...], start: int, aligned: bool) -> list[li
     aligned_before: list[str] = []  # align(bytes) of each array before
     for array in arrays:
         terms = aligned_before if aligned else [_term(n, shape) for shape, n in bytes_before.items()]
-        element = "" if array.element == "float64" and not aligned else f" `{array.element}`"
-        rows.append([f"`{array.name}`", _shape(array) + element, " + ".join([str(start), *terms]), array.meaning])
         itemsize = wire_dtype(array.element).itemsize
+        element = (f" `{array.element}`, {itemsize} bytes each" if array.element in BLOCKS
+                   else f" {array.element}" if aligned else "")
+        rows.append([f"`{array.name}`", _shape(array) + element, " + ".join([str(start), *terms]), array.meaning])
         aligned_before.append(f"align({_term(itemsize, array.shape)})")
         bytes_before[array.shape] = bytes_before.get(array.shape, 0) + itemsize
     return rows
