@@ -31,6 +31,7 @@ from episodic.bridge.layout import (
     Sizes,
 )
 from episodic.interface.columns import step_widths
+from episodic.tasks import TASKS
 from tests.helpers import ROOT, Served, channel_name, shm_leftovers
 
 README = ROOT / "README.md"
@@ -213,13 +214,16 @@ def test_shell_command_exists_with_its_options(block, line):
 
 
 @pytest.mark.slow
-def test_cli_page_options_exist():
-    """docs/cli.md's table: every option of every command, as `episodic COMMAND --help` lists it."""
-    rows = re.findall(r"^\| `episodic ([a-z-]+)([^|`]*(?:\\\|[^|`]*)*)`", (DOCS / "cli.md").read_text(), flags=re.M)
-    commands = {}
+@pytest.mark.parametrize("page", [README, DOCS / "cli.md"], ids=lambda p: p.name)
+def test_cli_table_options_exist(page):
+    """The command tables of the README and docs/cli.md: every command, and every option each row
+    gives it, as `episodic COMMAND --help` lists them."""
+    rows = re.findall(r"`episodic ([a-z-]+)([^|`]*(?:\\\|[^|`]*)*)`", "\n".join(
+        line.split(" | ")[0] for line in page.read_text().splitlines() if line.startswith("| `episodic ")))
+    commands: dict[str, list[str]] = {}
     for command, rest in rows:
         commands.setdefault(command, []).extend(options(rest.replace("\\|", " ").split()))
-    assert len(commands) >= 10, sorted(commands)
+    assert len(commands) >= 11, sorted(commands)
     for command, used in commands.items():
         text = help_text([sys.executable, "-m", "episodic", command])
         missing = [option for option in used if option not in text]
@@ -283,6 +287,15 @@ def test_names_and_files_exist(page):
             path = word.strip("(),;:'\"")
             if (re.fullmatch(r"[\w.-]+(/[\w.-]+)+/?", path) and path.split("/")[0] in TOP_FOLDERS):
                 assert (ROOT / path).exists(), f"{page.name}: `{span}` names {path}, which does not exist"
+
+
+def test_readme_lists_every_task_and_robot():
+    """The README's task table is the installed tasks, its robot list the robots/ folders."""
+    text = README.read_text()
+    tasks = [row[0].strip("`") for row in table_rows(text, "| task | the robot")]
+    assert tasks and sorted(tasks) == sorted(TASKS)
+    robots = re.findall(r"^- `(\w+)`", text.split("## Robots", 1)[1].split("\n## ", 1)[0], flags=re.M)
+    assert sorted(robots) == sorted(p.name for p in (ROOT / "robots").iterdir() if (p / "robot.toml").is_file())
 
 
 # -- numbers quoted twice ----------------------------------------------------------------------
