@@ -16,15 +16,15 @@ still see it at its measured or desired state), and the simulation zeroes its ac
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import mujoco
 import numpy as np
 
-from episodic.interface.commands import Feedforward
-from episodic.runtime.scene import Scene
 from episodic.interface.trajectory import Desired
+from episodic.interface.vocabulary import Feedforward
+from episodic.runtime.scene import Scene
 
 Feedback = Callable[[mujoco.MjData], np.ndarray]
 Stop = Callable[[int, np.ndarray, np.ndarray], bool]
@@ -46,7 +46,7 @@ class Gains:
         """(n_dofs,) bool: true for the joints without actuation."""
         return np.zeros(np.shape(self.kp), bool) if self.passive is None else self.passive
 
-    def with_passive(self, passive: np.ndarray) -> "Gains":
+    def with_passive(self, passive: np.ndarray) -> Gains:
         """These gains with the joints where ``passive`` (n_dofs,) bool is true (and those already
         passive) left without actuation: their kp, kd and ki 0, and no feedforward."""
         mask = np.asarray(passive, bool) | self.passive_mask
@@ -60,7 +60,8 @@ class Gains:
 
     def reference(self, q_d: np.ndarray, qd_d: np.ndarray) -> np.ndarray:
         """kp q_d + kd qd_d N m, (..., n_dofs): the desired state's share of the PD law."""
-        return self.kp * q_d + self.kd * qd_d
+        torques: np.ndarray = self.kp * q_d + self.kd * qd_d
+        return torques
 
 
 @dataclass
@@ -83,7 +84,7 @@ class Segment:
     u_ff: np.ndarray
 
     def __len__(self) -> int:
-        return self.q_d.shape[0]
+        return len(self.q_d)
 
     def desired(self, n: int) -> Desired:
         """The first n steps' desired state as tracked (q_d with the feedback offsets)."""
@@ -116,7 +117,8 @@ class Controller:
         d.qvel[:] = qd
         d.qacc[:] = qdd
         mujoco.mj_inverse(self.dynamics, d)
-        return d.qfrc_inverse.copy()
+        torques: np.ndarray = d.qfrc_inverse.copy()
+        return torques
 
     def plan(self, desired: Desired, gains: Gains, feedback: Feedback | None,
              plant_gravity: bool) -> Segment:

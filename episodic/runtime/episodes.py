@@ -3,10 +3,11 @@ to the log (episodic.logs.writer)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
 import numpy as np
+
 from episodic.runtime.pacing import Mark, Timing
-
-
 
 SEGMENT_FIELDS = {"index": np.int32, "kind": np.int8, "flag": np.int8, "reward": np.float64,
                   "n_steps": np.int32}
@@ -22,8 +23,9 @@ class EpisodeBuffer:
     rng_seed: tuple[int, int]
     state_columns: tuple[str, ...]
     blocks: list[dict[str, np.ndarray]] = field(default_factory=list)
-    segments: list[dict] = field(default_factory=list)
-    commands: list = field(default_factory=list)
+    # a row per segment: SEGMENT_FIELDS' numbers and the task's "state" (n_state,) after it
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    commands: list[Any] = field(default_factory=list)  # as received: command dataclasses, or whatever arrived
     flag: int = 0
     flag_name: str = "OK"
     message: str = ""

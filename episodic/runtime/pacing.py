@@ -36,13 +36,14 @@ class Timing:
         return {f"timing_{k}": v for k, v in self.__dict__.items()}
 
     @classmethod
-    def between(cls, start: "Mark | None", end: "Mark") -> "Timing":
+    def between(cls, start: Mark | None, end: Mark) -> Timing:
         """Statistics of the ticks from the mark ``start`` (the first tick when None) to the mark
         ``end``: each tick's period runs from the start of the tick before it (the run's first
         tick has none)."""
         counts = end.counts if start is None else end.counts - start.counts
         before = (0, 0) if start is None else (start.ticks, start.missed)
-        return cls(end.ticks - before[0], *quantiles(counts, (0.5, 0.99, 1.0)), end.missed - before[1])
+        p50, p99, top = quantiles(counts, (0.5, 0.99, 1.0))
+        return cls(end.ticks - before[0], p50, p99, top, end.missed - before[1])
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ joint's torque limits, and the actuator's zero gain and bias.)
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -27,6 +28,7 @@ import mujoco
 import numpy as np
 
 from episodic.interface.robot import Robot
+from episodic.task import Task
 
 STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
 ROLLOUT_SPEC = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -144,7 +146,7 @@ def _robot_spec(robot: Robot, substeps: int) -> mujoco.MjSpec:
     return spec
 
 
-def passive_mask(robot: Robot, names) -> np.ndarray:
+def passive_mask(robot: Robot, names: Iterable[str]) -> np.ndarray:
     """(n_dofs,) bool: true for the robot joints ``names``; ValueError names one the robot lacks."""
     unknown = [name for name in names if name not in robot.joint_names]
     if unknown:
@@ -170,7 +172,7 @@ def _add_controller(spec: mujoco.MjSpec, robot: Robot, passive: np.ndarray) -> N
                         objname=robot.end_effector_site)
 
 
-def build_scene(robot: Robot, task) -> Scene:
+def build_scene(robot: Robot, task: Task) -> Scene:
     """Compile robot + controller + task into a Scene. ``task`` follows episodic.task.Task."""
     task.check_robot(robot)
     substeps = max(robot.substeps, task.substeps)

@@ -18,6 +18,7 @@ import resource
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 RT_RUNTIME = Path("/proc/sys/kernel/sched_rt_runtime_us")  # us of each period RT tasks may use; -1: all
 RT_PERIOD = Path("/proc/sys/kernel/sched_rt_period_us")
@@ -47,7 +48,7 @@ class Scheduling:
     rt_period_us: int | None
     memory_note: str = ""
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def summary(self) -> str:
@@ -62,7 +63,8 @@ class Scheduling:
             return ""
         stop_ms = (self.rt_period_us - self.rt_runtime_us) / 1000
         return (f"warning: the kernel's RT throttling is on (kernel.sched_rt_runtime_us = {self.rt_runtime_us} of "
-                f"{self.rt_period_us}): it may stop the runner for {stop_ms:g} ms of every {self.rt_period_us / 1e6:g} s "
+                f"{self.rt_period_us}): it may stop the runner for {stop_ms:g} ms of every "
+                f"{self.rt_period_us / 1e6:g} s "
                 f"while other tasks wait for its core; turn it off with `sysctl kernel.sched_rt_runtime_us=-1` "
                 f"(as root). A real robot wants a PREEMPT_RT kernel as well")
 
