@@ -442,24 +442,18 @@ def test_a_law_whose_table_leaves_a_field_out_is_refused(tmp_path):
                                                                              "c": (24, 8)}
 
 
-NO_COMPILER_RUN = """
-import warnings
+NO_COMPILER_RUN = str(ROOT / ".ci" / "no_compiler.py")  # two blocking reach episodes
+TASK_GAINS_RUN = """
 import numpy as np
-from episodic.interface.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
-from episodic.interface.trajectory import min_jerk
-from episodic.runtime import native
+from episodic.interface.commands import GainsCommand, StartCommand
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 
-for _ in range(2):  # two blocking reach episodes: the warning comes once
-    with Runner(make_task("reach")) as runner:
-        robot = runner.robot
-        move = min_jerk(robot.home, robot.home + 0.2, 0.5, robot.control_dt)
-        replies = [runner.send(StartCommand(1, 2, context=np.array([0.6, 0.1, 1.5]))),
-                   runner.send(GainsCommand(1, 1, 2, robot.kp, robot.kd, 0.5 * robot.kp, Feedforward.INVERSE_DYNAMICS)),
-                   runner.send(TrajectoryCommand(1, 2, 2, move.q, move.qd, move.qdd, wait_time=0.2))]
-        state = runner.sim.get_state()
-print(native.compiled(), ",".join(r.flag.name for r in replies), state.tobytes().hex())
+with Runner(make_task("ball_on_beam")) as runner:
+    robot = runner.robot
+    runner.send(StartCommand(1, 2, context=np.array([0.1, 0.2])))
+    reply = runner.send(GainsCommand(1, 1, 2, robot.kp, robot.kd, task_gains=np.array([1.5, 0.5])))
+print(reply.flag.name, reply.message)
 """
 
 
@@ -467,7 +461,8 @@ print(native.compiled(), ",".join(r.flag.name for r in replies), state.tobytes()
 def test_an_install_without_a_c_compiler_runs_the_python_loop_with_one_warning(tmp_path):
     """``pip install .`` with no working compiler (CC=/nonexistent) succeeds without the
     library; blocking reach episodes then step in Python, warn once how much slower that is and
-    how to build the compiled loop, and end in the very state the compiled loop reaches."""
+    how to build the compiled loop, and end in the very state the compiled loop reaches; task
+    gains for a law in C are refused with what to do."""
     source, site = tmp_path / "source", tmp_path / "site"
     for name in subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
                                capture_output=True, text=True).stdout.split("\0")[:-1]:
@@ -480,13 +475,17 @@ def test_an_install_without_a_c_compiler_runs_the_python_loop_with_one_warning(t
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
                    check=True, capture_output=True)
     assert not list(site.glob("episodic/runtime/native/*.so"))
-    done = subprocess.run([sys.executable, "-c", NO_COMPILER_RUN], cwd=tmp_path, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, NO_COMPILER_RUN], cwd=tmp_path, capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(site)), timeout=300)
     assert done.returncode == 0, done.stderr
     compiled, flags, state = done.stdout.split(" ", 2)
     assert compiled == "False" and flags == "OK,OK,OK"
     assert done.stderr.count("RuntimeWarning") == 1 and native.SLOWER in done.stderr
     assert "install gcc" in done.stderr and "reinstall episodic" in done.stderr
-    here = subprocess.run([sys.executable, "-c", NO_COMPILER_RUN], cwd=tmp_path, capture_output=True, text=True,
+    # a task whose law is in C refuses task gains, saying how to build it
+    refused = subprocess.run([sys.executable, "-c", TASK_GAINS_RUN], cwd=tmp_path, capture_output=True, text=True,
+                             env=dict(os.environ, PYTHONPATH=str(site)), timeout=300)
+    assert refused.stdout.startswith("INVALID_PAYLOAD episodic's compiled part") and "install gcc" in refused.stdout
+    here = subprocess.run([sys.executable, NO_COMPILER_RUN], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300)
     assert here.stdout.split(" ", 2) == ["True", flags, state] and "RuntimeWarning" not in here.stderr

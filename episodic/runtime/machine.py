@@ -60,6 +60,7 @@ from episodic.runtime.backend import Backend
 from episodic.runtime.control import Feedback, Gains, over_velocity_limit_after, velocity_over_limit
 from episodic.runtime.episodes import EpisodeBuffer
 from episodic.runtime.motion_clock import MotionClock, control_steps
+from episodic.runtime.native import NativeError
 from episodic.runtime.pacing import Mark
 from episodic.runtime.recorder import StepRecorder
 from episodic.runtime.scene import ROLLOUT_SPEC, Scene
@@ -222,9 +223,10 @@ class EpisodeMachine:
             if cmd.task_gains is not None:
                 try:
                     self.task.check_gains(cmd.task_gains)
-                except TaskError as exc:
+                    law = self.task.feedback_law(self.sim.model, cmd.task_gains)
+                except (TaskError, NativeError) as exc:  # NativeError: a law in C, not built in this install
                     return self._refuse(raw, Flag.INVALID_PAYLOAD, str(exc))
-                self._feedback = self.task.feedback_law(self.sim.model, cmd.task_gains)
+                self._feedback = law
             assert cmd.ki is not None, "validate() fills ki in"
             self._gains = Gains(cmd.kp, cmd.kd, cmd.ki, cmd.feedforward)
             self.sim.reset_integral()  # the integral term starts anew with every gain set
