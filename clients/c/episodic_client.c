@@ -1111,7 +1111,8 @@ static void write_batch(ep_client *c, const void *payload)
 {
     const batch_payload *b = payload;
     unsigned char *block = c->base + c->batch_offset;
-    unsigned char *table = block + c->batch_part[EP_BATCH_PART_COMMANDS], *pool = block + c->batch_part[EP_BATCH_PART_VALUES];
+    unsigned char *table = block + c->batch_part[EP_BATCH_PART_COMMANDS];
+    unsigned char *pool = block + c->batch_part[EP_BATCH_PART_VALUES];
     uint64_t at = 0;   /* values written */
     size_t row = 0;
     int i, j, k;
@@ -1135,7 +1136,8 @@ static void write_batch(ep_client *c, const void *payload)
     PUT(block, EP_BATCH_N_COMMANDS, (uint64_t)row);
     PUT(block, EP_BATCH_N_VALUES, at);
     PUT(block, EP_BATCH_KEEP_LOGS, b->keep_logs != 0);
-    PUT(block, EP_BATCH_BATCH_NUMBER, UINT64_MAX);  /* batch_number and first_episode: -1 until the runner writes them */
+    /* batch_number and first_episode: -1 until the runner writes them */
+    PUT(block, EP_BATCH_BATCH_NUMBER, UINT64_MAX);
     PUT(block, EP_BATCH_FIRST_EPISODE, UINT64_MAX);
 }
 
@@ -1186,7 +1188,8 @@ static int read_results(ep_client *c, const ep_episode *episodes, int n, int fir
     for (i = 0; i < n; i++)
         n_commands += (uint64_t)episodes[i].n_commands;
     for (i = 0; i < n; i++) {
-        const unsigned char *r = block + c->batch_part[EP_BATCH_PART_RESULTS] + (size_t)EP_BATCH_RESULT_BYTES * (size_t)i;
+        const unsigned char *r = block + c->batch_part[EP_BATCH_PART_RESULTS] +
+                                 (size_t)EP_BATCH_RESULT_BYTES * (size_t)i;
         uint64_t n_replies = GET(r, EP_BATCH_RESULT_N_REPLIES), at = GET(r, EP_BATCH_RESULT_FIRST_REPLY);
         ep_result *out = &results[i];
         if (n_replies > (uint64_t)episodes[i].n_commands || at + n_replies > n_commands)
@@ -1207,12 +1210,14 @@ static int read_results(ep_client *c, const ep_episode *episodes, int n, int fir
         out->steps = c->steps + *row;
         out->states = c->states + *row * n_state;
         for (k = 0; k < n_replies; k++) {
-            const unsigned char *p = block + c->batch_part[EP_BATCH_PART_REPLIES] + EP_BATCH_REPLY_BYTES * (size_t)(at + k);
+            const unsigned char *p = block + c->batch_part[EP_BATCH_PART_REPLIES] +
+                                     EP_BATCH_REPLY_BYTES * (size_t)(at + k);
             c->rewards[*row + k] = get_f64(p + EP_BATCH_REPLY_REWARD);
             c->flags[*row + k] = get_i32(p + EP_BATCH_REPLY_FLAG);
             c->steps[*row + k] = get_i32(p + EP_BATCH_REPLY_N_STEPS);
         }
-        doubles_from_wire(c->states + *row * n_state, block + c->batch_part[EP_BATCH_PART_STATES] + 8 * n_state * (size_t)at,
+        doubles_from_wire(c->states + *row * n_state,
+                          block + c->batch_part[EP_BATCH_PART_STATES] + 8 * n_state * (size_t)at,
                           (size_t)n_replies * n_state);
         c->episode_steps[first + i] = out->n_steps;
         *row += (size_t)episodes[i].n_commands;   /* room for every command of the episode */
