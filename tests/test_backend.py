@@ -2,25 +2,28 @@
 the same episodes as the simulation backend."""
 from __future__ import annotations
 
+import ast
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from episodic.runtime.backend import Backend, DriverBackend, MujocoDriver
 from episodic.interface.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
-from episodic.runtime.control import Gains
-from episodic.logs import read_episodes
-from episodic.interface.vocabulary import Flag, MachineState
 from episodic.interface.robot import load_robot
+from episodic.interface.trajectory import min_jerk
+from episodic.interface.vocabulary import Flag, MachineState
+from episodic.logs import read_episodes
+from episodic.runtime import machine, motion_clock, recorder, start
+from episodic.runtime.backend import Backend, DriverBackend, MujocoDriver
+from episodic.runtime.control import Gains
 from episodic.runtime.runner import Runner
 from episodic.runtime.scene import build_scene
 from episodic.runtime.simulation import Simulation
 from episodic.tasks import make_task
-from episodic.interface.trajectory import min_jerk
 from tests.helpers import ROOT
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
@@ -93,6 +96,29 @@ def test_both_backends_are_backends_and_the_driver_is_no_simulation():
     assert not isinstance(driver, Simulation)
 
 
+def backend_uses() -> set[str]:
+    """The attributes the episode machine and its parts use of their backend (``sim.X`` or
+    ``self.sim.X``)."""
+    uses = set()
+    for module in (machine, recorder, start, motion_clock):
+        tree = ast.parse(Path(module.__file__).read_text())
+        uses |= {node.attr for node in ast.walk(tree)
+                 if isinstance(node, ast.Attribute) and ast.unparse(node.value) in ("sim", "self.sim")}
+    return uses
+
+
+def test_the_backend_protocol_declares_all_the_machine_uses_and_both_backends_have_it():
+    declared = {name for name in dir(Backend) if not name.startswith("_")} | set(Backend.__annotations__)
+    uses = backend_uses()
+    assert {"run", "get_state", "can_start_exactly", "apply_gains", "pacer"} <= uses
+    assert uses <= declared, f"used but not declared in Backend: {sorted(uses - declared)}"
+    scene = build_scene(load_robot("wam"), make_task("reach"))
+    for backend in (Simulation(scene), DriverBackend(scene, MujocoDriver(scene))):
+        assert all(hasattr(backend, name) for name in declared), type(backend).__name__
+    names = {node.id for node in ast.walk(ast.parse(Path(machine.__file__).read_text())) if isinstance(node, ast.Name)}
+    assert "Simulation" not in names  # no type checks on the backend
+
+
 @pytest.mark.parametrize("mode", list(Feedforward))
 def test_driver_and_simulation_run_the_same_tick_with_a_feedback_law(mode):
     """A task's feedback law, an integral gain and every u_ff mode: both loops run
@@ -133,6 +159,7 @@ with Runner(make_task("reach"), driver=lambda scene: MujocoDriver(scene, pace=Tr
 """
 
 
+@pytest.mark.slow
 def test_a_driven_robot_logs_finished_episodes_between_its_ticks(tmp_path):
     """A driven robot runs episodes back to back with no idle tick (a prompt learner); its log is
     written a piece per tick, so a SIGKILL finds every episode that finished over 1 s earlier on

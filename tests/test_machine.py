@@ -1,16 +1,20 @@
 """The episode state machine against real MuJoCo: order, flags, goto-start, gains, safety."""
 from __future__ import annotations
 
+import ast
+import logging
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from episodic.interface.commands import (Feedforward, GainsCommand, ResetCommand, StartCommand,
-                               TrajectoryCommand)
+from episodic.interface.commands import Feedforward, GainsCommand, ResetCommand, StartCommand, TrajectoryCommand
+from episodic.interface.trajectory import min_jerk
+from episodic.runtime import machine as machine_module
 from episodic.runtime.machine import HELD_BLOCK, Flag, MachineState
 from episodic.runtime.runner import Runner, StepCursor
 from episodic.runtime.scene import _columns, _take
 from episodic.tasks import TASKS, make_task
-from episodic.interface.trajectory import min_jerk
 from tests.helpers import run_episode, wave
 
 
@@ -275,9 +279,9 @@ def test_after_a_safety_abort_the_robot_holds_under_gravity_compensation(runner)
 
 @pytest.mark.parametrize("bad", ["discontinuous", "task_gains"])
 def test_a_refused_segment_is_stored_once_and_replays(tmp_path, bad):
-    from episodic.tools.replay import replay
     from episodic.runtime.runner import Runner
     from episodic.tasks import make_task
+    from episodic.tools.replay import replay
 
     path = tmp_path / "r.h5"
     with Runner(make_task("reach"), log=path) as r:
@@ -356,3 +360,35 @@ def test_a_segment_that_crosses_the_velocity_limit_before_it_blows_up_is_cut_the
     assert blocking.posture == pytest.approx(realtime.posture, abs=1e-6)
     for name in ("q", "qd", "u", "reward"):
         assert log[name] == pytest.approx(realtime_log[name], abs=1e-3), name
+
+
+def test_every_state_change_goes_through_one_checked_place(runner, caplog):
+    with caplog.at_level(logging.DEBUG, logger="episodic.runtime.machine"):
+        run_episode(runner, 1, n_segments=2)
+    changes = [r.getMessage() for r in caplog.records if r.name == "episodic.runtime.machine"]
+    assert changes == ["RESTART -> GOTO_START", "GOTO_START -> WAIT_FOR_START", "WAIT_FOR_START -> DO_MOTION",
+                       "DO_MOTION -> WAIT_FOR_COMMAND", "WAIT_FOR_COMMAND -> DO_MOTION", "DO_MOTION -> RESTART"]
+    assert machine_module_assignments() == ["__init__", "_enter"]  # the first state, then every change
+
+
+def machine_module_assignments() -> list[str]:
+    """The functions of episodic.runtime.machine that assign ``self.state``."""
+    tree = ast.parse(Path(machine_module.__file__).read_text())
+    return [f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+            for node in ast.walk(f) if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            for t in ast.walk(target) if isinstance(t, ast.Attribute) and t.attr == "state"
+            and isinstance(t.value, ast.Name) and t.value.id == "self"]
+
+
+def test_a_state_change_the_machine_never_makes_is_refused_and_reported(runner):
+    with pytest.raises(RuntimeError, match="cannot go from RESTART to DO_MOTION"):
+        runner.machine._enter(MachineState.DO_MOTION)
+    assert runner.machine.state == MachineState.RESTART
+    runner.send(StartCommand(1, 1))
+    runner.machine._enter(MachineState.RESTART)  # any state may end in RESTART (a failure)
+    # a machine in a state it cannot leave so (here RESTART with an episode running) reports the
+    # command it fails on instead of raising
+    reply = runner.send(TrajectoryCommand(1, 1, 1, wave(runner.robot.home)))
+    assert reply.flag == Flag.INTERNAL_ERROR and "cannot go from RESTART to DO_MOTION" in reply.message
+    assert runner.machine.state == MachineState.RESTART and runner.machine.episode is None
