@@ -5,7 +5,7 @@
  * (episodic_sense: late and noisy) and the face's present pose and velocity (the joint
  * encoders); the last three joints (the wrist) get the offsets that turn the face normal by t,
  * by damped least squares on the wrist's angular Jacobian J: J^T (J J^T + damping I)^-1 (z x t).
- * param: a param (BallBouncing.compiled_law fills it by name); memory: the sensing block. */
+ * param: a param (BallBouncing.compiled_law fills it by name); memory: the sensing memory block. */
 #include <math.h>
 
 #include "episodic.h"
@@ -19,7 +19,7 @@ typedef struct {
   mjtNum max_tilt;    /* rad */
   mjtNum damping;     /* rad^2 */
   mjtNum wrist[3];    /* the wrist joints' dof addresses */
-  mjtNum sensing[EPISODIC_SENSING_STD + 4];  /* the sensing block of the ball's x, y m and vx, vy m/s */
+  episodic_sensing sensing;  /* the tracker of the ball's x, y m and vx, vy m/s */
 } param;
 
 EPISODIC_LAW_PARAM(ball_bouncing, param, EPISODIC_FIELD(param, face) EPISODIC_FIELD(param, ball_qpos)
@@ -32,7 +32,7 @@ void episodic_law_ball_bouncing(const mjModel* m, mjData* d, int n, const void* 
   const param* p = parameters;
   int site = (int)p->face, qa = (int)p->ball_qpos, va = (int)p->ball_dof, nv = m->nv;
   mjtNum truth[4] = {d->qpos[qa], d->qpos[qa + 1], d->qvel[va], d->qvel[va + 1]}, ball[4];
-  episodic_sense(p->sensing, memory, truth, ball);
+  episodic_sense(&p->sensing, memory, truth, ball);
   mj_markStack(d);
   mjtNum* jacp = mj_stackAllocNum(d, 3 * nv);
   mjtNum* jacr = mj_stackAllocNum(d, 3 * nv);

@@ -3,7 +3,7 @@
  * with x m, xd m/s the ball's centre along the beam and its rate in the beam's frame, from the
  * ball's world position and velocity as the tracker senses them (episodic_sense: late and noisy)
  * and the beam's present pose and velocity (the joint encoders).
- * param: a param (BallOnBeam.compiled_law fills it by name); memory: the sensing block. */
+ * param: a param (BallOnBeam.compiled_law fills it by name); memory: the sensing memory block. */
 #include "episodic.h"
 
 typedef struct {
@@ -13,7 +13,7 @@ typedef struct {
   mjtNum k_x;         /* rad/m */
   mjtNum k_v;         /* rad s/m */
   mjtNum max_tilt;    /* rad */
-  mjtNum sensing[EPISODIC_SENSING_STD + 6];  /* the sensing block of the ball's position (3) m and velocity (3) m/s */
+  episodic_sensing sensing;  /* the tracker of the ball's position (3) m and velocity (3) m/s */
 } param;
 
 EPISODIC_LAW_PARAM(ball_on_beam, param, EPISODIC_FIELD(param, beam) EPISODIC_FIELD(param, ball_qpos)
@@ -27,7 +27,7 @@ void episodic_law_ball_on_beam(const mjModel* m, mjData* d, int n, const void* p
   mjtNum truth[6], ball[6];
   mju_copy(truth, d->qpos + qa, 3);
   mju_copy(truth + 3, d->qvel + va, 3);
-  episodic_sense(p->sensing, memory, truth, ball);
+  episodic_sense(&p->sensing, memory, truth, ball);
   mjtNum spin[6];
   mj_objectVelocity(m, d, mjOBJ_XBODY, beam, spin, 0);
   mjtNum wx = spin[0], wy = spin[1], wz = spin[2], vx = spin[3], vy = spin[4], vz = spin[5];

@@ -5,7 +5,7 @@
  * clipped to +-max_offset, with phi and phi_d as the tracker senses them (episodic_sense: late
  * and noisy) and s, s_d the pivot's present travel and rate (the joint encoders). param: a
  * param (PoleBalancing.compiled_law fills it by name); memory: the last sensed phi_d rad/s, the
- * pump's gain, then the sensing block. */
+ * pump's gain, then the sensing memory block. */
 #include <math.h>
 
 #include "episodic.h"
@@ -20,7 +20,7 @@ typedef struct {
   mjtNum h[3];        /* the pivot's direction of travel, world */
   mjtNum p0[3];       /* m, the pole's start position, world */
   mjtNum gains[8];    /* k_phi, k_phid, k_s, k_sd, then k_e, a_swing, phi_catch, theta_back (unused with 4) */
-  mjtNum sensing[EPISODIC_SENSING_STD + 2];  /* the sensing block of phi rad and phi_d rad/s */
+  episodic_sensing sensing;  /* the tracker of phi rad and phi_d rad/s */
   mjtNum v[MAX_JOINTS];  /* rad/m, the joint offsets of a unit pivot offset (n of them) */
 } param;
 
@@ -51,7 +51,7 @@ void episodic_law_pole_balancing(const mjModel* m, mjData* d, int n, const void*
   mjtNum vel[6];
   mj_objectVelocity(m, d, mjOBJ_XBODY, pole, vel, 0);
   mjtNum truth[2] = {atan2(-ay * hx + ax * hy, az), vel[0] * hx + vel[1] * hy + vel[2] * hz}, sensed[2];
-  episodic_sense(p->sensing, memory + SENSED, truth, sensed);
+  episodic_sense(&p->sensing, memory + SENSED, truth, sensed);
   mjtNum phi = sensed[0], phid = sensed[1];
   const mjtNum* x = d->xpos + 3 * pole;
   mjtNum s = h[0] * (x[0] - p0[0]) + h[1] * (x[1] - p0[1]) + h[2] * (x[2] - p0[2]);

@@ -401,7 +401,7 @@ def test_a_law_takes_its_parameters_by_the_names_of_its_c_struct(name):
     """Each law's table fills its struct of doubles; the task's law puts each named value at the
     C field's offset (the task gains where the law reads them); a missing or unknown name is
     refused, and so is an array longer than its field."""
-    table, size = native.law_fields(name)
+    table, size = native.layout(f"episodic_law_{name}_param")
     assert size * 8 == sum(f.size for f in table.values())
     gains = {"ball_on_beam": [1.5, 0.5], "pole_balancing": [2.0, 0.5, 1.0, 1.5],
              "ball_bouncing": [0.5, 0.2]}[name]
@@ -414,12 +414,12 @@ def test_a_law_takes_its_parameters_by_the_names_of_its_c_struct(name):
         assert np.array_equal(native.CompiledLaw(r.sim.model, name, ROBOT.n_dofs, named).param, law.param)
         missing = dict(named)
         del missing[next(iter(table))]
-        with pytest.raises(native.NativeError, match=f"law '{name}' .* takes the parameters"):
+        with pytest.raises(native.NativeError, match=f"episodic_law_{name}_param .in C. has the fields"):
             native.CompiledLaw(r.sim.model, name, ROBOT.n_dofs, missing)
-        with pytest.raises(native.NativeError, match="takes the parameters"):
+        with pytest.raises(native.NativeError, match="has the fields"):
             native.CompiledLaw(r.sim.model, name, ROBOT.n_dofs, {**named, "k_z": 1.0})
         key = max(table, key=lambda k: table[k].size)
-        with pytest.raises(ValueError, match=f"parameter {key} holds {table[key].size // 8} values"):
+        with pytest.raises(ValueError, match=f"field {key} holds {table[key].size // 8} values"):
             native.CompiledLaw(r.sim.model, name, ROBOT.n_dofs, {**named, key: np.zeros(table[key].size // 8 + 1)})
 
 
@@ -435,9 +435,9 @@ def test_a_law_whose_table_leaves_a_field_out_is_refused(tmp_path):
               "EPISODIC_LAW_PARAM(whole, p, EPISODIC_FIELD(p, c) EPISODIC_FIELD(p, a) EPISODIC_FIELD(p, b))\n"
               "void episodic_law_gap(void) {}\nvoid episodic_law_whole(void) {}\n")
     lib = ctypes.CDLL(gcc(tmp_path, "laws.so", source, f"-I{ROOT / 'episodic/runtime/native'}", f"-I{include}"))
-    with pytest.raises(native.NativeError, match=r"law 'gap''s parameters .* do not fill its 32 bytes"):
-        native.law_layout(lib, "gap")
-    table, size = native.law_layout(lib, "whole")
+    with pytest.raises(native.NativeError, match=r"episodic_law_gap_param must be .* do not fill its 32 bytes"):
+        native.doubles_layout(lib, "episodic_law_gap_param")
+    table, size = native.doubles_layout(lib, "episodic_law_whole_param")
     assert size == 4 and {k: (f.offset, f.size) for k, f in table.items()} == {"a": (0, 8), "b": (8, 16),
                                                                              "c": (24, 8)}
 

@@ -15,8 +15,9 @@ error MuJoCo meets inside the library (mju_error, e.g. its arena overflowing) en
 
 The structs that cross into C are described once, in C (``episodic.h``: a table of each struct's
 fields with their offsets and sizes): :func:`load` refuses a library whose segment struct differs
-from :class:`SegmentArgs`, and :class:`CompiledLaw` fills a law's parameters by name from its
-table, so no order is written twice.
+from :class:`SegmentArgs`, and a law's parameters (:class:`CompiledLaw`) and a tracker's
+(``sensing.Sensing``) are filled by name from their tables (:func:`pack`), so no order is
+written twice.
 """
 from __future__ import annotations
 
@@ -170,28 +171,42 @@ def run(args: SegmentArgs) -> None:
         raise mujoco.FatalError(error.value.decode(errors="replace"))
 
 
-@functools.cache
-def law_fields(name: str) -> tuple[dict[str, Field], int]:
-    """:func:`law_layout` of law ``name`` in the library, worked out once."""
-    return law_layout(library(), name)
-
-
-def law_layout(lib: ctypes.CDLL, name: str) -> tuple[dict[str, Field], int]:
-    """Law ``name``'s parameter fields by name and its parameter struct's size in values (from
-    its table in ``lib``, EPISODIC_LAW_PARAM in tasks/<name>.c); NativeError when ``lib`` has no
-    such law, or when the table is not a struct of doubles that its fields fill without a gap."""
-    if not all(hasattr(lib, f"episodic_law_{name}{part}") for part in ("", "_param_fields", "_param_size")):
-        raise NativeError(f"episodic's compiled part has no law '{name}' with a parameter table (episodic_law_{name} "
-                          f"and EPISODIC_LAW_PARAM in tasks/{name}.c); {REBUILD}")
-    table, size = fields(lib, f"episodic_law_{name}_param")
+def doubles_layout(lib: ctypes.CDLL, struct: str) -> tuple[dict[str, Field], int]:
+    """The fields by name of C struct ``struct``, a struct of doubles only (a law's parameters,
+    the sensing's), and its size in values, from its table in ``lib``; NativeError when its
+    fields are not doubles that fill it without a gap (a field the table leaves out)."""
+    table, size = fields(lib, struct)
     value = ctypes.sizeof(ctypes.c_double)
     covered = sorted((f.offset, f.offset + f.size) for f in table)
     ends = [0] + [end for _, end in covered]
     if any(f.size % value for f in table) or [start for start, _ in covered] != ends[:-1] or ends[-1] != size:
-        raise NativeError(f"law '{name}''s parameters (tasks/{name}.c) must be doubles that its table "
-                          f"(EPISODIC_LAW_PARAM) lists all of: the fields {table} do not fill its {size} bytes; "
-                          f"list every field of the struct, then {REBUILD}")
+        raise NativeError(f"{struct} must be a struct of doubles that its table (EPISODIC_FIELD, in C) lists all "
+                          f"of: the fields {table} do not fill its {size} bytes; list every field, then {REBUILD}")
     return {f.name: f for f in table}, size // value
+
+
+@functools.cache
+def layout(struct: str) -> tuple[dict[str, Field], int]:
+    """:func:`doubles_layout` of ``struct`` in the library, worked out once."""
+    return doubles_layout(library(), struct)
+
+
+def pack(struct: str, values: Mapping[str, ArrayLike]) -> np.ndarray:
+    """A float64 array laid out as C struct of doubles ``struct`` (:func:`layout`), each field
+    set from ``values`` by name: every field, an array field at most its size (0 past the
+    values given). NativeError on a missing or unknown name, ValueError on too many values."""
+    table, size = layout(struct)
+    if set(values) != set(table):
+        raise NativeError(f"{struct} (in C) has the fields {sorted(table)}; got {sorted(values)}")
+    out = np.zeros(size)
+    value = ctypes.sizeof(ctypes.c_double)
+    for key, given in values.items():
+        numbers, room = np.ravel(np.asarray(given, dtype=np.float64)), table[key].size // value
+        if numbers.size > room:
+            raise ValueError(f"{struct}'s field {key} holds {room} values; got {numbers.size}")
+        start = table[key].offset // value
+        out[start: start + numbers.size] = numbers
+    return out
 
 
 class CompiledLaw:
@@ -201,30 +216,22 @@ class CompiledLaw:
     Called with an MjData of ``model`` whose position and velocity stages are current (after
     mj_step1 or mj_forward), it returns the offsets (n_dofs,) rad of one control step, the form
     ``Controller.tick`` calls; the simulation runs a whole blocking segment under it in C.
-    ``param``: the law's parameters by the names of its C struct (every field; an array field
-    takes at most its size and is 0 past the values given), laid out as that struct (``param``
-    afterwards: the float64 array the law reads); ``memory``: what it keeps from one control step
-    to the next (changed in place; None: nothing), a float64 array laid out as its C source
-    documents."""
+    ``param``: the law's parameters by the names of its C struct (:func:`pack`; ``param``
+    afterwards: the float64 array the law reads, laid out as that struct); ``memory``: what it
+    keeps from one control step to the next (changed in place; None: nothing), a float64 array
+    laid out as its C source documents."""
 
     def __init__(self, model: mujoco.MjModel, name: str, n_dofs: int, param: Mapping[str, ArrayLike],
                  memory: np.ndarray | None = None):
         self.model, self.name, self.n_dofs = model, name, n_dofs
-        table, size = law_fields(name)
-        if set(param) != set(table):
-            raise NativeError(f"law '{name}' (tasks/{name}.c) takes the parameters {sorted(table)}; got "
-                              f"{sorted(param)}")
-        self.param = np.zeros(size)
-        value = ctypes.sizeof(ctypes.c_double)
-        for key, given in param.items():
-            values, room = np.ravel(np.asarray(given, dtype=np.float64)), table[key].size // value
-            if values.size > room:
-                raise ValueError(f"law '{name}''s parameter {key} holds {room} values; got {values.size}")
-            start = table[key].offset // value
-            self.param[start: start + values.size] = values
+        lib = library()
+        if not all(hasattr(lib, f"episodic_law_{name}{part}") for part in ("", "_param_fields", "_param_size")):
+            raise NativeError(f"episodic's compiled part has no law '{name}' with a parameter table (episodic_law_"
+                              f"{name} and EPISODIC_LAW_PARAM in tasks/{name}.c); {REBUILD}")
+        self.param = pack(f"episodic_law_{name}_param", param)
         self.memory = memory
         address(memory)  # ValueError now, rather than at the first step, unless float64 and contiguous
-        self.function = ctypes.cast(getattr(library(), f"episodic_law_{name}"), ctypes.c_void_p).value
+        self.function = ctypes.cast(getattr(lib, f"episodic_law_{name}"), ctypes.c_void_p).value
 
     def __call__(self, data: mujoco.MjData) -> np.ndarray:
         offset = np.zeros(self.n_dofs)

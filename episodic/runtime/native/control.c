@@ -188,16 +188,24 @@ mjtNum episodic_gaussian(unsigned long long key, unsigned long long step, unsign
   return sqrt(-2.0 * log(u1)) * cos(2.0 * mjPI * u2);
 }
 
-void episodic_sense(const mjtNum* param, mjtNum* memory, const mjtNum* truth, mjtNum* sensed) {
-  int delay = (int)param[EPISODIC_SENSING_DELAY], m = (int)param[EPISODIC_SENSING_COUNT];
-  uint64_t key = (uint64_t)param[EPISODIC_SENSING_KEY] << 32 | (uint64_t)param[EPISODIC_SENSING_KEY + 1];
+const episodic_field episodic_sensing_fields[] = {
+    EPISODIC_FIELD(episodic_sensing, delay) EPISODIC_FIELD(episodic_sensing, count)
+    EPISODIC_FIELD(episodic_sensing, key) EPISODIC_FIELD(episodic_sensing, std) {NULL, 0, 0}};
+
+size_t episodic_sensing_size(void) {
+  return sizeof(episodic_sensing);
+}
+
+void episodic_sense(const episodic_sensing* param, mjtNum* memory, const mjtNum* truth, mjtNum* sensed) {
+  int delay = (int)param->delay, m = (int)param->count;
+  uint64_t key = (uint64_t)param->key[0] << 32 | (uint64_t)param->key[1];
   uint64_t k = (uint64_t)memory[EPISODIC_SENSING_STEPS];
   uint64_t j = k > (uint64_t)delay ? k - delay : 0;  /* the step of the sample read */
   mjtNum* ring = memory + EPISODIC_SENSING_RING;
   mju_copy(ring + (k % (delay + 1)) * m, truth, m);
   const mjtNum* sample = ring + (j % (delay + 1)) * m;
   for (int i = 0; i < m; i++) {
-    mjtNum std = param[EPISODIC_SENSING_STD + i];
+    mjtNum std = param->std[i];
     sensed[i] = std > 0 ? sample[i] + std * episodic_gaussian(key, j, i) : sample[i];
   }
   memory[EPISODIC_SENSING_STEPS] = (mjtNum)(k + 1);

@@ -99,23 +99,30 @@ static inline mjtNum episodic_clip(mjtNum x, mjtNum low, mjtNum high) {
   return x < low ? low : (x > high ? high : x);
 }
 
-/* Sensing (episodic/runtime/native/sensing.py builds the blocks): a law reads the tracked object's state
- * as a tracker reports it, a whole number of control steps late and with Gaussian noise.
- *   param block (EPISODIC_SENSING_STD + m values): the delay D in control steps, m the number of
- *     quantities sensed, the noise key's two 32-bit halves, then each quantity's noise std (in
- *     its unit; 0: none);
+/* Sensing (episodic/runtime/native/sensing.py fills the parameters by name and makes the memory
+ * block): a law reads the tracked object's state as a tracker reports it, a whole number of
+ * control steps late and with Gaussian noise.
+ *   parameters: an episodic_sensing, m of its std used;
  *   memory block (EPISODIC_SENSING_RING + (D + 1) m values): the control steps sensed so far k,
  *     then the last D + 1 true values, a ring of rows of m.
  * The noise on quantity i of the sample taken at control step j is a pure function of (key, j, i)
  * (a counter-based generator, episodic_gaussian), so the same sample read again gets the same
  * noise, and every run of the same steps, compiled or tick by tick, gets the same numbers. */
-enum { EPISODIC_SENSING_DELAY = 0, EPISODIC_SENSING_COUNT = 1, EPISODIC_SENSING_KEY = 2, EPISODIC_SENSING_STD = 4 };
+enum { EPISODIC_SENSING_MAX = 6 };  /* the most quantities a tracker senses */
+typedef struct {
+  mjtNum delay;                     /* D, control steps (a whole number) */
+  mjtNum count;                     /* m, the quantities sensed (a whole number) */
+  mjtNum key[2];                    /* the noise key's two 32-bit halves (whole numbers) */
+  mjtNum std[EPISODIC_SENSING_MAX]; /* each quantity's noise std (in its unit; 0: none) */
+} episodic_sensing;
+extern const episodic_field episodic_sensing_fields[];
+size_t episodic_sensing_size(void);
 enum { EPISODIC_SENSING_STEPS = 0, EPISODIC_SENSING_RING = 1 };
 
 /* One control step of sensing: truth[m] (the state now) enters the ring; sensed[m] gets the
  * sample of D steps ago (the first sample while fewer than D came before it) plus its noise;
  * the step count advances. */
-void episodic_sense(const mjtNum* param, mjtNum* memory, const mjtNum* truth, mjtNum* sensed);
+void episodic_sense(const episodic_sensing* param, mjtNum* memory, const mjtNum* truth, mjtNum* sensed);
 
 /* A standard normal number, a pure function of (key, step, index): Box-Muller on two uniforms
  * from splitmix64 hashes of them. */

@@ -45,8 +45,9 @@ import mujoco
 import numpy as np
 from numpy.typing import ArrayLike
 
+from episodic.runtime.native import pack
+
 CONTROL_PERIOD = "control_period"  # the model's numeric holding the control period, s
-SENSING_PARAM = 4    # EPISODIC_SENSING_STD: the param block's values before the stds
 SENSING_MEMORY = 1   # EPISODIC_SENSING_RING: the memory block's values before the ring
 
 
@@ -84,8 +85,8 @@ class Sensing:
         return self.std.size
 
     def param(self) -> np.ndarray:
-        """The law's sensing param block (SENSING_PARAM + m,), laid out as episodic.h says."""
-        return np.concatenate([[self.delay, self.size], self.key, self.std])
+        """The tracker's parameters for a law (an episodic_sensing, episodic.h, filled by name)."""
+        return pack("episodic_sensing", dict(delay=self.delay, count=self.size, key=self.key, std=self.std))
 
     def memory(self) -> np.ndarray:
         """A fresh sensing memory block (SENSING_MEMORY + (delay + 1) m,): nothing sensed yet."""
