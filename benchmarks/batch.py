@@ -7,8 +7,9 @@ throughput scales with the number of threads.
 
 Rows, each a function of the population: one-by-one in one runner; batch on 1 .. nproc threads;
 the same over the bridge (``Client.evaluate`` against `episodic serve --threads nproc`, goal: within
-5 % of the in-process batch on nproc threads); batch on nproc worker processes (a ProcessPoolExecutor through the executor argument); a Dask
-LocalCluster of nproc worker processes (skipped without Dask: pip install 'episodic[dask]').
+5 % of the in-process batch on nproc threads); batch on nproc worker processes (a ProcessPoolExecutor
+through the executor argument); a Dask LocalCluster of nproc worker processes (skipped without Dask:
+pip install 'episodic[dask]').
 Each figure is the median of ``--repeats`` runs after an unmeasured one of short episodes that
 builds the runners and starts the workers; control steps/s beside episodes/s, since one-by-one
 episodes go to their start from where the previous one ended and a batch's from the posture a
@@ -25,20 +26,20 @@ import multiprocessing
 import os
 import statistics
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
 
 import numpy as np
 
-from episodic.tools.batch import evaluate
 from episodic.interface.commands import Command, StartCommand, TrajectoryCommand
-from episodic.tasks.ball_in_cup_swing import demo_swings, swing_commands
 from episodic.interface.robot import Robot, load_robot
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
+from episodic.tasks.ball_in_cup_swing import demo_swings, swing_commands
+from episodic.tools.batch import evaluate
 from task_speed import reference
 
 DURATION = 2.0  # s of motion per episode

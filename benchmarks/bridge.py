@@ -42,8 +42,8 @@ import posix_ipc
 from episodic.bridge import Client
 from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.runtime.runner import Runner
-from episodic.tools.served import fresh_channel
 from episodic.tasks import make_task
+from episodic.tools.served import fresh_channel
 from process import MULTI_CORE, pin
 
 # the runner of ``episodic serve --task reach``, timing its own handling of every command
@@ -125,7 +125,7 @@ class TimedRunner:
                                      stdout=subprocess.PIPE, text=True,
                                      preexec_fn=None if core is None else lambda: pin(core))
 
-    def __enter__(self) -> "TimedRunner":
+    def __enter__(self) -> TimedRunner:
         if "serving" not in self.proc.stdout.readline():
             self.proc.kill()
             raise RuntimeError("the timed runner did not start")
@@ -276,7 +276,8 @@ def main() -> None:
     local = np.median(runs.local_send) + np.median(runs.local_log)
     print(f"runner pinned to core {RUNNER_CORE}, learner to core {LEARNER_CORE} ({os.cpu_count()} cores)")
     print(f"2 s segment ({runs.rows} logged steps) + full log, median of {args.repeats} interleaved repeats;")
-    print(f"the runner's own time for each segment taken out (in-process send {np.median(runs.local_send) * ms:.3f} ms, "
+    print(f"the runner's own time for each segment taken out "
+          f"(in-process send {np.median(runs.local_send) * ms:.3f} ms, "
           f"served {np.median(np.r_[tuple(served.send[runs.segment_rows(c)] for c in (True, False))]) * ms:.3f} ms; "
           f"in-process get_episode {np.median(runs.local_log) * ms:.3f} ms)")
     print(f"  {'':16s}{'in-process':>12s}{'bridge':>10s}{'difference':>12s}{'overhead':>10s}{'runner':>9s}"

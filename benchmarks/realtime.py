@@ -24,19 +24,19 @@ import json
 import multiprocessing
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Callable
 
 import h5py
 import numpy as np
 
 from episodic.bridge import Client
-from episodic.runtime.pacing import Pacer, Timing
 from episodic.interface.robot import load_robot
+from episodic.interface.trajectory import min_jerk
+from episodic.runtime.pacing import Pacer, Timing
 from episodic.runtime.scheduling import Scheduling, describe, set_realtime
 from episodic.tools.served import ServedRunner, fresh_channel
-from episodic.interface.trajectory import min_jerk
 from process import MULTI_CORE, pin, rss_kib
 
 RUNNER_CORE, LEARNER_CORE = 1, 0
@@ -98,7 +98,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--think", type=float, default=0.3, help="longest think time before a segment, s")
     parser.add_argument("--priority", type=int, choices=range(1, 100), metavar="1..99", default=None,
-                        help="serve the runner under SCHED_FIFO at this priority, memory locked (default: serve's, 50 where permitted)")
+                        help="serve the runner under SCHED_FIFO at this priority, memory locked "
+                             "(default: serve's, 50 where permitted)")
     parser.add_argument("--floor", type=float, default=0.0, metavar="SECONDS",
                         help="first run a bare Pacer loop this long on the runner's core, same scheduling (0: skip)")
     args = parser.parse_args()

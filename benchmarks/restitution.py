@@ -33,9 +33,9 @@ from __future__ import annotations
 import argparse
 import math
 
-from episodic.task.contact import measure_oblique_impact, pair_restitution, rigid_sphere_impact
 from episodic.interface.robot import load_robot
 from episodic.runtime.scene import build_scene
+from episodic.task.contact import measure_oblique_impact, pair_restitution, rigid_sphere_impact
 from episodic.tasks import make_task
 
 BALL_TASKS = ("beer_pong", "tetherball", "ball_bouncing", "ball_paddling", "casting", "ball_in_cup", "ball_on_beam")
@@ -81,7 +81,8 @@ def main() -> None:
             solreffriction = model.pair_solreffriction[pair]
             print(f"\n{task} ball/{surface}: stated e {e:.3f}, mu {mu:g}, I/(m r^2) {k:.3f}, "
                   f"dt {model.opt.timestep * 1e3:g} ms, impratio {model.opt.impratio:g}, "
-                  f"noslip {model.opt.noslip_iterations}, solreffriction ({solreffriction[0]:.4g}, {solreffriction[1]:g})")
+                  f"noslip {model.opt.noslip_iterations}, "
+                  f"solreffriction ({solreffriction[0]:.4g}, {solreffriction[1]:g})")
             print("  e_n  :", " ".join(f"{row.normal:6.3f}" for row in rows))
             print("  v_t' :", " ".join(f"{row.tangential:6.3f}" for row in rows), "  (theory",
                   " ".join(f"{t:.3f}" for t, _ in theory) + ")")

@@ -53,12 +53,12 @@ from click.testing import CliRunner
 
 from episodic.cli.main import main as cli
 from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.interface.vocabulary import Flag
 from episodic.logs import RunLog
 from episodic.runtime.episodes import EpisodeBuffer
-from episodic.interface.vocabulary import Flag
-from episodic.tools.replay import replay
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
+from episodic.tools.replay import replay
 from process import rss_kib
 
 LENGTHS = (0.1, 0.4, 2.0, 10.0, 20.0, 40.0)  # s of the timed segment in (a) and (b); 40 s is the longest allowed

@@ -35,9 +35,9 @@ import numpy as np
 from episodic.bridge import Client
 from episodic.bridge.channel import SHM_DIR, object_names, object_paths
 from episodic.bridge.client import ProtocolError
+from episodic.interface.trajectory import min_jerk
 from episodic.interface.vocabulary import Flag, Reply
 from episodic.tools.served import ServedRunner, ServeError, fresh_channel
-from episodic.interface.trajectory import min_jerk
 from process import rss_kib
 
 SEGMENT_SAMPLES = 50   # samples of each episode's one segment
@@ -110,7 +110,8 @@ def soak(runner: ServedRunner, episodes: int, seed: int) -> tuple[Tally, float, 
             start = tally.check(client.start_episode(1, context=context), Flag.OK, f"start of episode {episode}")
             goal = start.posture + rng.normal(0.0, 0.05, size=client.n_dofs)
             move = min_jerk(start.posture, goal, duration=SEGMENT_SAMPLES * dt, dt=dt)
-            tally.check(client.send_trajectory(move.q, qd=move.qd, qdd=move.qdd), Flag.OK, f"segment of episode {episode}")
+            tally.check(client.send_trajectory(move.q, qd=move.qd, qdd=move.qdd), Flag.OK,
+                        f"segment of episode {episode}")
             if episode % EVERY == 0:
                 client.get_episode()
             if episode in (SAMPLE_FROM, episodes):
@@ -179,7 +180,8 @@ def main() -> None:
              f"info < {INFO_GOAL:g} s": info.returncode == 0 and info_s < INFO_GOAL,
              "replies as expected": not tally.surprises}
     missed = [goal for goal, met in goals.items() if not met]
-    print(f"verdict:    {'PASS' if not missed else 'FAIL'} ({'; '.join(missed) + ' missed' if missed else ', '.join(goals)})")
+    outcome = '; '.join(missed) + ' missed' if missed else ', '.join(goals)
+    print(f"verdict:    {'PASS' if not missed else 'FAIL'} ({outcome})")
 
 
 if __name__ == "__main__":

@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from episodic.interface.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
-from episodic.interface.vocabulary import Flag
 from episodic.interface.robot import load_robot
+from episodic.interface.trajectory import min_jerk
+from episodic.interface.vocabulary import Flag
 from episodic.runtime.runner import Runner
 from episodic.tasks import TASKS, make_task
-from episodic.interface.trajectory import min_jerk
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 GOAL = 0.75  # closed-loop steps/s at least this share of the open loop's

@@ -8,11 +8,11 @@ centre moves on z(t) = c + A sin(w t + p) along the vertical through its start p
 the face kept horizontal. The period 2 pi / w is the ball's flight time from an impact at
 the start height up to the target apex and back (integrated with the task's air drag); the
 racket's velocity at the impact, v_r = (u_out - e' u_in) / (1 + e'), sends a ball arriving at
-u_in back up at u_out (e' = ``RECOIL`` e: the arm gives a little under an impact); its acceleration at the impact is in the middle of the
-band -2 g (1 + e^2) / (1 + e)^2 < a < 0 in which the period-1 bounce is stable without feedback
-(``IMPACT_DECELERATION``), and c puts the impact at the start height. A ball that comes
-back early or late meets the racket at another point of its stroke, which gives it less or
-more energy: the bounce returns to the period by itself.
+u_in back up at u_out (e' = ``RECOIL`` e: the arm gives a little under an impact); its
+acceleration at the impact is in the middle of the band -2 g (1 + e^2) / (1 + e)^2 < a < 0 in
+which the period-1 bounce is stable without feedback (``IMPACT_DECELERATION``), and c puts the
+impact at the start height. A ball that comes back early or late meets the racket at another
+point of its stroke, which gives it less or more energy: the bounce returns to the period by itself.
 
 The start (the ball at rest on the face): a toss, then a first hit. The face rises from rest on
 a quintic to ``TOSS_HEIGHT`` m in ``TOSS_TIME`` s, ending with an upward speed (solved so that
@@ -52,10 +52,10 @@ import numpy as np
 from scipy.interpolate import CubicSpline
 
 from episodic.interface.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
-from episodic.task.contact import AIR_DENSITY, TENNIS_BALL_DRAG_COEFFICIENT
-from episodic.task.kinematics import SiteIK
 from episodic.interface.robot import Robot, load_robot
 from episodic.runtime.scene import build_scene
+from episodic.task.contact import AIR_DENSITY, TENNIS_BALL_DRAG_COEFFICIENT
+from episodic.task.kinematics import SiteIK
 from episodic.tasks import make_task
 
 GRAVITY = 9.81

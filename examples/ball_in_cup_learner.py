@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 
 from episodic.bridge import Client
-from episodic.tasks.ball_in_cup_swing import DEMO_NOISE, demo_swings, format_swing_rows, run_swings
 from episodic.interface.robot import load_robot
+from episodic.tasks.ball_in_cup_swing import DEMO_NOISE, demo_swings, format_swing_rows, run_swings
 
 
 def main() -> None:

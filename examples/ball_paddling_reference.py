@@ -49,11 +49,10 @@ import numpy as np
 from scipy.interpolate import CubicSpline
 
 from episodic.interface.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
-from episodic.task.kinematics import SiteIK
 from episodic.interface.robot import Robot, load_robot
 from episodic.runtime.scene import build_scene
+from episodic.task.kinematics import SiteIK
 from episodic.tasks import make_task
-
 
 TASK = "ball_paddling"
 # found by the search described in the module docstring (task defaults, apex target 0.45 m)

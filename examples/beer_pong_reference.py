@@ -66,11 +66,11 @@ import mujoco
 import numpy as np
 
 from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.interface.vocabulary import Feedforward
 from episodic.interface.robot import Robot, load_robot
+from episodic.interface.trajectory import min_jerk, min_jerk_duration
+from episodic.interface.vocabulary import Feedforward
 from episodic.runtime.scene import build_scene
 from episodic.tasks import make_task
-from episodic.interface.trajectory import min_jerk, min_jerk_duration
 
 RELEASE_POINT = (0.55, 1.80)       # m, the ball's centre at the release: from the base axis, height
 RELEASE_VELOCITY = (1.575, -1.00)  # m/s, the ball's at the release: toward the cup, up (ballistic search)
@@ -154,7 +154,8 @@ def throw_miss(robot: Robot, task, cup, velocity, point=RELEASE_POINT, scene=Non
     the throw's direction from the cup's axis (negative: short); nan when it never does. A free
     throw in the task's scene (its ball, air and table; the cup taken away, so that a throw that
     would strike its rim or wall is scored by where it would pass, as a smooth function of the
-    speed), the arm held at the release posture, run for at most ``FLIGHT_WAIT`` s. ``scene``: the task's (None: built here)."""
+    speed), the arm held at the release posture, run for at most ``FLIGHT_WAIT`` s. ``scene``: the
+    task's (None: built here)."""
     scene = build_scene(robot, task) if scene is None else scene
     model, data = scene.model, mujoco.MjData(scene.model)
     psi, toward = throw_plane(cup)

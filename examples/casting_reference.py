@@ -42,12 +42,11 @@ import time
 import numpy as np
 
 from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.task.kinematics import SiteIK
-from episodic.interface.vocabulary import Feedforward
 from episodic.interface.robot import Robot, load_robot
+from episodic.interface.vocabulary import Feedforward
 from episodic.runtime.scene import build_scene
+from episodic.task.kinematics import SiteIK
 from episodic.tasks import make_task
-
 
 MOVE_TIME = 1.0     # s, the minimum-jerk move before shaping (the shaped move lasts MOVE_TIME + T_n / 2)
 CLEARANCE = 0.04    # m, the ball's lowest point above the cup's rim at the end of the move

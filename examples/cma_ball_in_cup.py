@@ -36,8 +36,8 @@ import time
 
 import numpy as np
 
-from episodic.tasks.ball_in_cup_swing import DEMO_TASK, bent_swing, params_swing, swing_commands, swing_params
 from episodic.interface.vocabulary import Flag
+from episodic.tasks.ball_in_cup_swing import DEMO_TASK, bent_swing, params_swing, swing_commands, swing_params
 from episodic.tools.served import ServedRunner, fresh_channel
 
 START_OFFSET = 0.15  # rad added to every elbow (j4) knot: a far miss
@@ -81,7 +81,8 @@ def learn(client, robot, generations: int, seed: int, offset: float) -> None:
         scores = [score(r) for r in results]
         es.tell(samples, [-s for s in scores[1:]])
         catches = sum(s > CATCH for s in scores[1:])
-        print(f"{generation:3d} {scores[0]:7.3f} {max(scores):7.3f} {catches:4d}/{len(samples):<3d} {wall:8.2f} {compare}")
+        print(f"{generation:3d} {scores[0]:7.3f} {max(scores):7.3f} {catches:4d}/{len(samples):<3d} {wall:8.2f} "
+              f"{compare}")
         if scores[0] > CATCH:
             print(f"the mean catches after {generation} generations ({episode_id} episodes)")
             return

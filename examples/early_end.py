@@ -21,16 +21,23 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `examples` importable when run as a script
 
-from episodic.tools.batch import evaluate  # noqa: E402
 from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand  # noqa: E402
-from episodic.task.kinematics import SiteIK  # noqa: E402
 from episodic.interface.robot import load_robot  # noqa: E402
-from episodic.runtime.scene import build_scene  # noqa: E402
-from episodic.tasks import make_task  # noqa: E402
 from episodic.interface.trajectory import min_jerk  # noqa: E402
-from examples import (ball_bouncing_reference, ball_in_cup_reference, ball_on_beam_reference,  # noqa: E402
-                      ball_paddling_reference, beer_pong_reference, casting_reference, pole_balancing_reference,
-                      tetherball_reference)
+from episodic.runtime.scene import build_scene  # noqa: E402
+from episodic.task.kinematics import SiteIK  # noqa: E402
+from episodic.tasks import make_task  # noqa: E402
+from episodic.tools.batch import evaluate  # noqa: E402
+from examples import (  # noqa: E402
+    ball_bouncing_reference,
+    ball_in_cup_reference,
+    ball_on_beam_reference,
+    ball_paddling_reference,
+    beer_pong_reference,
+    casting_reference,
+    pole_balancing_reference,
+    tetherball_reference,
+)
 
 WAM = load_robot("wam")
 CRASH_ACCELERATION = 400.0  # rad/s^2 of j1's desired swing: its velocity limit (2.39 rad/s) within ~10 ms

@@ -23,8 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `examples` importable when run as a script
 
-from episodic.learning.policy_search import LearningCurve, learn  # noqa: E402
 from episodic.interface.robot import load_robot  # noqa: E402
+from episodic.learning.policy_search import LearningCurve, learn  # noqa: E402
 
 TASKS = ("reach", "ball_in_cup", "ball_on_beam", "pole_balancing", "tetherball", "ball_paddling",
          "ball_bouncing", "beer_pong", "casting")

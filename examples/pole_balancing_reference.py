@@ -47,8 +47,8 @@ import scipy.linalg
 import scipy.optimize
 
 from episodic.interface.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
-from episodic.runtime.control import Gains
 from episodic.interface.robot import Robot, load_robot
+from episodic.runtime.control import Gains
 from episodic.runtime.runner import Runner
 from episodic.runtime.scene import build_scene
 from episodic.runtime.simulation import Simulation
@@ -135,7 +135,7 @@ def _horizon_cost(k: np.ndarray, a, b, c, x0, doublings: int) -> float:
     return float(np.trace(total @ x0))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def balance_gains(pole_length: float, robot_name: str = "wam", delay: int = 0) -> np.ndarray:
     """[k_phi, k_phid, k_s, k_sd] for a pole of ``pole_length`` m whose law sees phi and phi_d
     ``delay`` control steps late (see the module docstring)."""
@@ -145,7 +145,7 @@ def balance_gains(pole_length: float, robot_name: str = "wam", delay: int = 0) -
         x0 = c.T @ c + 1e-6 * np.eye(len(a))
         k = balance_gains(pole_length, robot_name)
         for doublings in HORIZON_STAGES:
-            k = scipy.optimize.minimize(lambda g: np.log(_horizon_cost(g, a, b, c, x0, doublings)), k,
+            k = scipy.optimize.minimize(lambda g, n: np.log(_horizon_cost(g, a, b, c, x0, n)), k, args=(doublings,),
                                         method="Nelder-Mead", options=dict(maxiter=2000, xatol=1e-5, fatol=1e-7)).x
         if _cost(k, a, b, c, x0) < 1e12:  # stable: on to the whole (infinite-horizon) cost, as without delay
             k = scipy.optimize.minimize(lambda g: np.log(_cost(g, a, b, c, x0)), k, method="Nelder-Mead",

@@ -37,9 +37,9 @@ from pathlib import Path
 import numpy as np
 
 from episodic.cli.demo import RELIABLE, ball_in_cup_learner
+from episodic.interface.robot import load_robot
 from episodic.learning.demonstration import ball_in_cup_demonstration
 from episodic.learning.policy_search import LearningCurve, Problem, learn
-from episodic.interface.robot import load_robot
 
 ITERATIONS = 15  # at most; a run stops once it catches reliably
 

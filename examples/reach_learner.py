@@ -13,10 +13,10 @@ import mujoco
 import numpy as np
 
 from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.interface.trajectory import min_jerk, min_jerk_duration
 from episodic.runtime.machine import Flag
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
-from episodic.interface.trajectory import min_jerk, min_jerk_duration
 
 SEGMENTS = 3         # trajectory segments per episode
 MIN_DURATION = 0.8   # s, shortest move

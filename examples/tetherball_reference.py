@@ -59,10 +59,10 @@ from scipy.integrate import quad
 from scipy.special import ellipk
 
 from episodic.interface.commands import StartCommand, TrajectoryCommand
-from episodic.task.kinematics import SiteIK
 from episodic.interface.robot import Robot, load_robot
-from episodic.runtime.scene import build_scene
 from episodic.interface.trajectory import Desired, min_jerk, min_jerk_duration
+from episodic.runtime.scene import build_scene
+from episodic.task.kinematics import SiteIK
 from episodic.tasks import make_task
 
 BACKSWING = 0.35       # m, blade centre behind the ball before the stroke

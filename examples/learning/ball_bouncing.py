@@ -45,8 +45,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from episodic.learning.policy_search import Problem, Reps
 from episodic.interface.robot import Robot
+from episodic.learning.policy_search import Problem, Reps
 from examples.ball_bouncing_reference import reference_commands
 
 TASK = "ball_bouncing"

@@ -41,8 +41,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from episodic.learning.policy_search import Power, Problem, exp_transform
 from episodic.interface.robot import Robot
+from episodic.learning.policy_search import Power, Problem, exp_transform
 from examples.ball_on_beam_reference import KD7, KP7, TASK_GAINS, reference_commands
 
 TASK = "ball_on_beam"

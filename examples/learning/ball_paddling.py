@@ -49,8 +49,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from episodic.learning.policy_search import Power, Problem, exp_transform
 from episodic.interface.robot import Robot
+from episodic.learning.policy_search import Power, Problem, exp_transform
 from examples.ball_paddling_reference import (
     AMPLITUDE,
     FREQUENCY,

@@ -48,9 +48,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from episodic.interface.robot import Robot
 from episodic.learning.policy_search import Power, Problem, exp_transform
 from episodic.learning.primitives import DMPPolicy
-from episodic.interface.robot import Robot
 from examples.beer_pong_reference import (
     RELEASE_VELOCITY,
     STROKE_JOINTS,

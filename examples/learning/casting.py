@@ -57,10 +57,10 @@ from dataclasses import replace
 import numpy as np
 from scipy.interpolate import CubicSpline
 
-from episodic.task.kinematics import SiteIK
-from episodic.learning.policy_search import Cmaes, Problem
 from episodic.interface.robot import Robot
+from episodic.learning.policy_search import Cmaes, Problem
 from episodic.runtime.scene import build_scene
+from episodic.task.kinematics import SiteIK
 from episodic.tasks import make_task
 from examples.casting_reference import anchor_path, joint_path, reference_commands
 

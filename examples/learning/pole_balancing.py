@@ -42,8 +42,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from episodic.learning.policy_search import Problem, Reps
 from episodic.interface.robot import Robot
+from episodic.learning.policy_search import Problem, Reps
 from examples.pole_balancing_reference import reference_commands, task_gains
 
 TASK = "pole_balancing"

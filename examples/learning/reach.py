@@ -48,13 +48,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from episodic.task.kinematics import SiteIK
+from episodic.interface.robot import Robot
+from episodic.interface.trajectory import min_jerk
 from episodic.learning.policy_search import Cmaes, Problem
 from episodic.learning.primitives import DMPPolicy
-from episodic.interface.robot import Robot
 from episodic.runtime.scene import build_scene
+from episodic.task.kinematics import SiteIK
 from episodic.tasks import make_task
-from episodic.interface.trajectory import min_jerk
 
 TASK = "reach"
 DURATION = 1.2                      # s, the DMP's move

@@ -44,9 +44,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from episodic.interface.robot import Robot
 from episodic.learning.policy_search import Power, Problem, exp_transform
 from episodic.learning.primitives import DMPPolicy
-from episodic.interface.robot import Robot
 from episodic.tasks import make_task
 from examples.tetherball_reference import reference_commands
 
