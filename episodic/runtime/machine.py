@@ -73,15 +73,14 @@ __all__ = ["EpisodeMachine", "Flag", "MachineState", "HELD_BLOCK", "INTERRUPTED_
 SEGMENT_END_WINDOW = 2.0  # s of recent steps a paced segment shows the task's segment_end each tick
 HELD_BLOCK = 0.2  # s of held steps logged as one block (so the tick a command arrives logs at most this)
 INTERRUPTED_MESSAGE = "the runner stopped during the episode"
-S = MachineState
 # the state changes the machine makes: state -> the states it may go to (any state may go to
 # RESTART: an episode's end, or a failure)
 TRANSITIONS: dict[MachineState, frozenset[MachineState]] = {
-    S.RESTART: frozenset({S.GOTO_START}),
-    S.GOTO_START: frozenset({S.WAIT_FOR_START}),
-    S.WAIT_FOR_START: frozenset({S.DO_MOTION}),
-    S.DO_MOTION: frozenset({S.WAIT_FOR_COMMAND}),
-    S.WAIT_FOR_COMMAND: frozenset({S.DO_MOTION}),
+    MachineState.RESTART: frozenset({MachineState.GOTO_START}),
+    MachineState.GOTO_START: frozenset({MachineState.WAIT_FOR_START}),
+    MachineState.WAIT_FOR_START: frozenset({MachineState.DO_MOTION}),
+    MachineState.DO_MOTION: frozenset({MachineState.WAIT_FOR_COMMAND}),
+    MachineState.WAIT_FOR_COMMAND: frozenset({MachineState.DO_MOTION}),
 }
 _log = logging.getLogger("episodic.runtime.machine")
 
@@ -107,7 +106,6 @@ class EpisodeMachine:
         self.clock = MotionClock(scene, task)
         self.recorder = StepRecorder(scene, sim, task)
         self._gains = self.default_gains()
-        self._hold_q = self.robot.home.copy()
         self._feedback: Feedback | None = None  # the task's feedback law, once a gains command set it
         self._held: list[StepRecord] = []  # steps held while waiting, not yet logged
         self._started_at = 0.0
@@ -130,7 +128,7 @@ class EpisodeMachine:
         self._ends_segments = type(task).segment_end is not Task.segment_end
         self.settled_state: np.ndarray | None = None  # where the last go-to-start really ended
         sim.reset(self.robot.home)
-        self._hold_q = sim.q
+        self._hold_q = sim.q  # the posture held (n_dofs,) rad: the last desired one, without feedback offsets
 
     def default_gains(self) -> Gains:
         r = self.robot
