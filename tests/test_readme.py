@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from episodic.bridge.layout import (
@@ -30,7 +31,7 @@ from episodic.bridge.layout import (
     Layout,
     Sizes,
 )
-from episodic.interface.columns import step_widths
+from episodic.interface.columns import STEP_COLUMNS, step_widths
 from episodic.tasks import TASKS
 from tests.helpers import ROOT, Served, channel_name, shm_leftovers
 
@@ -296,6 +297,23 @@ def test_readme_lists_every_task_and_robot():
     assert tasks and sorted(tasks) == sorted(TASKS)
     robots = re.findall(r"^- `(\w+)`", text.split("## Robots", 1)[1].split("\n## ", 1)[0], flags=re.M)
     assert sorted(robots) == sorted(p.name for p in (ROOT / "robots").iterdir() if (p / "robot.toml").is_file())
+
+
+def test_log_format_step_table_is_the_step_columns():
+    """docs/log-format.md's per-step table: every column of STEP_COLUMNS in order, with its type and,
+    on the WAM (7 joints), its shape."""
+    rows = table_rows((DOCS / "log-format.md").read_text(), "| column | shape, type")
+    names = [name.strip("` ") for row in rows for name in row[0].split(",")]
+    assert names == [c.name for c in STEP_COLUMNS]
+    widths = dict(step_widths(7, 0))
+    for row in rows:
+        shape, kind = row[1].rsplit(" ", 1)
+        for name in (name.strip("` ") for name in row[0].split(",")):
+            column = next(c for c in STEP_COLUMNS if c.name == name)
+            assert kind == np.dtype(column.dtype).name, name
+            expected = "(n, n_state)" if column.width == "state" else (
+                "(n,)" if widths[name] == 1 else f"(n, {widths[name]})")
+            assert shape == expected, name
 
 
 # -- numbers quoted twice ----------------------------------------------------------------------
