@@ -32,6 +32,7 @@ from episodic.bridge.layout import (
     Sizes,
 )
 from episodic.interface.columns import STEP_COLUMNS, step_widths
+from episodic.interface.vocabulary import Flag, MachineState
 from episodic.tasks import TASKS
 from tests.helpers import ROOT, Served, channel_name, shm_leftovers
 
@@ -314,6 +315,14 @@ def test_log_format_step_table_is_the_step_columns():
             expected = "(n, n_state)" if column.width == "state" else (
                 "(n,)" if widths[name] == 1 else f"(n, {widths[name]})")
             assert shape == expected, name
+
+
+def test_clients_page_lists_every_flag_and_machine_state():
+    """docs/clients.md's flag table and machine-state line are Flag and MachineState, values included."""
+    text = (DOCS / "clients.md").read_text()
+    assert [(row[0], int(row[1])) for row in table_rows(text, "| flag | value")] == [(f.name, f.value) for f in Flag]
+    states = plain(text.split("Machine states (`MachineState`, logged per step):", 1)[1].split(".", 1)[0])
+    assert states == ", ".join(f"{m.name} {m.value}" for m in MachineState)
 
 
 # -- numbers quoted twice ----------------------------------------------------------------------
