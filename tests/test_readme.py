@@ -1,8 +1,9 @@
 """The README and docs/*.md as printed: every python block runs on its own in a fresh process (the
 README's bridge learner against a real `episodic serve`), every shell command names a program and
-options that exist, every link, module path and file named resolves, the numbers the README
-quotes are the docs' tables', and docs/protocol.md's layout tables agree with bridge/layout.py
-byte for byte."""
+options that exist, every link, module path and file named resolves, the README's tables are the
+installed tasks and robots and the commands' options, the numbers it quotes are the docs' tables',
+the docs' tables of flags, machine states and step columns are the code's, and docs/protocol.md's
+layout tables agree with bridge/layout.py byte for byte."""
 from __future__ import annotations
 
 import contextlib
