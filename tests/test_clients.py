@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from episodic.tools.batch import evaluate
 from episodic.bridge import Client
 from episodic.bridge.batches import ARRAYS
 from episodic.bridge.blocks import Blocks
@@ -33,15 +32,23 @@ from episodic.bridge.channel import Channel, remove
 from episodic.bridge.codec import command_parts
 from episodic.bridge.layout import BATCH_COMMAND, MESSAGE_BYTES, VERSION
 from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.logs import read_episodes, read_metadata
-from episodic.interface.vocabulary import Flag
 from episodic.interface.robot import load_robot
+from episodic.interface.vocabulary import Flag
+from episodic.logs import read_episodes, read_metadata
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
+from episodic.tools.batch import evaluate
 from tests.helpers import ROOT, Served, assert_same_steps, channel_name, shm_leftovers, wave
 from tests.test_bridge import ENDINGS, Seen, assert_endings, reachable_target
-from tests.test_channel_security import (ROOT_USER, LockWatch, foreign_message, impostor_for, planted_by,
-                                         second_user, unlink)
+from tests.test_channel_security import (
+    ROOT_USER,
+    LockWatch,
+    foreign_message,
+    impostor_for,
+    planted_by,
+    second_user,
+    unlink,
+)
 
 pytestmark = pytest.mark.slow  # Octave, a C compiler and served runners
 
@@ -975,9 +982,9 @@ def write_population(folder: Path, sizes, episodes: list[list]) -> None:
         for command in episode:
             fields, arrays = command_parts(sizes, command)
             f = dict.fromkeys(BATCH_COMMAND.names, 0) | fields
-            lines.append(" ".join(str(f[name]) for name in ("kind", "episode_id", "index", "max_commands", "feedforward",
-                                                            "n_samples", "n_context", "has_posture", "has_qd",
-                                                            "has_qdd", "has_ki")))
+            lines.append(" ".join(str(f[name]) for name in (
+                "kind", "episode_id", "index", "max_commands", "feedforward", "n_samples", "n_context", "has_posture",
+                "has_qd", "has_qdd", "has_ki")))
             lines[-1] = f"{position} {lines[-1]} {float(f['rate'])!r} {float(f['wait_time'])!r}"
             values += [arrays[name].ravel() for name in ARRAYS if name in arrays]
     (folder / "commands.txt").write_text("\n".join(lines) + "\n")

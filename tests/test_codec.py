@@ -5,20 +5,44 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 from episodic.bridge import Client
 from episodic.bridge.blocks import Blocks
-from episodic.bridge.codec import (ReplyBlock, decode_command, decode_reply, encode_command, encode_reply,
-                                   read_command_fields)
-from episodic.bridge.layout import Layout, Sizes, write_header
+from episodic.bridge.codec import (
+    ReplyBlock,
+    decode_command,
+    decode_reply,
+    encode_command,
+    encode_reply,
+    read_command_fields,
+)
+from episodic.bridge.layout import (
+    BLOCKS,
+    COMMAND,
+    COMMAND_ARRAYS,
+    MAGIC,
+    VERSION,
+    Layout,
+    Sizes,
+    block_dtype,
+    field_at,
+    wire_dtype,
+    write_header,
+)
 from episodic.interface.columns import step_widths
-from episodic.interface.commands import (Feedforward, GainsCommand, MalformedCommand, ResetCommand, StartCommand,
-                               TrajectoryCommand)
-from episodic.logs import read_episodes
+from episodic.interface.commands import (
+    Feedforward,
+    GainsCommand,
+    Kind,
+    MalformedCommand,
+    ResetCommand,
+    StartCommand,
+    TrajectoryCommand,
+)
 from episodic.interface.vocabulary import Flag, MachineState, Reply
+from episodic.logs import read_episodes
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import Served, assert_same_steps, channel_name, wave
@@ -72,6 +96,26 @@ COMMANDS = [
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: type(c).__name__)
 def test_commands_round_trip(blocks, command):
     same(round_trip(blocks, command), command)
+
+
+def test_an_encoded_command_lies_at_the_offsets_of_the_schema(blocks):
+    """The bytes as a client in another language reads them: each field at its offset in BLOCKS, each
+    array where COMMAND_ARRAYS puts it."""
+    command = COMMANDS[4]  # a trajectory of 5 samples with qd and qdd
+    encode_command(blocks, command, seq=42, client_pid=99)
+    base, dtype = blocks.layout.command_offset, block_dtype(BLOCKS["COMMAND"])
+    wire = {f.name: np.frombuffer(blocks.buf, wire_dtype(f.type), 1, base + field_at(dtype, f.name)[0])[0]
+            for f in BLOCKS["COMMAND"]}
+    assert {name: wire[name] for name in ("magic", "version", "seq", "client_pid", "episode_id", "index",
+                                          "max_commands", "kind", "n_samples", "has_qd", "has_qdd", "has_ki")} == {
+        "magic": MAGIC, "version": VERSION, "seq": 42, "client_pid": 99, "episode_id": 7, "index": 3,
+        "max_commands": 3, "kind": Kind.TRAJECTORY, "n_samples": 5, "has_qd": 1, "has_qdd": 1, "has_ki": 0}
+    at = base + COMMAND.itemsize
+    for array in COMMAND_ARRAYS:
+        if array.name in ("q", "qd", "qdd"):
+            sent = getattr(command, array.name)
+            assert np.frombuffer(blocks.buf, "<f8", sent.size, at).tobytes() == sent.tobytes(), array.name
+        at += 8 * int(np.prod(blocks.layout.sizes.shape(array)))
 
 
 @pytest.mark.parametrize("command", COMMANDS[1:-1], ids=lambda c: type(c).__name__)
