@@ -36,10 +36,11 @@ PATH = Path(__file__).with_name("_library.so")
 ERROR_SIZE = 1024  # EPISODIC_ERROR_SIZE: room for MuJoCo's error text
 REBUILD = ("reinstall episodic so that it is compiled against the installed MuJoCo "
            "(in a checkout: pip install -e .; otherwise: pip install --force-reinstall --no-deps episodic)")
-# benchmarks/native_speed.py: a blocking reach episode (WAM, 2 ms control steps, logging included) ran
-# 23,100 and 24,800 control steps/s compiled, 6,300 and 4,500 in Python (gravity compensation; inverse
-# dynamics at the measured state), 2 cores
-SLOWER = "4 to 6 times"
+# benchmarks/native_speed.py: a blocking reach episode (WAM, 2 ms control steps, logging included),
+# four alternating rounds on 2 loaded cores: medians 23,100 and 22,700 control steps/s compiled,
+# 6,900 and 5,600 in Python (gravity compensation; inverse dynamics at the measured state): 3.3 and
+# 4.1 times slower (an earlier run: 3.7 and 5.5)
+SLOWER = "3 to 6 times"
 WITHOUT_LIBRARY = (f"episodic's compiled control loop is not built (no C compiler when episodic was installed): "
                    f"blocking runs step in Python instead, with the same results but {SLOWER} slower, and the "
                    f"tasks whose feedback law is written in C (tasks/*.c) refuse task gains. To get the compiled "
