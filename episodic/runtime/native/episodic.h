@@ -1,6 +1,7 @@
 /* episodic's compiled part: the blocking control loop (control.c) and the tasks' feedback laws
  * (tasks/<name>.c), one shared library called through ctypes. episodic/runtime/native/__init__.py
- * mirrors the types declared here; change both together. */
+ * checks its SegmentArgs against the segment's table declared here, and fills the laws' and the
+ * sensing's parameters by name from theirs. */
 #ifndef EPISODIC_NATIVE_EPISODIC_H_
 #define EPISODIC_NATIVE_EPISODIC_H_
 
@@ -80,12 +81,13 @@ typedef struct {
 extern const episodic_field episodic_segment_fields[];
 size_t episodic_segment_size(void);
 
-/* A law's parameters: a struct of mjtNum fields only (scalars and arrays: an id or an address
- * is stored as a double, exactly), so that it has no padding and Python fills it by name from
- * its table (episodic.runtime.native.CompiledLaw). In the law's file, after the struct:
+/* A law's parameters: a struct of mjtNum fields only (scalars, arrays, an episodic_sensing; an
+ * id or an address is stored as a double, exactly), so that it has no padding and Python fills
+ * it by name from its table (episodic.runtime.native.CompiledLaw). In the law's file, after the
+ * struct:
  *   EPISODIC_LAW_PARAM(<law>, <struct>, EPISODIC_FIELD(<struct>, <field>) ... every field)
  * defines episodic_law_<law>_param_fields and episodic_law_<law>_param_size(); a field left
- * out of the table leaves a gap that the check on load refuses. */
+ * out of the table leaves a gap that binding the law refuses. */
 #define EPISODIC_LAW_PARAM(law, type, fields)                                      \
   const episodic_field episodic_law_##law##_param_fields[] = {fields{NULL, 0, 0}}; \
   size_t episodic_law_##law##_param_size(void) {                                   \
