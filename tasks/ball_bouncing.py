@@ -99,17 +99,11 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.task.contact import (
-    MATERIALS,
-    TENNIS_BALL_DRAG_COEFFICIENT,
-    add_air,
-    add_bouncing_pairs,
-    solref_for_restitution,
-)
+from episodic.interface.robot import Robot
 from episodic.runtime.native import CompiledLaw
 from episodic.runtime.native.sensing import Sensing, add_control_period
-from episodic.interface.robot import Robot
 from episodic.task import (
+    Camera,
     Episode,
     StepView,
     Task,
@@ -121,6 +115,13 @@ from episodic.task import (
     param,
     place_free_ball,
     place_target,
+)
+from episodic.task.contact import (
+    MATERIALS,
+    TENNIS_BALL_DRAG_COEFFICIENT,
+    add_air,
+    add_bouncing_pairs,
+    solref_for_restitution,
 )
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
@@ -171,11 +172,11 @@ class Bounces(Episode):
 
 
 @dataclass
-class BallBouncing(Task):
+class BallBouncing(Task[Bounces]):
     name: ClassVar[str] = "ball_bouncing"
     summary: ClassVar[str] = "bounce a free tennis ball on a racket again and again to a target height."
     robots: ClassVar[tuple[str, ...]] = ("wam",)
-    camera: ClassVar[dict[str, float]] = {"azimuth": 120, "elevation": -15}  # deg; episodic render frames the rest
+    camera: ClassVar[Camera] = {"azimuth": 120, "elevation": -15}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "face_x", "face_y", "face_z", "tilt", "height", "lateral", "target_z",
                                           "on_racket", "contact", "floor")
@@ -346,8 +347,7 @@ class BallBouncing(Task):
         contact, on_racket, floor = state[:, 14] > 0, state[:, 13] > 0, state[:, 15] > 0
         # each step with the one before it (the last one seen, if it came right before)
         last = memory.last
-        joined = last is not None and (last[0] is None or abs(times[0] - last[0] - steps.dt) < 0.25 * steps.dt)
-        if joined:
+        if last is not None and (last[0] is None or abs(times[0] - last[0] - steps.dt) < 0.25 * steps.dt):
             prev_contact = np.concatenate([[last[3]], contact[:-1]])
             prev_on = np.concatenate([[last[4]], on_racket[:-1]])
             prev_z, prev_vz = np.concatenate([[last[1]], z[:-1]]), np.concatenate([[last[2]], vz[:-1]])

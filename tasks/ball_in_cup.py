@@ -140,10 +140,19 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.task import contact
 from episodic.interface.robot import Robot
-from episodic.task import (StepView, Task, TaskError, add_free_ball, add_frame_sensors, choice, param,
-                           place_free_ball)
+from episodic.task import (
+    Camera,
+    StepView,
+    Task,
+    TaskError,
+    add_frame_sensors,
+    add_free_ball,
+    choice,
+    contact,
+    param,
+    place_free_ball,
+)
 
 WALL_BOXES = 16          # boxes that make the cup's wall
 WALL_THICKNESS = 0.004   # m
@@ -227,7 +236,7 @@ class BallInCup(Task):
     name: ClassVar[str] = "ball_in_cup"
     summary: ClassVar[str] = "swing a ball on an elastic string up and catch it in a cup on the hand."
     robots: ClassVar[tuple[str, ...]] = ("wam",)
-    camera: ClassVar[dict[str, float]] = {"azimuth": 120, "elevation": -10}  # deg; episodic render frames the rest
+    camera: ClassVar[Camera] = {"azimuth": 120, "elevation": -10}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = (
         "ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
         "cup_x", "cup_y", "cup_z", "distance", "height", "radial", "string", "caught")

@@ -11,14 +11,15 @@ teacher's path of the kinesthetic demonstration (``episodic.learning.demonstrati
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from scipy.interpolate import CubicSpline
 
-from episodic.interface.commands import StartCommand, TrajectoryCommand
-from episodic.runtime.machine import Flag
+from episodic.interface.commands import Command, StartCommand, TrajectoryCommand
+from episodic.interface.robot import Robot
+from episodic.interface.vocabulary import Flag
 
 # -- ball in a cup: the swing ----------------------------------------------------------------
 SWING_JOINTS = (1, 3, 5)  # j2 (shoulder pitch), j4 (elbow), j6 (wrist pitch)
@@ -100,7 +101,7 @@ def swing_trajectory(start: np.ndarray, swing: Swing, dt: float) -> tuple[np.nda
     return q, qd, qdd
 
 
-def swing_commands(robot, swing: Swing, episode_id: int = 1, wait: float = CATCH_WAIT) -> list:
+def swing_commands(robot: Robot, swing: Swing, episode_id: int = 1, wait: float = CATCH_WAIT) -> list[Command]:
     """The commands of one episode: start (the task's start posture, no context) and three
     trajectory segments of ``swing``, the last holding the catch posture ``wait`` s."""
     start = start_posture(robot)
@@ -108,14 +109,14 @@ def swing_commands(robot, swing: Swing, episode_id: int = 1, wait: float = CATCH
     cuts = [int(round(k * swing.step / robot.control_dt)) for k in SEGMENT_KNOTS]
     pieces = np.split(np.arange(len(q)), cuts)
     n = len(pieces)
-    commands = [StartCommand(episode_id, n, posture=start)]
+    commands: list[Command] = [StartCommand(episode_id, n, posture=start)]
     for k, rows in enumerate(pieces, start=1):
         commands.append(TrajectoryCommand(episode_id, k, n, q[rows], qd[rows], qdd[rows],
                                           wait_time=wait if k == n else 0.0))
     return commands
 
 
-def reference_commands(robot, episode_id: int = 1) -> list:
+def reference_commands(robot: Robot, episode_id: int = 1) -> list[Command]:
     """The reference swing's commands (see ``swing_commands``)."""
     return swing_commands(robot, REFERENCE_SWING, episode_id)
 

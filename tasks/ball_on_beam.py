@@ -77,11 +77,11 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.task.contact import MATERIALS, ROLLING_SOLIMP, add_bouncing_pairs
+from episodic.interface.robot import Robot
 from episodic.runtime.native import CompiledLaw
 from episodic.runtime.native.sensing import Sensing, add_control_period
-from episodic.interface.robot import Robot
 from episodic.task import (
+    Camera,
     Episode,
     StepView,
     Task,
@@ -91,6 +91,7 @@ from episodic.task import (
     param,
     place_free_ball,
 )
+from episodic.task.contact import MATERIALS, ROLLING_SOLIMP, add_bouncing_pairs
 
 BEAM = "beam"
 BALL = "ball"
@@ -114,11 +115,11 @@ class BeamEpisode(Episode):
 
 
 @dataclass
-class BallOnBeam(Task):
+class BallOnBeam(Task[BeamEpisode]):
     name: ClassVar[str] = "ball_on_beam"
     summary: ClassVar[str] = "keep a ball rolling on a beam at the beam's centre with little effort."
     robots: ClassVar[tuple[str, ...]] = ("wam",)
-    camera: ClassVar[dict[str, float]] = {"azimuth": 140, "elevation": -20}  # deg; episodic render frames the rest
+    camera: ClassVar[Camera] = {"azimuth": 140, "elevation": -20}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_xd", "beam_angle", "on_beam")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 1, 2)
     context_help: ClassVar[str] = ("nothing, [x0] m or [x0, xd0] m, m/s: the ball's start position and "

@@ -95,10 +95,20 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.task.contact import SPHERE_DRAG_COEFFICIENT, MaterialPair, add_air, add_bouncing_pairs
 from episodic.interface.robot import Robot
-from episodic.task import (Episode, StepView, Task, TaskError, add_frame_sensors, add_free_ball, add_tool_body,
-                           param, place_free_ball)
+from episodic.task import (
+    Camera,
+    Episode,
+    StepView,
+    Task,
+    TaskError,
+    add_frame_sensors,
+    add_free_ball,
+    add_tool_body,
+    param,
+    place_free_ball,
+)
+from episodic.task.contact import SPHERE_DRAG_COEFFICIENT, MaterialPair, add_air, add_bouncing_pairs
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
 BALL_ON_PADDLE = MaterialPair(
@@ -136,11 +146,11 @@ class Rally(Episode):
 
 
 @dataclass
-class BallPaddling(Task):
+class BallPaddling(Task[Rally]):
     name: ClassVar[str] = "ball_paddling"
     summary: ClassVar[str] = "paddle a ball tied to the racket by an elastic string, in a steady rhythm."
     robots: ClassVar[tuple[str, ...]] = ("wam",)
-    camera: ClassVar[dict[str, float]] = {"azimuth": 120, "elevation": -5}  # deg; episodic render frames the rest
+    camera: ClassVar[Camera] = {"azimuth": 120, "elevation": -5}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = (
         "ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz", "face_x", "face_y", "face_z",
         "height", "offset", "string", "touch")

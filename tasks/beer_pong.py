@@ -110,16 +110,9 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.task.contact import (
-    SPHERE_DRAG_COEFFICIENT,
-    add_air,
-    add_bouncing_pair,
-    add_bouncing_pairs,
-    friction_solref,
-    solref_for_restitution,
-)
 from episodic.interface.robot import Robot
 from episodic.task import (
+    Camera,
     Episode,
     StepView,
     Task,
@@ -131,6 +124,14 @@ from episodic.task import (
     param,
     place_free_ball,
     update_kinematics,
+)
+from episodic.task.contact import (
+    SPHERE_DRAG_COEFFICIENT,
+    add_air,
+    add_bouncing_pair,
+    add_bouncing_pairs,
+    friction_solref,
+    solref_for_restitution,
 )
 
 HOLD_OFFSET = 0.07     # m, the held ball's centre out from the flange along its axis
@@ -165,11 +166,11 @@ class BeerPongEpisode(Episode):
 
 
 @dataclass
-class BeerPong(Task):
+class BeerPong(Task[BeerPongEpisode]):
     name: ClassVar[str] = "beer_pong"
     summary: ClassVar[str] = "throw a ball so that it bounces once on a table and lands in a cup."
     robots: ClassVar[tuple[str, ...]] = ("wam",)
-    camera: ClassVar[dict[str, float]] = {"lookat": (1.1, 0.0, 1.05), "distance": 2.2, "azimuth": 115, "elevation": -12}
+    camera: ClassVar[Camera] = {"lookat": (1.1, 0.0, 1.05), "distance": 2.2, "azimuth": 115, "elevation": -12}
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "cup_x", "cup_y", "height", "radial", "on_table", "in_cup", "at_rest")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 1, 3)

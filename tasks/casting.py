@@ -121,14 +121,15 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.task import contact
 from episodic.interface.robot import Robot
 from episodic.task import (
+    Camera,
     Episode,
     StepView,
     Task,
     TaskError,
     add_frame_sensors,
+    contact,
     coordinate,
     param,
 )
@@ -219,12 +220,12 @@ class _HookTendon:
 
 
 @dataclass
-class Casting(Task):
+class Casting(Task[Cast]):
     name: ClassVar[str] = "casting"
     summary: ClassVar[str] = ("lower a ball hanging from the hand on an elastic string into a cup on the floor, "
                               "fast and without swinging.")
     robots: ClassVar[tuple[str, ...]] = ("wam",)
-    camera: ClassVar[dict[str, float]] = {"azimuth": 160, "elevation": -20}  # deg; episodic render frames the rest
+    camera: ClassVar[Camera] = {"azimuth": 160, "elevation": -20}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "cup_x", "cup_y", "radial", "height", "swing", "string", "rim", "resting")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 2)

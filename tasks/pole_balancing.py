@@ -133,10 +133,10 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
+from episodic.interface.robot import Robot
 from episodic.runtime.native import CompiledLaw
 from episodic.runtime.native.sensing import Sensing, add_control_period
-from episodic.interface.robot import Robot
-from episodic.task import Episode, StepView, Task, TaskError, body_velocity, param, update_kinematics
+from episodic.task import Camera, Episode, StepView, Task, TaskError, body_velocity, param, update_kinematics
 
 POLE = "pole"          # the body of pole and hub, rigidly fixed to link 7
 HINGE = "j7"           # the WAM joint the pole turns on (passive)
@@ -181,13 +181,13 @@ class PoleEpisode(Episode):
 
 
 @dataclass
-class PoleBalancing(Task):
+class PoleBalancing(Task[PoleEpisode]):
     name: ClassVar[str] = "pole_balancing"
     summary: ClassVar[str] = ("swing up a pole hanging from the wrist's unpowered last joint and balance it "
                               "upright with the other joints, saving energy.")
     robots: ClassVar[tuple[str, ...]] = ("wam",)
     passive_joints: ClassVar[tuple[str, ...]] = (HINGE,)
-    camera: ClassVar[dict[str, float]] = {"azimuth": 110, "elevation": -10}  # deg; episodic render frames the rest
+    camera: ClassVar[Camera] = {"azimuth": 110, "elevation": -10}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("pole_angle", "pole_velocity", "pivot_x", "pivot_y", "pivot_z")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 1, 2)
     context_help: ClassVar[str] = "nothing (hanging at rest), [phi0] rad or [phi0, phi_d0] rad, rad/s"
@@ -273,7 +273,7 @@ class PoleBalancing(Task):
         """Hub and pole, one rigid body on link 7 (part of the arm's dynamics and gravity
         compensation; its share through the passive j7 is removed with j7's actuator)."""
         site = spec.site(robot.end_effector_site)
-        l, r_o = self.pole_length, self.pole_diameter / 2
+        length, r_o = self.pole_length, self.pole_diameter / 2
         r_i = r_o * self.pole_bore
         pole = site.parent.add_body(name=POLE, pos=np.asarray(site.pos) + [0.0, 0.0, HUB_LENGTH],
                                     quat=self._pole_frame(robot))
@@ -282,8 +282,8 @@ class PoleBalancing(Task):
         # composite inertial in the pole frame (x: hinge, z: along the pole, origin on the hinge axis)
         m_p, m_h = self.pole_mass, self.hub_mass
         hub_r2 = HUB_RADIUS**2 + (HUB_RADIUS - HUB_WALL) ** 2
-        parts = [(m_p, np.array([0.0, 0.0, l / 2]),
-                  np.diag([m_p * (3 * (r_o**2 + r_i**2) + l**2) / 12] * 2 + [m_p * (r_o**2 + r_i**2) / 2])),
+        parts = [(m_p, np.array([0.0, 0.0, length / 2]),
+                  np.diag([m_p * (3 * (r_o**2 + r_i**2) + length**2) / 12] * 2 + [m_p * (r_o**2 + r_i**2) / 2])),
                  (m_h, np.array([-HUB_LENGTH / 2, 0.0, 0.0]),
                   np.diag([m_h * hub_r2 / 2] + [m_h * (3 * hub_r2 + HUB_LENGTH**2) / 12] * 2))]
         mass = m_p + m_h
@@ -294,8 +294,8 @@ class PoleBalancing(Task):
         pole.fullinertia = [inertia[0, 0], inertia[1, 1], inertia[2, 2], inertia[0, 1], inertia[0, 2], inertia[1, 2]]
         cylinder = mujoco.mjtGeom.mjGEOM_CYLINDER
         # contype 1, conaffinity 1: touches the floor and the arm's links (contype 2, conaffinity 1)
-        pole.add_geom(name=POLE, type=cylinder, size=[r_o, l / 2, 0], pos=[0, 0, l / 2], contype=1, conaffinity=1,
-                      rgba=[0.85, 0.35, 0.2, 1], mass=0, density=0)
+        pole.add_geom(name=POLE, type=cylinder, size=[r_o, length / 2, 0], pos=[0, 0, length / 2], contype=1,
+                      conaffinity=1, rgba=[0.85, 0.35, 0.2, 1], mass=0, density=0)
         pole.add_geom(name="pole_hub", type=cylinder, size=[HUB_RADIUS, HUB_LENGTH / 2, 0],
                       pos=[-HUB_LENGTH / 2, 0, 0], quat=[0.70710678, 0, 0.70710678, 0], contype=1, conaffinity=1,
                       rgba=[0.6, 0.6, 0.62, 1], mass=0, density=0)
@@ -326,8 +326,8 @@ class PoleBalancing(Task):
         low, high = model.jnt_range[joint]
         update_kinematics(model, data)
         phi, _ = self._pole(model, data)
-        q7 = float(data.qpos[qa]) + float(wrap(phi0 - phi))
-        q7 = next((q for q in (q7 - 2 * np.pi, q7, q7 + 2 * np.pi) if low <= q <= high), None)
+        near = float(data.qpos[qa]) + float(wrap(phi0 - phi))  # rad, j7 with the pole at phi0, up to a turn
+        q7 = next((q for q in (near - 2 * np.pi, near, near + 2 * np.pi) if low <= q <= high), None)
         if q7 is None:
             raise TaskError(f"phi0 = {phi0} rad lies beyond j7's stops: a pole leaning back past upright by "
                             f"{float(UPRIGHT_TO_STOP):.2f} to {float(2 * np.pi - (high - low) + UPRIGHT_TO_STOP):.2f} "

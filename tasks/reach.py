@@ -17,7 +17,7 @@ import mujoco
 import numpy as np
 
 from episodic.interface.robot import Robot
-from episodic.task import Episode, StepView, Task, add_target, coordinate, param, place_target
+from episodic.task import Camera, Episode, StepView, Task, add_target, coordinate, param, place_target
 
 
 @dataclass
@@ -26,10 +26,10 @@ class ReachEpisode(Episode):
 
 
 @dataclass
-class Reach(Task):
+class Reach(Task[ReachEpisode]):
     name: ClassVar[str] = "reach"
     summary: ClassVar[str] = "bring the end effector to a target point."
-    camera: ClassVar[dict[str, float]] = {"azimuth": 150, "elevation": -20}  # deg; episodic render frames the rest
+    camera: ClassVar[Camera] = {"azimuth": 150, "elevation": -20}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("target_x", "target_y", "target_z", "distance")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 3)
     context_help: ClassVar[str] = "a target (x, y, z) m, or no context for the default"

@@ -100,15 +100,10 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.task.contact import (
-    MATERIALS,
-    TENNIS_BALL_DRAG_COEFFICIENT,
-    add_air,
-    add_bouncing_pairs,
-)
 from episodic.interface.robot import Robot
 from episodic.task import (
     TARGET,
+    Camera,
     Episode,
     StepView,
     Task,
@@ -121,6 +116,12 @@ from episodic.task import (
     param,
     place_free_ball,
     place_target,
+)
+from episodic.task.contact import (
+    MATERIALS,
+    TENNIS_BALL_DRAG_COEFFICIENT,
+    add_air,
+    add_bouncing_pairs,
 )
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
@@ -145,11 +146,11 @@ class Approach(Episode):
 
 
 @dataclass
-class Tetherball(Task):
+class Tetherball(Task[Approach]):
     name: ClassVar[str] = "tetherball"
     summary: ClassVar[str] = "hit a ball hung from the ceiling on an elastic string through a target."
     robots: ClassVar[tuple[str, ...]] = ("wam",)
-    camera: ClassVar[dict[str, float]] = {"azimuth": 140, "elevation": -10}  # deg; episodic render frames the rest
+    camera: ClassVar[Camera] = {"azimuth": 140, "elevation": -10}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "target_x", "target_y", "target_z", "distance", "min_distance")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 3)
@@ -308,7 +309,8 @@ class Tetherball(Task):
             offset = np.asarray(context[:2], float) - self.anchor[:2]
             for axis, name in enumerate(("target_x", "target_y")):
                 data.qpos[ids.qpos[name]] = offset[axis]
-                data.qvel[ids.dof[name]] = -self.target_speed * offset[1] if axis == 0 else self.target_speed * offset[0]
+                along = -offset[1] if axis == 0 else offset[0]  # the circle's tangent
+                data.qvel[ids.dof[name]] = self.target_speed * along
         place_free_ball(data, ids, "ball", self.rest_position)
         mujoco.mj_forward(model, data)
         ball = ids.geom["ball"]

@@ -2,7 +2,7 @@
 parameters (episodic.task.params), the scene parts task modules share (episodic.task.parts), and
 the physics helpers beside them (episodic.task.contact: calibrated ball contacts and air drag;
 episodic.task.kinematics: inverse kinematics of a site)."""
-from episodic.task.contract import Episode, Ids, StepView, Task, TaskError
+from episodic.task.contract import Camera, Episode, Ids, StepView, Task, TaskError
 from episodic.task.params import Choice, Param, choice, coordinate, format_number, param
 from episodic.task.parts import (
     TARGET,
@@ -17,6 +17,6 @@ from episodic.task.parts import (
     update_kinematics,
 )
 
-__all__ = ["TARGET", "Choice", "Episode", "Ids", "Param", "StepView", "Task", "TaskError", "add_free_ball",
+__all__ = ["TARGET", "Camera", "Choice", "Episode", "Ids", "Param", "StepView", "Task", "TaskError", "add_free_ball",
            "add_frame_sensors", "add_target", "add_tool_body", "body_velocity", "choice", "coordinate",
            "format_number", "param", "place_free_ball", "place_target", "rigid_inertia", "update_kinematics"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypedDict, TypeVar, cast
 
 import mujoco
 import numpy as np
@@ -77,6 +77,16 @@ class Ids:
                    arm_qpos=model.jnt_qposadr[arm].copy(), arm_dof=model.jnt_dofadr[arm].copy())
 
 
+class Camera(TypedDict, total=False):
+    """A task's default view for `episodic render` (MuJoCo's free camera): what it leaves out is
+    fitted to frame the episode."""
+
+    lookat: tuple[float, float, float]  # m
+    distance: float  # m
+    azimuth: float  # deg
+    elevation: float  # deg
+
+
 @dataclass
 class Episode:
     """What a task keeps while an episode runs: made afresh by every :meth:`Task.reset` (and
@@ -90,14 +100,24 @@ class Episode:
     ids: Ids
 
 
+if TYPE_CHECKING:  # for the checker, a Task not parameterised keeps an Episode (a default: PEP 696)
+    import typing_extensions
+
+    EpisodeT = typing_extensions.TypeVar("EpisodeT", bound=Episode, default=Episode)
+else:
+    EpisodeT = TypeVar("EpisodeT", bound=Episode)
+
+
 @dataclass
-class Task:
+class Task(Generic[EpisodeT]):
     """Base class. Subclasses are dataclasses whose fields are the difficulty parameters, each
     declared with :func:`param` (or :func:`coordinate`): its unit, valid range and meaning.
     They are settable by name, recorded in every log, checked against their declarations and
     then together by :meth:`check_params` whenever a task is built; the subclasses override the
     hooks below. What changes during an episode lives in :attr:`episode`, never in the
-    parameters."""
+    parameters. A task whose episodes keep more names its :class:`Episode` subclass twice: as the
+    type parameter (``class Reach(Task[ReachEpisode])``, for the type checker) and as
+    ``episode_type`` (what :meth:`reset` makes)."""
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""  # one line: what the task asks of the learner
@@ -110,16 +130,14 @@ class Task:
     gains_help: ClassVar[str] = ""  # what task_gains of a gains command mean; "" = no feedback law
     substeps: ClassVar[int] = 1  # physics steps per control step the task needs (at least the robot's)
     robots: ClassVar[tuple[str, ...]] = ()  # the robots the task's scene is built for; () = any robot
-    # the default view of `episodic render`: any of lookat (x, y, z) m, distance m, azimuth and
-    # elevation deg (MuJoCo's free camera); what it leaves out is fitted to frame the episode
-    camera: ClassVar[dict[str, float]] = {}
+    camera: ClassVar[Camera] = {}  # the default view of `episodic render`
     # robot joints (names) the task leaves without actuation: no PD, ctrl, feedforward or gravity
     # compensation torque, only the joint's own friction and damping (episodic/runtime/scene.py)
     passive_joints: ClassVar[tuple[str, ...]] = ()
     episode_type: ClassVar[type[Episode]] = Episode  # what reset makes for each episode
 
     def __post_init__(self) -> None:
-        self._episode: Episode | None = None
+        self._episode: EpisodeT | None = None
         for key, spec in self.declared().items():
             setattr(self, key, self._checked(key, spec, getattr(self, key)))
         self.check_params()
@@ -158,7 +176,7 @@ class Task:
         return int(number) if spec.integer else number
 
     @classmethod
-    def with_params(cls, params: dict[str, str | float]) -> Task:
+    def with_params(cls, params: dict[str, str | float]) -> Self:
         """Build from name -> value, a value being a number or its text (the CLI's --param
         NAME=VALUE); TaskError names an unknown parameter, and construction checks the values."""
         known = cls.declared()
@@ -175,7 +193,7 @@ class Task:
         construction, after each value has been checked against its declaration)."""
 
     @property
-    def episode(self) -> Episode:
+    def episode(self) -> EpisodeT:
         """The running (or last) episode's :class:`Episode`, made by :meth:`reset`."""
         if self._episode is None:
             raise RuntimeError(f"task '{self.name}' has no episode yet; reset starts one")
@@ -228,7 +246,8 @@ class Task:
         ``context_sizes`` and the values are finite, make a fresh :attr:`episode` bound to
         ``model``, complete the context from :meth:`default_context` and hand it to
         :meth:`initialize_episode`."""
-        self._episode = self.episode_type(Ids.bind(model))  # fresh also when the context is refused
+        # fresh also when the context is refused; episode_type is the class the type parameter names
+        self._episode = cast(EpisodeT, self.episode_type(Ids.bind(model)))
         if context.size not in self.context_sizes or not np.all(np.isfinite(context)):
             raise TaskError(f"{self.name} takes {self.context_help}; got {context.size} values")
         full = np.concatenate([context, self.default_context()[context.size :]])

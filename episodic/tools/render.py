@@ -296,7 +296,7 @@ def centre(points: np.ndarray, azimuth: float, elevation: float) -> np.ndarray:
 def default_camera(rec: Recording, aspect: float) -> mujoco.MjvCamera:
     """The task's camera (its ``camera`` attribute), what it leaves out framed to fit the robot and
     the task's objects over the whole episode in a picture of width / height ``aspect``."""
-    described = dict(rec.task.camera)
+    described = rec.task.camera
     unknown = set(described) - {"lookat", "distance", "azimuth", "elevation"}
     if unknown:
         raise RenderError(f"task '{rec.task.name}' describes its camera with {', '.join(sorted(unknown))}; a "
