@@ -44,9 +44,8 @@ def _c_name(*words: str) -> str:
 
 def _c_bytes(array: Array) -> str:
     """C expression of ``array``'s bytes, in terms of the macro's size arguments."""
-    element = f"{array.element}_BYTES" if array.element in BLOCKS else str(wire_dtype(array.element).itemsize)
-    return " * ".join([f"(uint64_t){_c_name(element) if array.element in BLOCKS else element}",
-                       *(f"({name})" for name in array.shape)])
+    element = _c_name(array.element, "bytes") if array.element in BLOCKS else str(wire_dtype(array.element).itemsize)
+    return " * ".join([f"(uint64_t){element}", *(f"({name})" for name in array.shape)])
 
 
 def _c_arrays(block: str, kind: str, arrays: tuple[Array, ...], what: str) -> list[str]:
@@ -100,7 +99,9 @@ def c_header() -> str:
     lines += ["#endif", ""]
     names = [line.split()[1].split("(")[0] for line in lines if line.startswith("#define ")]
     names += [line.strip(" ,") for line in lines if line.startswith("    EP_")]
-    assert len(names) == len(set(names)), "two C names of the layout are the same; rename a field"
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"C names of the layout given twice: {twice}; rename a field or an array in bridge/layout.py")
     return "\n".join(lines)
 
 
