@@ -3,10 +3,11 @@
 Names: ``/episodic.<uid>.<channel>`` for the memory and the same with ``.cmd`` (command
 ready), ``.reply`` (reply ready) and ``.lock`` (guards the blocks) for the semaphores and
 ``.client`` for an empty shared-memory object a client holds an exclusive ``flock`` on while
-it is attached (one client per channel), all created with mode 0600. The runner creates them, the client attaches; both refuse
-objects that belong to another user (``/dev/shm`` is world-writable, so anybody can create
-a file under a name meant for someone else). The runner holds an exclusive ``flock`` on the
-memory object for its lifetime: that lock, not the pid in the header, says whether it lives.
+it is attached (one client per channel), all created with mode 0600. The runner creates them,
+the client attaches; both refuse objects that belong to another user (``/dev/shm`` is
+world-writable, so anybody can create a file under a name meant for someone else). The runner
+holds an exclusive ``flock`` on the memory object for its lifetime: that lock, not the pid in
+the header, says whether it lives.
 """
 from __future__ import annotations
 
@@ -204,7 +205,7 @@ class Channel:
         self.client_fd: int | None = None  # the client-lock object, while this client holds it
 
     @classmethod
-    def create(cls, channel: str, layout: Layout) -> "Channel":
+    def create(cls, channel: str, layout: Layout) -> Channel:
         """Create the channel for this process's runner, which holds its flock until ``close``.
         Leftovers of a dead runner are replaced; raises ForeignChannel when an object of that name
         belongs to another user, ChannelBusy when a live runner holds the name."""
@@ -230,7 +231,7 @@ class Channel:
         return cls(channel, shm, mm, layout, sems, owner=True)
 
     @classmethod
-    def attach(cls, channel: str) -> "Channel":
+    def attach(cls, channel: str) -> Channel:
         """Attach to a runner's channel; raises FileNotFoundError when none is served,
         ForeignChannel when an object of the channel belongs to another user."""
         names = object_names(channel)

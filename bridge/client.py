@@ -23,7 +23,8 @@ import dataclasses
 import math
 import os
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 import posix_ipc
@@ -34,8 +35,8 @@ from episodic.bridge.channel import DEFAULT_CHANNEL, Channel, check_name, locked
 from episodic.bridge.codec import decode_reply, encode_command, encode_request
 from episodic.bridge.layout import LayoutError
 from episodic.interface.commands import Command
-from episodic.interface.vocabulary import EpisodeResult, Flag, Kind, Reply
 from episodic.interface.sender import Sender
+from episodic.interface.vocabulary import EpisodeResult, Flag, Kind, Reply
 
 POLL = 0.2  # s between checks that the runner is still alive (its lock) while waiting
 TAKEN_POLL = 0.002  # s between looks whether the runner has taken the previous command
@@ -172,7 +173,7 @@ class Client(Sender):
         for batch in split(self.sizes, episodes):
             deadline = math.inf if timeout is None else time.monotonic() + timeout
             request = _Request(Kind.BATCH, len(batch))
-            reply = self._exchange(request, lambda seq: self._write_batch(batch, keep_steps, seq), deadline)
+            reply = self._exchange(request, partial(self._write_batch, batch, keep_steps), deadline)
             if reply.flag != Flag.OK:
                 raise BatchError(f"the runner on channel '{self.channel_name}' refused a batch of {len(batch)} "
                                  f"episodes: {reply.message}")
@@ -229,7 +230,7 @@ class Client(Sender):
         self._blocks.release()
         self._channel.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc) -> None:
