@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Mapping
 
 from episodic.task import StepView, Task, TaskError
 
@@ -21,7 +22,7 @@ def _discover() -> dict[str, type[Task]]:
 TASKS: dict[str, type[Task]] = _discover()
 
 
-def make_task(name: str, params: dict[str, str | float] | None = None) -> Task:
+def make_task(name: str, params: Mapping[str, str | float] | None = None) -> Task:
     """Task ``name`` with difficulty parameters ``params`` (name -> value)."""
     if name not in TASKS:
         raise TaskError(f"unknown task '{name}'; available: {', '.join(TASKS)}")

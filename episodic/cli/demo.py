@@ -16,11 +16,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from episodic.tasks.ball_in_cup_swing import DEMO_TASK, SWING_JOINTS
 from episodic.tools.served import ServedRunner, ServeError, fresh_channel
+
+if TYPE_CHECKING:  # the learning side is imported when the demo runs
+    from episodic.learning.policy_search import LearningCurve
 
 # -- ball in a cup: the demo ---------------------------------------------------------------------
 LEARNED_JOINTS = SWING_JOINTS  # the demo's DMP moves j2, j4, j6; the others hold the start posture
@@ -62,7 +66,7 @@ class DemoResult:
     demonstration's file, the first caught episode's number in the log (None: none), the video
     of it (None: not made), the channel, the wall-clock time in s."""
 
-    curve: object
+    curve: LearningCurve
     log: Path
     logged_episodes: int
     demonstration: Path
@@ -124,7 +128,7 @@ def run_demo(out: str | Path = "runs/demo.h5", seed: int = 0, iterations: int = 
     return DemoResult(curve, out, logged, demo_path, first, clip, channel, time.perf_counter() - t0)
 
 
-def _episodes_run(curve) -> int:
+def _episodes_run(curve: LearningCurve) -> int:
     """Episodes a learning run sent: its sample rollouts, a policy evaluation per iteration after
     the start, and the final policy's."""
     return curve.rows[-1].rollouts + len(curve.rows)

@@ -206,8 +206,8 @@ def info(log: str) -> None:
     foreign file is refused with the reason."""
     import h5py
 
-    from episodic.logs import read_metadata, read_summary
     from episodic.interface.vocabulary import Flag
+    from episodic.logs import read_metadata, read_summary
 
     path = _open_log(log)
     meta = read_metadata(path)
@@ -242,7 +242,7 @@ def info(log: str) -> None:
         if timed:
             head += f" {TIMING_HEAD}"
         lines = ["", head, "-" * len(head)]
-        for row in (dict(zip(rows.dtype.names, values)) for values in rows.tolist()):
+        for row in (dict(zip(rows.dtype.names or (), values)) for values in rows.tolist()):
             flag = row["flag"]
             name = Flag(flag).name if flag in Flag._value2member_map_ else str(flag)
             mark = "*" if f"{row['number']:06d}" in partial else ""
@@ -296,7 +296,7 @@ def export(log: str, fmt: str, episodes: tuple[int, ...], out: str | None, overw
     dataset layout, a demo per episode; what its states, actions and observations are is in
     episodic/tools/export/robomimic.py. Existing output is refused unless --overwrite. On a terminal
     a progress bar on stderr shows the episodes exported."""
-    from episodic.tools.export.mrdplot import export_mrdplot
+    from episodic.tools.export.mrdplot import MrdplotExport, export_mrdplot
     from episodic.tools.export.robomimic import export_robomimic
     from episodic.tools.progress import Progress
 
@@ -310,7 +310,7 @@ def export(log: str, fmt: str, episodes: tuple[int, ...], out: str | None, overw
         raise click.ClickException(str(exc)) from None
     for name, why in sorted(result.skipped.items()):
         click.echo(f"warning: episode {int(name)} not exported: {why}", err=True)
-    if fmt == "mrdplot":
+    if isinstance(result, MrdplotExport):
         files = result.files
         where = files[0].parent if files else Path(out or path.parent)
         names = f" ({files[0].name}{f' .. {files[-1].name}' if len(files) > 1 else ''})" if files else ""
@@ -461,19 +461,19 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
     permitted. The log's root attribute 'scheduling' records how the run was scheduled."""
     import json
 
-    from episodic.tools.batch import evaluate_into
     from episodic.bridge.serve import serve as run_serve
-    from episodic.logs import LogError
-    from episodic.tools.progress import Lines
     from episodic.interface.robot import RobotError
+    from episodic.logs import LogError
     from episodic.runtime.runner import Runner
     from episodic.runtime.scheduling import describe
     from episodic.task import TaskError
     from episodic.tasks import make_task
+    from episodic.tools.batch import evaluate_into
+    from episodic.tools.progress import Lines
 
     if priority is not None and mode != "realtime":
-        raise click.ClickException("--priority is for --mode realtime (a blocking runner does not keep to the wall clock): "
-                                   "add --mode realtime or leave out --priority")
+        raise click.ClickException("--priority is for --mode realtime (a blocking runner does not keep to the wall "
+                                   "clock): add --mode realtime or leave out --priority")
     if priority is not None:
         _realtime_scheduling(priority)  # before the runner exists: a refusal leaves no log file behind
 
@@ -584,11 +584,11 @@ def evaluate(batch: str, task: str | None, robot: str | None, params: tuple[str,
     """
     import time
 
-    from episodic.tools.batch import BatchFileError, VersionMismatch, evaluate as run_evaluate, read_batch
-    from episodic.logs import LogError
-    from episodic.tools.progress import Progress
     from episodic.interface.robot import RobotError
+    from episodic.logs import LogError
     from episodic.task import TaskError
+    from episodic.tools.batch import BatchFileError, VersionMismatch, evaluate as run_evaluate, read_batch
+    from episodic.tools.progress import Progress
 
     try:
         read = read_batch(batch)
@@ -676,8 +676,15 @@ def demonstrate(task: str | None, log: str | None, number: int, out: str, overwr
     it misses the cup by centimetres. The second takes the motion of episode N of a run log (its
     steps from segment 1 on). Prints one line: steps, duration, source, and for ball_in_cup where
     the ball came down."""
-    from episodic.learning.demonstration import (BALL_IN_CUP, DEMO_OFFSET, TEACHER_STIFFNESS, BallFlight, DemonstrationError,
-                                        ball_in_cup_demonstration, from_log)
+    from episodic.learning.demonstration import (
+        BALL_IN_CUP,
+        DEMO_OFFSET,
+        TEACHER_STIFFNESS,
+        BallFlight,
+        DemonstrationError,
+        ball_in_cup_demonstration,
+        from_log,
+    )
     from episodic.task import TaskError
 
     if (task is None) == (log is None):

@@ -4,7 +4,7 @@ step it reads (:class:`StepView`), the per-episode state (:class:`Episode`, with
 named objects bound to ids once in :class:`Ids`)."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypedDict, TypeVar, cast
 
@@ -176,7 +176,7 @@ class Task(Generic[EpisodeT]):
         return int(number) if spec.integer else number
 
     @classmethod
-    def with_params(cls, params: dict[str, str | float]) -> Self:
+    def with_params(cls, params: Mapping[str, str | float]) -> Self:
         """Build from name -> value, a value being a number or its text (the CLI's --param
         NAME=VALUE); TaskError names an unknown parameter, and construction checks the values."""
         known = cls.declared()
