@@ -11,18 +11,27 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from episodic.tools.batch import (BATCH_ABORT_MESSAGE, RUNNERS, Chunk, EpisodeResult, VersionMismatch, evaluate,
-                            evaluate_chunk, evaluate_into, setup_for)
 from episodic.cli.main import main
 from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.tasks.ball_in_cup_swing import demo_swings, swing_commands
-from episodic.logs import read_episodes, read_metadata, read_summary
-from episodic.interface.vocabulary import Flag
-from episodic.tools.replay import replay
 from episodic.interface.robot import load_robot
+from episodic.interface.vocabulary import Flag
+from episodic.logs import read_episodes, read_metadata, read_summary
 from episodic.runtime.runner import Runner
 from episodic.task import place_target
 from episodic.tasks import TASKS, make_task
+from episodic.tasks.ball_in_cup_swing import demo_swings, swing_commands
+from episodic.tools.batch import (
+    BATCH_ABORT_MESSAGE,
+    RUNNERS,
+    Chunk,
+    EpisodeResult,
+    VersionMismatch,
+    evaluate,
+    evaluate_chunk,
+    evaluate_into,
+    setup_for,
+)
+from episodic.tools.replay import replay
 from examples.ball_on_beam_reference import reference_commands as beam_commands
 from tests.helpers import wave
 

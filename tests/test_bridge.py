@@ -14,21 +14,19 @@ from typing import NamedTuple
 import numpy as np
 import posix_ipc
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from episodic.bridge import Client, ProtocolError, RunnerGone
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import Channel, object_names, remove
 from episodic.bridge.layout import COMMAND, MAGIC, VERSION
 from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.logs import read_episodes
-from episodic.interface.vocabulary import Flag, MachineState
 from episodic.interface.robot import load_robot
+from episodic.interface.vocabulary import Flag, MachineState
+from episodic.logs import read_episodes
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
-from tests.helpers import (ROOT, Served, assert_same_steps, channel_name, raw_channel, raw_exchange,
-                          shm_leftovers, wave)
+from tests.helpers import ROOT, Served, assert_same_steps, channel_name, raw_channel, raw_exchange, shm_leftovers, wave
 
 pytestmark = pytest.mark.slow  # real `episodic serve` processes
 
@@ -132,7 +130,7 @@ class Seen(NamedTuple):
     n_steps: int
 
     @classmethod
-    def of(cls, reply) -> "Seen":
+    def of(cls, reply) -> Seen:
         return cls(reply.flag, reply.episode_done, reply.success, reply.reward, reply.episode_return, reply.n_steps)
 
 

@@ -10,15 +10,14 @@ import time
 import numpy as np
 import pytest
 
-from episodic.tools.batch import evaluate
-from episodic.bridge import Client
+from episodic.bridge import BatchError, Client
 from episodic.bridge.batches import decode_results, encode_batch, split
-from episodic.bridge import BatchError
 from episodic.bridge.client import _Request
 from episodic.bridge.codec import encode_request
 from episodic.interface.commands import GainsCommand, ResetCommand, StartCommand, TrajectoryCommand
-from episodic.logs import read_episodes
 from episodic.interface.vocabulary import Flag, Kind
+from episodic.logs import read_episodes
+from episodic.tools.batch import evaluate
 from episodic.tools.replay import replay
 from tests.helpers import Served, channel_name, shm_leftovers, wave
 from tests.test_bridge import ENDINGS, Seen, assert_endings, reachable_target

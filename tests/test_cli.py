@@ -16,13 +16,13 @@ import pytest
 from click.testing import CliRunner
 
 import episodic
-from episodic.cli.main import main
 from episodic.bridge import Client
+from episodic.cli.main import main
 from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.logs import read_episodes, read_metadata
-from episodic.tools.replay import replay as run_replay
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
+from episodic.tools.replay import replay as run_replay
 from examples.reach_learner import demo_targets, format_rows, run_reach_demo
 from tests.helpers import Served, channel_name, wave
 

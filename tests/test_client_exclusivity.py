@@ -11,16 +11,15 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from episodic.bridge import Client, ProtocolError
 from episodic.bridge.channel import Channel, ChannelInUse
 from episodic.bridge.layout import HEADER, VERSION, Layout, Sizes
 from episodic.interface.columns import step_widths
 from episodic.interface.commands import Kind, StartCommand, TrajectoryCommand
-from episodic.logs import read_episodes
 from episodic.interface.vocabulary import Flag
+from episodic.logs import read_episodes
 from tests.helpers import ROOT, Served, channel_name, shm_leftovers, wave
 
 pytestmark = pytest.mark.slow  # served runners and client processes

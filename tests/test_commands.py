@@ -7,12 +7,19 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from episodic.interface.commands import (CommandError, Feedforward, GainsCommand, Limits, ResetCommand,
-                               StartCommand, TrajectoryCommand, validate)
+from episodic.interface.commands import (
+    CommandError,
+    Feedforward,
+    GainsCommand,
+    Limits,
+    ResetCommand,
+    StartCommand,
+    TrajectoryCommand,
+    validate,
+)
 from episodic.interface.robot import load_robot
 
 ROBOT = load_robot("wam")

@@ -9,11 +9,10 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic.task import contact
-from episodic.task.contact import MATERIALS, measure_restitution
 from episodic.interface.robot import load_robot
 from episodic.runtime.scene import build_scene
-from episodic.task import add_free_ball
+from episodic.task import add_free_ball, contact
+from episodic.task.contact import MATERIALS, measure_restitution
 from episodic.tasks import make_task
 
 G = 9.81

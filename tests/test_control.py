@@ -12,11 +12,11 @@ import pytest
 from mujoco import rollout
 
 from episodic.interface.commands import Feedforward
-from episodic.runtime.control import velocity_over_limit
 from episodic.interface.robot import load_robot
+from episodic.interface.trajectory import Desired, min_jerk
+from episodic.runtime.control import velocity_over_limit
 from episodic.runtime.scene import ROLLOUT_SPEC, build_scene
 from episodic.runtime.simulation import Gains, Simulation
-from episodic.interface.trajectory import Desired, min_jerk
 from episodic.tasks import make_task
 
 NONE = Feedforward.NONE

@@ -38,13 +38,13 @@ import numpy as np
 import pytest
 
 from episodic.interface.commands import Feedforward
-from episodic.runtime.control import Gains
 from episodic.interface.robot import load_robot
+from episodic.interface.trajectory import Desired
+from episodic.runtime.control import Gains
 from episodic.runtime.runner import Runner
 from episodic.runtime.scene import build_scene
 from episodic.runtime.simulation import Simulation
 from episodic.tasks import TASKS
-from episodic.interface.trajectory import Desired
 
 pytestmark = pytest.mark.slow  # each reference runs twice, once with 4 x the physics steps
 

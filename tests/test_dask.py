@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from episodic.tools.batch import evaluate
 from episodic.tasks.ball_in_cup_swing import demo_swings, swing_commands
+from episodic.tools.batch import evaluate
 from episodic.tools.replay import replay
 from tests.test_batch import ROBOT, assert_identical, reach_episode, refused_episode
 from tests.test_evaluate_cli import expected_rows, run_cli, table

@@ -11,19 +11,29 @@ import pytest
 from click.testing import CliRunner
 from scipy.spatial.transform import Rotation
 
-from episodic.tools.batch import evaluate
 from episodic.cli.main import main
 from episodic.interface.commands import ResetCommand, StartCommand, TrajectoryCommand
-from episodic.tasks.ball_in_cup_swing import REFERENCE_SWING
-from episodic.learning.demonstration import (DEMO_OFFSET, GRADIENT, RECORDED, BallFlight, Demonstration, DemonstrationError,
-                                    ball_in_cup_demonstration, demonstration_commands, from_log, hand_inertia,
-                                    kinesthetic)
-from episodic.logs import read_episodes
 from episodic.interface.robot import load_robot
+from episodic.learning.demonstration import (
+    DEMO_OFFSET,
+    GRADIENT,
+    RECORDED,
+    BallFlight,
+    Demonstration,
+    DemonstrationError,
+    ball_in_cup_demonstration,
+    demonstration_commands,
+    from_log,
+    hand_inertia,
+    kinesthetic,
+)
+from episodic.logs import read_episodes
 from episodic.runtime.runner import Runner
 from episodic.runtime.scene import build_scene
 from episodic.tasks import make_task
 from episodic.tasks.ball_in_cup import BallInCup
+from episodic.tasks.ball_in_cup_swing import REFERENCE_SWING
+from episodic.tools.batch import evaluate
 from tests.helpers import wave
 
 WAM = load_robot("wam")

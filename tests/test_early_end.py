@@ -8,13 +8,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from episodic.tools.batch import evaluate
 from episodic.bridge import Client
 from episodic.interface.commands import ResetCommand, StartCommand, TrajectoryCommand
-from episodic.logs import read_episodes
 from episodic.interface.vocabulary import Flag
+from episodic.logs import read_episodes
 from episodic.runtime.runner import Runner
 from episodic.tasks import TASKS, make_task
+from episodic.tools.batch import evaluate
 from examples.early_end import REFERENCES, WAM, three_episodes
 from tests.helpers import Served, channel_name
 

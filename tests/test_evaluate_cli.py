@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from episodic.tools.batch import evaluate, read_batch
 from episodic.cli.main import main
 from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
 from episodic.logs import read_summary
-from episodic.tools.replay import replay
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
-from tests.test_batch import ROBOT, reach_episode, refused_episode
+from episodic.tools.batch import evaluate, read_batch
+from episodic.tools.replay import replay
 from tests.helpers import wave
+from tests.test_batch import ROBOT, reach_episode, refused_episode
 
 PARAMS = {"tolerance": 0.05}
 

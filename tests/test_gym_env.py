@@ -24,8 +24,8 @@ if importlib.util.find_spec("gymnasium") is None:
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 from episodic.bridge import Client  # noqa: E402
-from episodic.learning.gym_env import BlackBoxEnv, EnvError  # noqa: E402
 from episodic.interface.vocabulary import MachineState  # noqa: E402
+from episodic.learning.gym_env import BlackBoxEnv, EnvError  # noqa: E402
 from episodic.runtime.runner import Runner  # noqa: E402
 from episodic.task import add_target, place_target  # noqa: E402
 from episodic.tasks import make_task  # noqa: E402

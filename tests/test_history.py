@@ -8,14 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from episodic.runtime.backend import MujocoDriver
 from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.tasks.ball_in_cup_swing import reference_commands as ball_in_cup_reference
-from episodic.logs import read_episodes
 from episodic.interface.vocabulary import Flag, MachineState
-from episodic.tools.replay import replay
+from episodic.logs import read_episodes
+from episodic.runtime.backend import MujocoDriver
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
+from episodic.tasks.ball_in_cup_swing import reference_commands as ball_in_cup_reference
+from episodic.tools.replay import replay
 from tests.helpers import wave
 
 # pole_balancing: the joint gains of examples/pole_balancing_reference.py and its task gains

@@ -14,14 +14,14 @@ import h5py
 import numpy as np
 import pytest
 
-from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.interface.columns import STEP_DTYPES
+from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.logs import LogError, RunLog, partial_episodes, read_episodes, read_metadata, read_summary
 from episodic.logs.layout import SUMMARY_DTYPE
 from episodic.runtime.machine import Flag
-from episodic.tools.replay import replay
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
+from episodic.tools.replay import replay
 from tests.helpers import run_episode, wave
 
 

@@ -13,12 +13,12 @@ from click.testing import CliRunner
 
 from episodic.cli.main import main
 from episodic.interface.commands import StartCommand, TrajectoryCommand
-from episodic.tools.export.mrdplot import MrdplotError, export_mrdplot, read_mrdplot, trajectory_from_mrdplot
-from episodic.logs import read_episodes
-from episodic.interface.vocabulary import Flag
 from episodic.interface.robot import load_robot
+from episodic.interface.vocabulary import Flag
+from episodic.logs import read_episodes
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
+from episodic.tools.export.mrdplot import MrdplotError, export_mrdplot, read_mrdplot, trajectory_from_mrdplot
 from tests.helpers import run_episode, wave
 
 JOINTS = [f"j{i}" for i in range(1, 8)]  # the WAM's joint names

@@ -12,17 +12,17 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic.runtime.backend import MujocoDriver
 from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
-from episodic.logs import read_episodes
-from episodic.interface.vocabulary import Flag
-from episodic.tools.replay import replay
 from episodic.interface.robot import load_robot
+from episodic.interface.trajectory import min_jerk, min_jerk_duration
+from episodic.interface.vocabulary import Flag
+from episodic.logs import read_episodes
+from episodic.runtime.backend import MujocoDriver
 from episodic.runtime.runner import Runner
 from episodic.runtime.scene import build_scene
 from episodic.task import Task
 from episodic.tasks import make_task
-from episodic.interface.trajectory import min_jerk, min_jerk_duration
+from episodic.tools.replay import replay
 from tests.helpers import run_commands, wave
 
 ROBOT = load_robot("wam")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from episodic.learning.policy_search import (Cmaes, Iteration, LearningCurve, Outcome, Power, Reps, exp_transform, learn)
+from episodic.learning.policy_search import Cmaes, Iteration, LearningCurve, Outcome, Power, Reps, exp_transform, learn
 
 
 def quadratic(thetas: np.ndarray) -> np.ndarray:

@@ -18,11 +18,11 @@ import pytest
 
 from episodic.bridge import Client
 from episodic.interface.commands import StartCommand, TrajectoryCommand
-from episodic.logs import read_episodes
-from episodic.tools.progress import Lines, Progress, on_terminal
 from episodic.interface.robot import load_robot
+from episodic.logs import read_episodes
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
+from episodic.tools.progress import Lines, Progress, on_terminal
 from tests.helpers import ROOT, Served, channel_name, run_episode, wave
 
 N_EPISODES = 3

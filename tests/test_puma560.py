@@ -26,13 +26,13 @@ import episodic.interface.robot as robot_module
 from episodic.bridge import Client
 from episodic.cli.main import main as cli_main
 from episodic.interface.commands import StartCommand, TrajectoryCommand
-from episodic.interface.vocabulary import Flag
 from episodic.interface.robot import RobotError, load_robot
+from episodic.interface.trajectory import min_jerk
+from episodic.interface.vocabulary import Flag
 from episodic.runtime.runner import Runner
 from episodic.runtime.scene import build_scene
 from episodic.task import TaskError
 from episodic.tasks import make_task
-from episodic.interface.trajectory import min_jerk
 from tests.helpers import ROOT, Served, channel_name, posed, wave
 
 PI = math.pi

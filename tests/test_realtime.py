@@ -13,12 +13,12 @@ import pytest
 
 from episodic.bridge import Client
 from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.interface.trajectory import min_jerk
+from episodic.interface.vocabulary import Flag, MachineState
 from episodic.logs import read_episodes, read_metadata
 from episodic.runtime.pacing import Pacer, Timing
-from episodic.interface.vocabulary import Flag, MachineState
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
-from episodic.interface.trajectory import min_jerk
 from tests.helpers import ROOT, Served, channel_name, shm_leftovers
 
 pytestmark = pytest.mark.slow  # wall-clock paced runners

@@ -24,10 +24,19 @@ from click.testing import CliRunner
 from episodic.cli.main import main
 from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.logs import read_episodes
-from episodic.tools.render import (EpisodeRenderer, RenderError, camera_axes, fit_distance, frame_times, gl_backend,
-                             record, shown_points, write_png)
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
+from episodic.tools.render import (
+    EpisodeRenderer,
+    RenderError,
+    camera_axes,
+    fit_distance,
+    frame_times,
+    gl_backend,
+    record,
+    shown_points,
+    write_png,
+)
 from tests.helpers import ROOT, wave
 
 SEGMENT_STEPS = 400  # 0.8 s of motion at 500 Hz

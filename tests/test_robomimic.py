@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from episodic.cli.main import main
 from episodic.interface.commands import ResetCommand, StartCommand
-from episodic.tools.export.robomimic import export_robomimic
 from episodic.logs import read_episodes, read_metadata
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
+from episodic.tools.export.robomimic import export_robomimic
 from examples.reach_learner import demo_targets, run_reach_demo
 from tests.helpers import run_episode
 

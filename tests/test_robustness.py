@@ -7,12 +7,10 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from episodic.bridge.layout import MAGIC, VERSION
-from episodic.interface.commands import (Feedforward, GainsCommand, ResetCommand, StartCommand,
-                               TrajectoryCommand)
+from episodic.interface.commands import Feedforward, GainsCommand, ResetCommand, StartCommand, TrajectoryCommand
 from episodic.interface.vocabulary import Flag
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from episodic.bridge import Client
-from episodic.logs import read_episodes
 from episodic.interface.vocabulary import Flag
+from episodic.logs import read_episodes
 from episodic.tools.served import ServedRunner
 from tests.helpers import Served, channel_name, shm_leftovers, wave
 

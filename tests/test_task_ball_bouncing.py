@@ -11,11 +11,10 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic.task import contact
 from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
 from episodic.runtime.machine import Flag
 from episodic.runtime.runner import Runner
-from episodic.task import StepView
+from episodic.task import StepView, contact
 from episodic.tasks import TaskError, make_task
 from tests.test_task_tetherball import ball_rows  # task-state rows of an episode's segments
 

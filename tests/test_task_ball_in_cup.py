@@ -8,18 +8,27 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from episodic.task import contact
-from episodic.tasks.ball_in_cup_swing import DEMO_NOISE, demo_swings, run_swings, swing_commands
 from episodic.cli.main import main
 from episodic.interface.commands import StartCommand, TrajectoryCommand
-from episodic.logs import read_metadata
 from episodic.interface.vocabulary import Flag
+from episodic.logs import read_metadata
 from episodic.runtime.runner import Runner
-from examples.ball_in_cup_reference import reference_commands
+from episodic.task import contact
 from episodic.tasks import TaskError, make_task
-from episodic.tasks.ball_in_cup import (ANCHOR_GAP, BOTTOM_THICKNESS, CHAIN_LINKS, CUP_MATERIAL, STRING_DENSITY,
-                                        STRING_EA, STRING_STIFFNESS, WALL_THICKNESS, BallInCup)
-from episodic.tasks.ball_in_cup import STRING_RADIUS as CHAIN_STRING_RADIUS
+from episodic.tasks.ball_in_cup import (
+    ANCHOR_GAP,
+    BOTTOM_THICKNESS,
+    CHAIN_LINKS,
+    CUP_MATERIAL,
+    STRING_DENSITY,
+    STRING_EA,
+    STRING_RADIUS as CHAIN_STRING_RADIUS,
+    STRING_STIFFNESS,
+    WALL_THICKNESS,
+    BallInCup,
+)
+from episodic.tasks.ball_in_cup_swing import DEMO_NOISE, demo_swings, run_swings, swing_commands
+from examples.ball_in_cup_reference import reference_commands
 
 COLUMNS = BallInCup.columns
 MODELS = ("chain", "tendon")

@@ -8,10 +8,10 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic.task import contact
 from episodic.interface.commands import GainsCommand, StartCommand
 from episodic.interface.vocabulary import Flag
 from episodic.runtime.runner import Runner
+from episodic.task import contact
 from episodic.tasks import TaskError, ball_on_beam, make_task
 from examples.ball_on_beam_reference import reference_commands
 from tests.helpers import run_commands

@@ -10,13 +10,12 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic.task import contact
 from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.interface.trajectory import min_jerk
 from episodic.runtime.machine import Flag, MachineState
 from episodic.runtime.runner import Runner
-from episodic.task import StepView
+from episodic.task import StepView, contact
 from episodic.tasks import TaskError, make_task
-from episodic.interface.trajectory import min_jerk
 from examples import ball_paddling_reference as reference
 
 G = 9.81

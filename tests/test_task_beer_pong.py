@@ -14,15 +14,14 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from episodic.task import contact
-from episodic.tools.batch import evaluate
 from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
 from episodic.runtime.machine import Flag
-from episodic.tools.replay import replay
 from episodic.runtime.runner import Runner
-from episodic.task import Episode, Task, add_frame_sensors, add_free_ball
+from episodic.task import Episode, Task, add_frame_sensors, add_free_ball, contact
 from episodic.tasks import TASKS, TaskError, make_task
 from episodic.tasks.beer_pong import HOLD_OFFSET
+from episodic.tools.batch import evaluate
+from episodic.tools.replay import replay
 from tests.helpers import ROOT, run_commands
 
 _spec = importlib.util.spec_from_file_location("beer_pong_reference", ROOT / "examples" / "beer_pong_reference.py")

@@ -10,10 +10,10 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic.task import contact
 from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.runtime.machine import Flag, MachineState
 from episodic.runtime.runner import Runner
+from episodic.task import contact
 from episodic.tasks import TaskError, make_task
 from episodic.tasks.casting import CUP_BOTTOM, CUP_WALL
 from examples.casting_reference import reference_commands

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from episodic.interface.commands import GainsCommand, StartCommand
-from episodic.interface.vocabulary import Flag
-from episodic.tools.replay import replay
 from episodic.interface.robot import load_robot
+from episodic.interface.vocabulary import Flag
 from episodic.runtime.runner import Runner
 from episodic.runtime.scene import build_scene
 from episodic.tasks import TaskError, make_task
+from episodic.tools.replay import replay
 from examples.pole_balancing_reference import KD, KP, balance_gains, reference_commands
 from tests.helpers import run_commands
 

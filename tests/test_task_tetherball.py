@@ -12,13 +12,13 @@ import mujoco
 import numpy as np
 import pytest
 
-from episodic.task import contact
-from episodic.tools.batch import evaluate
 from episodic.interface.commands import StartCommand, TrajectoryCommand
-from episodic.task.kinematics import SiteIK
 from episodic.runtime.machine import Flag, MachineState
 from episodic.runtime.runner import Runner
+from episodic.task import contact
+from episodic.task.kinematics import SiteIK
 from episodic.tasks import TaskError, make_task
+from episodic.tools.batch import evaluate
 from tests.helpers import ROOT
 
 _spec = importlib.util.spec_from_file_location("tetherball_reference", ROOT / "examples" / "tetherball_reference.py")

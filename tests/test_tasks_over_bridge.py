@@ -10,17 +10,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from episodic.tasks.ball_in_cup_swing import REFERENCE_SWING, perturbed_swing, swing_commands
 from episodic.bridge import Client
 from episodic.interface.commands import StartCommand, TrajectoryCommand
-from episodic.logs import read_episodes, read_metadata
-from episodic.interface.vocabulary import Flag
-from episodic.tools.replay import replay
 from episodic.interface.robot import load_robot
+from episodic.interface.vocabulary import Flag
+from episodic.logs import read_episodes, read_metadata
 from episodic.runtime.runner import Runner
 from episodic.tasks import TASKS, make_task
-from examples import (ball_bouncing_reference, ball_in_cup_reference, ball_on_beam_reference, ball_paddling_reference,
-                      beer_pong_reference, casting_reference, pole_balancing_reference, tetherball_reference)
+from episodic.tasks.ball_in_cup_swing import REFERENCE_SWING, perturbed_swing, swing_commands
+from episodic.tools.replay import replay
+from examples import (
+    ball_bouncing_reference,
+    ball_in_cup_reference,
+    ball_on_beam_reference,
+    ball_paddling_reference,
+    beer_pong_reference,
+    casting_reference,
+    pole_balancing_reference,
+    tetherball_reference,
+)
 from tests.helpers import Served, assert_same_steps, channel_name, shm_leftovers, wave
 
 pytestmark = pytest.mark.slow  # real `episodic serve` processes

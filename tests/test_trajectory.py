@@ -6,8 +6,14 @@ import numpy as np
 import pytest
 
 from episodic.interface.robot import load_robot
-from episodic.interface.trajectory import (MIN_JERK_PEAK_ACCELERATION, MIN_JERK_PEAK_VELOCITY, Desired,
-                                 min_jerk, min_jerk_duration, resample)
+from episodic.interface.trajectory import (
+    MIN_JERK_PEAK_ACCELERATION,
+    MIN_JERK_PEAK_VELOCITY,
+    Desired,
+    min_jerk,
+    min_jerk_duration,
+    resample,
+)
 
 ROBOT = load_robot("wam")
 DT = ROBOT.control_dt
