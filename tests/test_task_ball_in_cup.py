@@ -426,6 +426,7 @@ STRING_SWEEP = ([(k, z) for k in (*STIFFNESS_RANGE, MIDDLE_STIFFNESS) for z in D
                 + [(MIDDLE_STIFFNESS, 1.0)])
 
 
+@pytest.mark.slow  # a sweep: 14 strings swung twice each; the default string: string_never_stretches_past_its_allowance
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("stiffness,dampratio", STRING_SWEEP)
 def test_the_whole_documented_string_range_is_stable(model, stiffness, dampratio):

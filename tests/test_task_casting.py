@@ -215,6 +215,7 @@ STIFFNESS = make_task("casting").declared()["string_stiffness"]
 DAMPRATIO = make_task("casting").declared()["string_dampratio"]
 
 
+@pytest.mark.slow  # a sweep of 6 moves and holds; the default string: hook_is_part_of_the_arm, reference_move
 @pytest.mark.parametrize("stiffness", [STIFFNESS.low, float(np.sqrt(STIFFNESS.low * STIFFNESS.high)), STIFFNESS.high])
 @pytest.mark.parametrize("dampratio", [DAMPRATIO.low, DAMPRATIO.high])
 def test_the_whole_documented_string_range_is_stable(stiffness, dampratio):
