@@ -154,8 +154,9 @@ def test_demo_cleans_up_when_the_learner_fails(tmp_path, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("whom", ["process group", "demo only"])
 def test_demo_interrupted_by_ctrl_c_leaves_nothing_behind(tmp_path, whom):
-    proc = subprocess.Popen([sys.executable, "-m", "episodic", "demo", "--iterations", "1000", "--no-video"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", "episodic", "demo", "--iterations", "1000", "--no-video"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while not demo_shm(proc.pid):

@@ -1,6 +1,7 @@
 """SL's control law as it runs inside MuJoCo (episodic/runtime/scene.py, episodic/runtime/simulation.py).
 
-Real MuJoCo, no mocks: the WAM with the reach task's scene (control law: docs/architecture.md; numbers: robots/wam/robot.toml).
+Real MuJoCo, no mocks: the WAM with the reach task's scene (control law: docs/architecture.md;
+numbers: robots/wam/robot.toml).
 Tracking errors are max |q - q_d| over all joints and control steps, comparing the state
 *before* step k with the desired sample k.
 """

@@ -289,7 +289,8 @@ def test_demonstration_commands_send_the_recording(taught):
     assert isinstance(start, StartCommand) and start.max_commands == 3 and start.episode_id == 4
     np.testing.assert_array_equal(start.posture, taught.q[0])
     for name in ("q", "qd", "qdd"):
-        np.testing.assert_array_equal(np.vstack([getattr(c, name) for c in segments]), getattr(taught, name)[1:])  # the first sample is the start
+        # the first sample is the start
+        np.testing.assert_array_equal(np.vstack([getattr(c, name) for c in segments]), getattr(taught, name)[1:])
     assert [c.index for c in segments] == [1, 2, 3] and [c.wait_time for c in segments] == [0.0, 0.0, 0.5]
     assert all(c.rate is None for c in segments)
     with pytest.raises(ValueError, match="recorded on the robot 'wam'.*not on 'puma560'"):

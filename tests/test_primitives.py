@@ -119,7 +119,8 @@ def test_promp_fits_the_demonstrations_distribution(promp):
     assert np.abs(mean.q - qs.mean(axis=0)).max() < 5e-3
     np.testing.assert_allclose(pm.std(mean.t), qs.std(axis=0, ddof=1), atol=5e-3)
     # velocities and accelerations are the time derivatives of the positions
-    np.testing.assert_allclose(np.gradient(mean.q, mean.t, axis=0)[2:-2], mean.qd[2:-2], atol=2e-3 * np.abs(mean.qd).max())
+    np.testing.assert_allclose(np.gradient(mean.q, mean.t, axis=0)[2:-2], mean.qd[2:-2],
+                               atol=2e-3 * np.abs(mean.qd).max())
     draws = pm.sample(4000, np.random.default_rng(2))
     np.testing.assert_allclose(draws.mean(axis=0), pm.mean, atol=0.02)
 

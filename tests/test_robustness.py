@@ -87,7 +87,8 @@ finite = st.sampled_from(EXTREME) | st.floats(allow_nan=False, allow_infinity=Fa
 
 def mostly(value: int, low: int, high: int):
     """``value`` three times in four, else any integer in [low, high]."""
-    return st.sampled_from([value] * 3 + [None]).flatmap(lambda v: st.just(v) if v is not None else st.integers(low, high))
+    return st.sampled_from([value] * 3 + [None]).flatmap(
+        lambda v: st.just(v) if v is not None else st.integers(low, high))
 
 
 @st.composite
@@ -103,7 +104,8 @@ def commands(draw, episode_id: int, index: int):
     if kind == "gains":
         gains = [np.full(N, draw(finite)) for _ in range(3)]
         task_gains = draw(st.none() | st.lists(finite, max_size=3).map(np.array))
-        return GainsCommand(episode_id, index, max_commands, *gains, feedforward=draw(st.sampled_from(list(Feedforward))),
+        return GainsCommand(episode_id, index, max_commands, *gains,
+                            feedforward=draw(st.sampled_from(list(Feedforward))),
                             wait_time=draw(st.sampled_from([0.0, 0.002, 0.5])), task_gains=task_gains)
     n = draw(st.sampled_from([1, 2, 3, 50]))
     q = HOME + draw(st.sampled_from([0.0, 1e-3, 0.05])) * np.arange(n)[:, None] / max(n - 1, 1)

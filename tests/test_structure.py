@@ -102,7 +102,8 @@ def test_no_import_circle():
 
 
 def test_no_module_imports_the_plugin_folders_by_their_bare_names():
-    bare = [(str(p.relative_to(ROOT)), node.lineno) for p in list(modules().values()) + list((ROOT / "tests").glob("*.py"))
+    bare = [(str(p.relative_to(ROOT)), node.lineno)
+            for p in list(modules().values()) + list((ROOT / "tests").glob("*.py"))
             + list((ROOT / "examples").glob("*.py")) + list((ROOT / "benchmarks").glob("*.py"))
             for node in ast.walk(ast.parse(p.read_text()))
             if isinstance(node, (ast.Import, ast.ImportFrom))

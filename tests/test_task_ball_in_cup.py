@@ -228,7 +228,10 @@ def test_cup_is_clear_of_the_arm_and_collides_with_the_ball(runner, posture):
             assert gap > 0.005, (m.geom(g).name, gap)
     ball = m.geom("ball").id
     links = [m.geom(f"string{i}").id for i in range(CHAIN_LINKS)]
-    collides = lambda a, b: bool(m.geom_contype[a] & m.geom_conaffinity[b] or m.geom_contype[b] & m.geom_conaffinity[a])
+
+    def collides(a: int, b: int) -> bool:
+        return bool(m.geom_contype[a] & m.geom_conaffinity[b] or m.geom_contype[b] & m.geom_conaffinity[a])
+
     assert all(collides(ball, g) for g in arm) and not any(collides(c, a) for c in cup for a in arm)
     # the string collides with the cup, never with the arm, the ball or itself
     assert all(collides(s, c) for s in links[1:] for c in cup)

@@ -138,7 +138,8 @@ def test_every_contact_of_the_ball_is_a_calibrated_bouncing_pair(runner):
     for name, p in pairs.items():
         np.testing.assert_allclose(m.pair_solref[p], solref)
         assert m.pair_dim[p] == (1 if "rail" in name else 3)
-        assert m.pair_friction[p, 0] == (runner.task.friction if m.pair_dim[p] > 1 else pytest.approx(m.pair_friction[p, 0]))
+        assert m.pair_friction[p, 0] == (runner.task.friction if m.pair_dim[p] > 1
+                                         else pytest.approx(m.pair_friction[p, 0]))
     assert m.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
 
 
@@ -150,9 +151,10 @@ def ball_touches(model, data, geom: str) -> bool:
 def test_a_ball_rolling_on_the_bouncy_plank_does_not_chatter(runner):
     """Rolling down the beam tilted by 0.1 rad (the arm held stiffly), the ball keeps touching the
     plank at every physics step for 0.6 s, sunk in by less than 0.5 mm and, once settled from the
-    start, steadily (varying by less than 0.05 mm over the last 0.3 s): a bouncy contact (restitution 0.86) does not make it hop. Three runs, the later ones
-    starting where the arm was left (with episodic.task.contact.BALL_SOLIMP instead of ROLLING_SOLIMP
-    the ball hopped at 70 Hz in the later ones, losing the plank in a sixth of the steps)."""
+    start, steadily (varying by less than 0.05 mm over the last 0.3 s): a bouncy contact
+    (restitution 0.86) does not make it hop. Three runs, the later ones starting where the arm was
+    left (with episodic.task.contact.BALL_SOLIMP instead of ROLLING_SOLIMP the ball hopped at 70 Hz
+    in the later ones, losing the plank in a sixth of the steps)."""
     for _ in range(3):
         posture = runner.task.start_posture(runner.robot)
         posture[6] = -0.1
@@ -164,7 +166,8 @@ def test_a_ball_rolling_on_the_bouncy_plank_does_not_chatter(runner):
             mujoco.mj_step(model, data)
             assert ball_touches(model, data, "beam_plank")
             depths.append(-min(c.dist for c in data.contact[: data.ncon] if plank in (c.geom1, c.geom2)))
-        assert 0 < min(depths) and max(depths) < 5e-4 and np.ptp(depths[-150:]) < 5e-5, (min(depths), max(depths), np.ptp(depths[-150:]))
+        assert 0 < min(depths) and max(depths) < 5e-4 and np.ptp(depths[-150:]) < 5e-5, \
+            (min(depths), max(depths), np.ptp(depths[-150:]))
 
 
 def test_a_ball_dropped_on_the_held_beam_rebounds_like_a_golf_ball(runner):
@@ -186,7 +189,8 @@ def test_a_ball_dropped_on_the_held_beam_rebounds_like_a_golf_ball(runner):
         up = data.xmat[beam].reshape(3, 3)[:, 2]
         beam_vel = np.zeros(6)
         mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_XBODY, beam, beam_vel, 0)
-        return float((data.qpos[qa : qa + 3] - data.xpos[beam]) @ up), float((data.qvel[va : va + 3] - beam_vel[3:]) @ up)
+        return (float((data.qpos[qa : qa + 3] - data.xpos[beam]) @ up),
+                float((data.qvel[va : va + 3] - beam_vel[3:]) @ up))
 
     speed, values = np.sqrt(2 * G * 0.3), []
     for k in range(8):

@@ -105,7 +105,8 @@ def test_bad_context_or_a_start_posture_inside_the_ball_is_refused():
     with Runner(make_task("tetherball")) as r:
         reply = r.send(StartCommand(1, 1, context=np.array([1.0, 2.0])))
         assert reply.flag == Flag.INVALID_PAYLOAD and "target" in reply.message
-        ik = SiteIK(r.scene.model, "racket_centre", r.scene.qpos_adr, r.scene.dof_adr, r.robot.range_lower, r.robot.range_upper)
+        ik = SiteIK(r.scene.model, "racket_centre", r.scene.qpos_adr, r.scene.dof_adr, r.robot.range_lower,
+                    r.robot.range_upper)
         blade_at_ball, _ = ik.solve(r.task.start_posture(r.robot), r.task.rest_position)
         reply = r.send(StartCommand(2, 1, posture=blade_at_ball))
         assert reply.flag == Flag.INVALID_PAYLOAD and "racket_blade" in reply.message

@@ -51,8 +51,8 @@ def reach_commands() -> list:
 
 CASES = {
     "reach": lambda: Case({"tolerance": 0.05}, 7, reach_commands()),
-    "ball_in_cup": lambda: Case({"rest_time": 0.2}, 3, ball_in_cup_reference.reference_commands(WAM, 1) + swing_commands(
-        WAM, perturbed_swing(REFERENCE_SWING, np.random.default_rng(4)), 2)),
+    "ball_in_cup": lambda: Case({"rest_time": 0.2}, 3, ball_in_cup_reference.reference_commands(WAM, 1)
+                                + swing_commands(WAM, perturbed_swing(REFERENCE_SWING, np.random.default_rng(4)), 2)),
     "ball_on_beam": lambda: Case({"beam_length": 0.9, "x0": -0.15}, 3,
                                  ball_on_beam_reference.reference_commands(WAM, episode_id=7)),
     "casting": lambda: Case({"strike_penalty": 0.5}, 0, casting_reference.reference_commands(WAM, 5)
@@ -60,14 +60,15 @@ CASES = {
     "pole_balancing": lambda: Case({"pole_length": 0.4}, 2, pole_balancing_reference.reference_commands(
         WAM, episode_id=5, context=[np.pi - 0.2], pole_length=0.4)),
     "ball_bouncing": lambda: Case({}, 0, ball_bouncing_reference.reference_commands(WAM, 3)
-                                  + ball_bouncing_reference.reference_commands(WAM, 4, [0.4, 0.6, 0.02, -0.02], segments=2,
-                                                                               segment_time=2.0)),
+                                  + ball_bouncing_reference.reference_commands(WAM, 4, [0.4, 0.6, 0.02, -0.02],
+                                                                               segments=2, segment_time=2.0)),
     "ball_paddling": lambda: Case({"min_hits": 8}, 4, ball_paddling_reference.reference_commands(WAM, 5)
                                   + ball_paddling_reference.reference_commands(WAM, 6, apex=0.47)),
-    "beer_pong": lambda: Case({}, 0, beer_pong_reference.reference_commands(WAM, 5) + beer_pong_reference.reference_commands(
-        WAM, 6, [1.6 * np.cos(0.3), 1.6 * np.sin(0.3)])),
-    "tetherball": lambda: Case({}, 0, tetherball_reference.reference_commands(WAM, 5) + tetherball_reference.reference_commands(
-        WAM, 6, [0.85, -np.sin(np.radians(55)), 2.35 - np.cos(np.radians(55))])),
+    "beer_pong": lambda: Case({}, 0, beer_pong_reference.reference_commands(WAM, 5)
+                              + beer_pong_reference.reference_commands(WAM, 6, [1.6 * np.cos(0.3), 1.6 * np.sin(0.3)])),
+    "tetherball": lambda: Case({}, 0, tetherball_reference.reference_commands(WAM, 5)
+                               + tetherball_reference.reference_commands(
+                                   WAM, 6, [0.85, -np.sin(np.radians(55)), 2.35 - np.cos(np.radians(55))])),
 }
 
 
