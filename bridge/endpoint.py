@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import posix_ipc
 
+from episodic.bridge.batches import decode_batch, encode_results
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import DEFAULT_CHANNEL, Channel, locked, pid_alive
-from episodic.bridge.batches import decode_batch, encode_results
 from episodic.bridge.codec import ReplyBlock, decode_command, encode_reply, read_command_fields
 from episodic.bridge.layout import MAGIC, VERSION, CommandFields, Layout, Sizes
 from episodic.interface.columns import step_widths
@@ -155,7 +155,8 @@ class Endpoint:
             self._results = self.batch(episodes, keep_logs)
         except Exception as exc:  # noqa: BLE001 - the learner gets an answer whatever happens
             log.exception("the batch failed")
-            return self._reply_to(c, Flag.INTERNAL_ERROR, f"the runner failed on the batch ({type(exc).__name__}: {exc})")
+            return self._reply_to(c, Flag.INTERNAL_ERROR,
+                                  f"the runner failed on the batch ({type(exc).__name__}: {exc})")
         self._batches += 1
         self._batch_logs = [r.steps or {} for r in self._results] if keep_logs else []
         return self._reply_to(c, Flag.OK, n_steps=sum(r.n_steps for r in self._results))

@@ -42,19 +42,20 @@ import json
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence, Union
+from typing import Any, Protocol
 
 import h5py
 import numpy as np
 
-from episodic.interface.commands import Command, Kind, Limits
+from episodic.interface.commands import Command, Limits
+from episodic.interface.robot import Robot, RobotError, load_robot
+from episodic.interface.vocabulary import EpisodeResult, Flag, Kind
 from episodic.logs.layout import COMMAND_ARRAYS, COMMAND_ATTRS, command_from_record, decode_attr, software_versions
 from episodic.runtime.episodes import EpisodeBuffer
-from episodic.interface.vocabulary import EpisodeResult, Flag
-from episodic.interface.robot import Robot, RobotError, load_robot
 from episodic.runtime.runner import Runner
 from episodic.task import Task
 from episodic.tasks import TASKS, make_task
@@ -67,7 +68,7 @@ CACHED_SETUPS = 4       # setups whose idle runners a process keeps (the least r
 RESULT_PACKAGES = ("episodic", "mujoco", "numpy", "scipy")
 
 # a task name, a (name, params) pair, or a callable returning a fresh Task object
-TaskSpec = Union[str, tuple, Callable[[], Task]]
+TaskSpec = str | tuple | Callable[[], Task]
 ProgressCallback = Callable[[int, int], None]  # (episodes done, episodes in all)
 
 
@@ -96,7 +97,7 @@ class Setup:
     value) pairs (for a name or a class); ``robot``: a folder of robots/ by name, or a Robot;
     ``seed``: the run's seed; ``limits``: the runner's size limits."""
 
-    task: str | type | Callable[[], Task]
+    task: str | type[Task] | Callable[[], Task]
     params: tuple[tuple[str, Any], ...]
     robot: str | Robot
     seed: int
@@ -139,7 +140,7 @@ def _robot_spec(robot: Robot | str) -> Robot | str:
     return robot.name if unchanged else robot
 
 
-def _task_spec(task: Task) -> tuple[str | type, tuple[tuple[str, Any], ...]]:
+def _task_spec(task: Task) -> tuple[str | type[Task], tuple[tuple[str, Any], ...]]:
     """A Task object as (its registry name, or its class when not registered, its parameters)."""
     cls = type(task)
     return (task.name if TASKS.get(task.name) is cls else cls), tuple(sorted(task.params().items()))
@@ -251,7 +252,7 @@ def _run_episode(r: Runner, commands: Sequence[Command], keep_steps: bool,
         flag, message, success, n_steps = Flag(ep.flag), ep.message, bool(ep.success), ep.n_steps
     result = EpisodeResult(
         # the replies' rewards, and the charge of an episode the batch's end cut short (as the log has it)
-        episode_return=float(rewards.sum()) + (ep.early_end if cut else 0.0), rewards=rewards,
+        episode_return=float(rewards.sum()) + (ep.early_end if cut and ep is not None else 0.0), rewards=rewards,
         flags=tuple(Flag(x.flag) for x in replies),
         task_states=states, command_steps=np.array([x.n_steps for x in replies], dtype=int), flag=flag,
         message=message, success=success, n_steps=int(n_steps), state_names=names,
