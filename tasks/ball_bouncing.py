@@ -316,6 +316,7 @@ class BallBouncing(Task[Bounces]):
         """The mirror law of the module docstring, in tasks/ball_bouncing.c (what the tracker has
         seen is the episode's ``memory``)."""
         episode = self.episode
+        assert episode.sensing is not None  # started by initialize_episode, before any law
         ids = episode.ids
         param = dict(face=ids.site["racket_face"], ball_qpos=ids.qpos["ball"], ball_dof=ids.dof["ball"],
                      k_r=task_gains[0], k_v=task_gains[1], max_tilt=self.max_tilt, damping=WRIST_DAMPING,

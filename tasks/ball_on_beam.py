@@ -255,6 +255,7 @@ class BallOnBeam(Task[BeamEpisode]):
         """The law of the module docstring, in tasks/ball_on_beam.c (what the tracker has seen is
         the episode's ``memory``)."""
         episode = self.episode
+        assert episode.sensing is not None  # started by initialize_episode, before any law
         ids = episode.ids
         param = dict(beam=ids.body[BEAM], ball_qpos=ids.qpos[BALL], ball_dof=ids.dof[BALL], k_x=task_gains[0],
                      k_v=task_gains[1], max_tilt=self.max_tilt, sensing=episode.sensing.param())

@@ -406,6 +406,7 @@ class PoleBalancing(Task[PoleEpisode]):
         """The law of the module docstring, in tasks/pole_balancing.c (what it carries between
         control steps is the episode's ``memory``)."""
         episode = self.episode
+        assert episode.sensing is not None  # started by initialize_episode, before any law
         param = dict(pole=episode.ids.body[POLE], n_gains=task_gains.size, max_offset=self.max_offset,
                      omega0=episode.omega0, h=episode.h, p0=episode.p0, gains=task_gains,
                      sensing=episode.sensing.param(), v=episode.v)
