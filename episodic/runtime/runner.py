@@ -99,7 +99,7 @@ class Runner(Sender):
         self.episodes: list[EpisodeBuffer] = []
         writer = "ticks" if self.mode == "realtime" else "thread"  # episodic.logs.RunLog
         self.log = RunLog(log, self.metadata(), writer, overwrite) if log is not None else None
-        self._subscribers: list[Callable[[EpisodeBuffer], None]] = []
+        self._subscribers: list[Callable[[EpisodeBuffer], object]] = []  # what they return is ignored
         if self.keep_episodes:
             self.subscribe(self.episodes.append)
         if self.log is not None:
@@ -226,7 +226,7 @@ class Runner(Sender):
         return produced
 
     # -- finished episodes -------------------------------------------------------
-    def subscribe(self, callback: Callable[[EpisodeBuffer], None]) -> Callable[[], None]:
+    def subscribe(self, callback: Callable[[EpisodeBuffer], object]) -> Callable[[], None]:
         """Call ``callback(episode)`` for every episode the run finishes or appends from now on
         (after the kept episodes and the log, in the order subscribed, in the thread that ended
         it); returns the function that ends the subscription. A callback that raises is logged
