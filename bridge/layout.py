@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import struct
 from collections import namedtuple
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
@@ -260,9 +262,24 @@ def packer(dtype: np.dtype) -> struct.Struct:
 COMMAND_STRUCT = packer(COMMAND)
 REPLY_STRUCT = packer(REPLY)
 # a fixed part as read (struct.unpack_from, or a table row's .item()), its fields by name
-CommandFields = namedtuple("CommandFields", COMMAND.names)
-ReplyFields = namedtuple("ReplyFields", REPLY.names)
-BatchCommandFields = namedtuple("BatchCommandFields", BATCH_COMMAND.names)
+if TYPE_CHECKING:  # the classes are made from the schema when the module loads: to a type checker, any field is Any
+    class _FixedPart(tuple[Any, ...]):
+        index: Any  # a field of COMMAND and REPLY (the tuple's method to a checker otherwise)
+
+        def __getattr__(self, name: str) -> Any: ...
+
+        @classmethod
+        def _make(cls, values: Iterable[Any]) -> Self: ...
+
+    class CommandFields(_FixedPart): ...
+
+    class ReplyFields(_FixedPart): ...
+
+    class BatchCommandFields(_FixedPart): ...
+else:
+    CommandFields = namedtuple("CommandFields", COMMAND.names)
+    ReplyFields = namedtuple("ReplyFields", REPLY.names)
+    BatchCommandFields = namedtuple("BatchCommandFields", BATCH_COMMAND.names)
 
 
 def _align(n: int) -> int:
