@@ -19,7 +19,7 @@ from episodic.interface.vocabulary import EpisodeResult, Flag
 
 # a command's arrays in the value pool: the command block's (each present only when the command has it)
 ARRAYS = {array.name: array for array in COMMAND_ARRAYS}
-_RESULT_ORDER = itemgetter(*BATCH_RESULT.names)  # a dict of BATCH_RESULT's fields -> their values in row order
+_RESULT_ORDER = itemgetter(*BATCH_RESULT.names or ())  # a dict of BATCH_RESULT's fields -> their values in row order
 
 
 def episode_size(s: Sizes, commands: Sequence[Command]) -> tuple[int, int]:

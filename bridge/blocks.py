@@ -9,6 +9,7 @@ from episodic.bridge.layout import BATCH, COMMAND, HEADER, REPLY, Layout, field_
 
 _U64 = struct.Struct("<Q")
 _TAKEN_SEQ = field_at(HEADER, "taken_seq")[0]  # byte offset of the header's taken_seq
+_RELEASED = np.empty(0)  # what a released Blocks holds in place of its views of the mapping
 
 
 class Blocks:
@@ -46,6 +47,7 @@ class Blocks:
 
     def release(self) -> None:
         """Drop every view so the mapping can be closed."""
-        self.header = self.command = self.reply = self.batch = self.buf = None
+        self.header = self.command = self.reply = self.batch = _RELEASED
+        self.buf = None
         self.command_arrays = self.reply_arrays = self.batch_tables = {}
         self.log = {}

@@ -37,10 +37,10 @@ from episodic.interface.commands import (
 )
 from episodic.interface.vocabulary import Flag, MachineState, Reply
 
-_COMMAND_DEFAULTS = {name: 0 for name in COMMAND.names} | {"magic": MAGIC, "version": VERSION,
+_COMMAND_DEFAULTS = {name: 0 for name in COMMAND.names or ()} | {"magic": MAGIC, "version": VERSION,
                                                            "rate": 0.0, "wait_time": 0.0}
-_COMMAND_ORDER = itemgetter(*COMMAND.names)  # a dict of COMMAND's fields -> their values in struct order
-_REPLY_ORDER = itemgetter(*REPLY.names)
+_COMMAND_ORDER = itemgetter(*COMMAND.names or ())  # a dict of COMMAND's fields -> their values in struct order
+_REPLY_ORDER = itemgetter(*REPLY.names or ())
 _FLAGS = {int(flag): flag for flag in Flag}  # value -> member, a dict lookup instead of the enum's call
 _STATES = {int(state): state for state in MachineState}
 
@@ -81,8 +81,8 @@ def _pack_command(blocks: Blocks, fields: dict, seq: int, client_pid: int) -> No
 def command_parts(s: Sizes, command: Command) -> tuple[dict, dict[str, np.ndarray]]:
     """The fields a command sets (COMMAND / BATCH_COMMAND names; the rest are 0) and its arrays
     (name -> float64 array), checked against the channel's sizes."""
-    fields = dict(episode_id=command.episode_id, index=command.index, max_commands=command.max_commands,
-                  kind=int(command.kind))
+    fields: dict[str, int | float] = dict(episode_id=command.episode_id, index=command.index,
+                                          max_commands=command.max_commands, kind=int(command.kind))
     arrays: dict[str, np.ndarray] = {}
     if isinstance(command, StartCommand):
         if command.posture is not None:
