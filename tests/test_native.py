@@ -331,11 +331,16 @@ def gcc(tmp_path, name: str, source: str, *flags: str) -> str:
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_a_library_for_another_mujoco_is_refused(tmp_path):
-    """A library compiled against other MuJoCo headers, or linked to another libmujoco, is
-    refused with a NativeError that says to reinstall episodic."""
+    """A library compiled against other MuJoCo headers, without the segment's table, or linked to
+    another libmujoco, is refused with a NativeError that says to reinstall episodic."""
     other = gcc(tmp_path, "other_headers.so", "int episodic_mujoco_version(void) { return 3002007; }\n")
     with pytest.raises(native.NativeError, match=r"built for MuJoCo 3\.2\.7, but MuJoCo 4\.0\.0 .*reinstall"):
         native.load(other)
+    # the right MuJoCo, but from sources without the segment's table
+    tableless = gcc(tmp_path, "tableless.so",
+                    f"int episodic_mujoco_version(void) {{ return {mujoco.mj_version()}; }}\n")
+    with pytest.raises(native.NativeError, match=r"no table of episodic_segment .*reinstall"):
+        native.load(tableless)
     # linked to a libmujoco.so.9.9.9 that is not there at run time
     stub = gcc(tmp_path, "libmujoco.so.9.9.9", "int mj_version(void) { return 9009009; }\n",
                "-Wl,-soname,libmujoco.so.9.9.9")

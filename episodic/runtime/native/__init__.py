@@ -82,13 +82,16 @@ class _FieldEntry(ctypes.Structure):
 
 def fields(lib: ctypes.CDLL, struct: str) -> tuple[list[Field], int]:
     """The fields of C struct ``struct`` (from the library's table ``<struct>_fields``, in the
-    table's order) and its size in bytes (``<struct>_size()``); AttributeError when the library
-    has no such table."""
-    first = _FieldEntry.in_dll(lib, f"{struct}_fields")
+    table's order) and its size in bytes (``<struct>_size()``); NativeError when the library has
+    no such table (built from other sources)."""
+    try:
+        first = _FieldEntry.in_dll(lib, f"{struct}_fields")
+    except ValueError:
+        raise NativeError(f"episodic's compiled part has no table of {struct} ({struct}_fields); {REBUILD}") from None
     table = ctypes.cast(ctypes.addressof(first), ctypes.POINTER(_FieldEntry))
     out: list[Field] = []
-    while (name := table[len(out)].name) is not None:
-        out.append(Field(name.decode(), table[len(out)].offset, table[len(out)].size))
+    while (entry := table[len(out)]).name is not None:
+        out.append(Field(entry.name.decode(), entry.offset, entry.size))
     size = getattr(lib, f"{struct}_size")
     size.restype = ctypes.c_size_t
     return out, int(size())
