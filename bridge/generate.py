@@ -175,7 +175,8 @@ def protocol_text(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m episodic.bridge.generate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m episodic.bridge.generate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--c-header", metavar="PATH", type=Path, help=f"write the C header (e.g. {C_HEADER})")
     parser.add_argument("--protocol", metavar="PATH", type=Path,
                         help=f"rewrite the layout tables of the protocol document (e.g. {PROTOCOL}) in place")
