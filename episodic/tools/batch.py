@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import h5py
 import numpy as np
@@ -119,6 +119,7 @@ class Setup:
         if isinstance(self.task, str):
             return make_task(self.task, dict(self.params))
         if isinstance(self.task, type):
+            assert issubclass(self.task, Task)  # setup_for keeps only Task subclasses as classes
             return self.task.with_params(dict(self.params))
         return self.task()
 
@@ -155,12 +156,13 @@ def setup_for(task: TaskSpec, robot: Robot | str = "wam", seed: int = 0, limits:
                         "not a Task object: each thread needs its own")
     if isinstance(task, str):
         task = (task, {})
+    name: str | type[Task] | Callable[[], Task]
     if isinstance(task, tuple) and len(task) == 2 and isinstance(task[0], str):
         name, spec = _task_spec(make_task(task[0], dict(task[1] or {})))
     elif isinstance(task, type) and issubclass(task, Task):
         name, spec = _task_spec(task())
     elif callable(task):
-        name, spec = task, ()
+        name, spec = cast("Callable[[], Task]", task), ()  # a factory returning a fresh Task, as TaskSpec says
     else:
         raise TypeError(f"unknown task {task!r}: use a name, (name, params) or a factory returning a Task")
     return Setup(name, spec, _robot_spec(robot), int(seed), limits)
