@@ -34,7 +34,7 @@ from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import DEFAULT_CHANNEL, Channel, check_name, locked
 from episodic.bridge.codec import decode_reply, encode_command, encode_request
 from episodic.bridge.layout import LayoutError
-from episodic.interface.commands import Command
+from episodic.interface.commands import Command, MalformedCommand
 from episodic.interface.sender import Sender
 from episodic.interface.vocabulary import EpisodeResult, Flag, Kind, Reply
 
@@ -97,11 +97,12 @@ class Client(Sender):
         self._log_views = self._read_only_log()
         self._views: tuple[int, dict[str, np.ndarray]] = (-1, {})  # (rows, get_episode(copy=False)'s views)
 
-    def _deliver(self, command: Command) -> Reply:
+    def _deliver(self, command: Command | MalformedCommand) -> Reply:
         return self._exchange(command, lambda seq: encode_command(self._blocks, command, seq, os.getpid()),
                               time.monotonic() + self.timeout)
 
-    def _exchange(self, command: Command | _Request, write: Callable[[int], None], deadline: float) -> Reply:
+    def _exchange(self, command: Command | MalformedCommand | _Request, write: Callable[[int], None],
+                  deadline: float) -> Reply:
         """Write a command with ``write(seq)``, post it and wait for its reply until ``deadline``
         (time.monotonic() s)."""
         self._seq = (self._seq + 1) % 2**64
@@ -131,7 +132,7 @@ class Client(Sender):
                                    f"earlier one); this command was not sent")
             time.sleep(TAKEN_POLL)
 
-    def _wait_reply(self, command: Command | _Request, deadline: float) -> Reply:
+    def _wait_reply(self, command: Command | MalformedCommand | _Request, deadline: float) -> Reply:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:

@@ -56,7 +56,7 @@ class ReplyBlock(NamedTuple):
     log_truncated: bool
 
 
-def encode_command(blocks: Blocks, command: Command, seq: int, client_pid: int) -> None:
+def encode_command(blocks: Blocks, command: Command | MalformedCommand, seq: int, client_pid: int) -> None:
     """Write ``command`` into the command block under sequence number ``seq``; ValueError when
     its arrays do not fit the channel's sizes."""
     fields, arrays = command_parts(blocks.layout.sizes, command)
@@ -78,7 +78,7 @@ def _pack_command(blocks: Blocks, fields: dict, seq: int, client_pid: int) -> No
     COMMAND_STRUCT.pack_into(blocks.buf, blocks.layout.command_offset, *_COMMAND_ORDER(values))
 
 
-def command_parts(s: Sizes, command: Command) -> tuple[dict, dict[str, np.ndarray]]:
+def command_parts(s: Sizes, command: Command | MalformedCommand) -> tuple[dict, dict[str, np.ndarray]]:
     """The fields a command sets (COMMAND / BATCH_COMMAND names; the rest are 0) and its arrays
     (name -> float64 array), checked against the channel's sizes."""
     fields: dict[str, int | float] = dict(episode_id=command.episode_id, index=command.index,

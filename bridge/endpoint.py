@@ -105,14 +105,14 @@ class Endpoint:
             self._last_taken = (c.seq, c.client_pid)
             self._learner_pid = c.client_pid
             kind = c.kind if (c.magic, c.version) == (MAGIC, VERSION) else None  # else refused below
-            read = decode_batch(self.blocks) if kind == Kind.BATCH else None if kind == Kind.BATCH_LOG \
-                else decode_command(self.blocks, c)
-        if kind == Kind.BATCH:
-            reply = self._evaluate(c, read)
-        elif kind == Kind.BATCH_LOG:
+            batch = decode_batch(self.blocks) if kind == Kind.BATCH else None
+            command = None if kind in (Kind.BATCH, Kind.BATCH_LOG) else decode_command(self.blocks, c)
+        if batch is not None:
+            reply = self._evaluate(c, batch)
+        elif command is not None:
+            reply = self.runner.send(command)
+        else:  # a batch's log
             reply = self._reply_to(c, Flag.OK)
-        else:
-            reply = self.runner.send(read)
         with locked(self.channel.lock):
             try:
                 if kind == Kind.BATCH_LOG:

@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike
 from episodic.interface.commands import (
     Command,
     GainsCommand,
+    MalformedCommand,
     ResetCommand,
     StartCommand,
     TrajectoryCommand,
@@ -38,8 +39,9 @@ class Sender:
         self._max_commands = 1  # before any start, a segment is answered OUT_OF_ORDER, not refused for its size
         self.last_reply: Reply | None = None
 
-    def send(self, command: Command) -> Reply:
-        """Send one command object as it is (episode id and index included) and return its reply."""
+    def send(self, command: Command | MalformedCommand) -> Reply:
+        """Send one command object as it is (episode id and index included) and return its reply (a
+        MalformedCommand, what the bridge could not read, goes to a runner, which refuses it)."""
         reply = self._deliver(command)
         if isinstance(command, StartCommand):
             self.episode_id, self._next_index, self._max_commands = command.episode_id, 1, command.max_commands
@@ -59,7 +61,7 @@ class Sender:
                 break
         return replies
 
-    def _deliver(self, command: Command) -> Reply:
+    def _deliver(self, command: Command | MalformedCommand) -> Reply:
         raise NotImplementedError
 
     def get_episode(self, *, copy: bool = True) -> dict[str, np.ndarray]:

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from episodic.interface.columns import step_widths
-from episodic.interface.commands import Command, Limits
+from episodic.interface.commands import Command, Limits, MalformedCommand
 from episodic.interface.robot import Robot, load_robot
 from episodic.interface.sender import Sender
 from episodic.interface.vocabulary import Flag, Reply
@@ -140,7 +140,7 @@ class Runner(Sender):
         }
 
     # -- commands ------------------------------------------------------------
-    def _deliver(self, command: Command) -> Reply:
+    def _deliver(self, command: Command | MalformedCommand) -> Reply:
         """Run one command; never raises on any input (the reply's flag says what went wrong, its
         message also what could not be logged since the previous reply)."""
         reply = self.machine.handle(command)
