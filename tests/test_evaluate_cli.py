@@ -149,9 +149,15 @@ def test_a_file_that_is_no_batch_is_refused(tmp_path):
                           (tmp_path / "missing.h5", "no such file")):
         result = invoke("evaluate", str(path))
         assert result.exit_code == 1 and message in result.output, result.output
-    done = run_cli("evaluate", str(text))
-    assert done.returncode == 1 and "Traceback" not in done.stderr and "is not an HDF5 file" in done.stderr
     nameless = broken(tmp_path / "nameless.h5", lambda c: c.file.attrs.__delitem__("task"))
     result = invoke("evaluate", str(nameless))
     assert result.exit_code == 2 and "give --task NAME" in result.output
     assert invoke("evaluate", str(nameless), "--task", "reach").exit_code == 0
+
+
+@pytest.mark.slow  # an `episodic evaluate` process
+def test_a_file_that_is_no_batch_is_refused_by_the_command_without_a_traceback(tmp_path):
+    text = tmp_path / "notes.h5"
+    text.write_text("not HDF5")
+    done = run_cli("evaluate", str(text))
+    assert done.returncode == 1 and "Traceback" not in done.stderr and "is not an HDF5 file" in done.stderr

@@ -102,6 +102,7 @@ def geom_at(seg: np.ndarray, column: float, row: float) -> tuple[int, int]:
 
 
 # -- what the pictures show --------------------------------------------------------------
+@pytest.mark.slow  # headless OpenGL, probed in a subprocess (the gl fixture)
 def test_the_ball_and_the_robot_are_where_the_simulation_puts_them(gl, rec):
     m = rec.model
     ball = m.geom("ball").id
@@ -133,6 +134,7 @@ def test_the_ball_and_the_robot_are_where_the_simulation_puts_them(gl, rec):
     assert geom_at(last, u0, v0)[0] != m.geom("ball").id
 
 
+@pytest.mark.slow  # headless OpenGL, probed in a subprocess (the gl fixture)
 def test_pictures_are_the_logged_episode_state_by_state(gl, rec, ball_log):
     """The re-simulation the pictures come from is the log's episode, bit for bit, and each
     picture shows the state of its step."""
@@ -154,6 +156,7 @@ def test_pictures_are_the_logged_episode_state_by_state(gl, rec, ball_log):
         rec.step_at(rec.duration + 0.1)
 
 
+@pytest.mark.slow  # headless OpenGL, probed in a subprocess (the gl fixture)
 def test_the_default_camera_frames_every_shown_object_over_the_episode(gl, rec):
     points = shown_points(rec)
     width, height = SIZE
@@ -180,6 +183,7 @@ def test_the_default_camera_frames_every_shown_object_over_the_episode(gl, rec):
     assert outside.any()
 
 
+@pytest.mark.slow  # headless OpenGL, probed in a subprocess (the gl fixture)
 def test_a_task_camera_description_is_used(gl, rec):
     rec.task.camera = {"lookat": (0.5, 0.0, 1.2), "distance": 2.5, "azimuth": 90, "elevation": -20}
     try:
@@ -256,6 +260,7 @@ def test_write_png_round_trips(tmp_path):
     assert np.array_equal(imageio.imread(tmp_path / "x.png"), image)
 
 
+@pytest.mark.slow  # headless OpenGL, probed in a subprocess (the gl fixture)
 def test_render_refuses_what_it_cannot_do_with_a_message(gl, ball_log, tmp_path):
     def render(*args):
         return CliRunner().invoke(main, ["render", str(ball_log), *args])
