@@ -1,7 +1,7 @@
-"""Builds episodic's compiled part (episodic/runtime/native): the blocking control loop and the tasks'
-feedback laws (tasks/*.c), one plain shared library (episodic/runtime/native/_library.so, loaded by
+"""Builds episodic's compiled part (episodic/native): the blocking control loop and the tasks'
+feedback laws (tasks/*.c), one plain shared library (episodic/native/_library.so, loaded by
 ctypes, not imported: no CPython tag) linked against the MuJoCo installed for the build (pyproject.toml
-pins the same version for building and running; episodic.runtime.native refuses any other at run time).
+pins the same version for building and running; episodic.native refuses any other at run time).
 
 The library is optional: without a working C compiler the build says so and the install goes on
 without it; episodic then runs its Python loop (bit-identical, slower) and says so once at run time.
@@ -20,7 +20,7 @@ LIBRARY = sorted(MUJOCO.glob("libmujoco.so.*"))
 if len(LIBRARY) != 1:
     raise RuntimeError(f"expected one libmujoco.so.<version> in {MUJOCO}, found {[p.name for p in LIBRARY]}; "
                        f"reinstall mujoco-core (a Linux wheel ships it beside its Python bindings)")
-NAME = "episodic.runtime.native._library"
+NAME = "episodic.native._library"
 
 
 class BuildLibrary(build_ext):
@@ -41,11 +41,11 @@ class BuildLibrary(build_ext):
 
 setup(cmdclass={"build_ext": BuildLibrary}, ext_modules=[Extension(
     NAME,
-    sources=["episodic/runtime/native/control.c", *sorted(str(p) for p in Path("tasks").glob("*.c"))],
-    depends=["episodic/runtime/native/episodic.h"],
-    include_dirs=["episodic/runtime/native", str(MUJOCO / "include")],
+    sources=["episodic/native/control.c", *sorted(str(p) for p in Path("tasks").glob("*.c"))],
+    depends=["episodic/native/episodic.h"],
+    include_dirs=["episodic/native", str(MUJOCO / "include")],
     # the library by its file: the dependency is recorded under its soname (libmujoco.so.<version>),
-    # which the process has loaded once mujoco is imported (episodic.runtime.native imports it first)
+    # which the process has loaded once mujoco is imported (episodic.native imports it first)
     extra_objects=[str(LIBRARY[0])],
     libraries=["m"],
     # no fused multiply-add: the loop must round as numpy does (bit-identical to the Python loop)

@@ -6,9 +6,9 @@ import hashlib
 
 import numpy as np
 
+from episodic import native
 from episodic.interface.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
 from episodic.interface.trajectory import min_jerk
-from episodic.runtime import native
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 

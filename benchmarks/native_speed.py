@@ -1,4 +1,4 @@
-"""Speed of a blocking run with and without episodic's compiled loop (episodic.runtime.native).
+"""Speed of a blocking run with and without episodic's compiled loop (episodic.native).
 
     python benchmarks/native_speed.py [--repeats 5]
 
@@ -17,10 +17,10 @@ import time
 
 import numpy as np
 
+from episodic import native
 from episodic.interface.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
 from episodic.interface.robot import load_robot
 from episodic.interface.trajectory import min_jerk
-from episodic.runtime import native
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 

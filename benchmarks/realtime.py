@@ -34,7 +34,8 @@ import numpy as np
 from episodic.bridge import Client
 from episodic.interface.robot import load_robot
 from episodic.interface.trajectory import min_jerk
-from episodic.runtime.pacing import Pacer, Timing
+from episodic.logs.timing import Timing
+from episodic.runtime.pacing import Pacer
 from episodic.runtime.scheduling import Scheduling, describe, set_realtime
 from episodic.tools.served import ServedRunner, fresh_channel
 from process import MULTI_CORE, pin, rss_kib

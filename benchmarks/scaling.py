@@ -55,7 +55,7 @@ from episodic.cli.main import main as cli
 from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.interface.vocabulary import Flag
 from episodic.logs import RunLog
-from episodic.runtime.episodes import EpisodeBuffer
+from episodic.logs.episode import EpisodeBuffer
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from episodic.tools.replay import replay

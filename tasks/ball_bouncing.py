@@ -53,7 +53,7 @@ horizontal velocity relative to the face: the wrist joints j5, j6, j7 get the of
 the face normal by t (its horizontal components) without turning the racket about it (damped
 least squares on the wrist's angular Jacobian: j5 and j7 line up where j6 passes 0). r and v come
 from the ball's horizontal position and velocity as a tracker senses them and the face's present
-pose and velocity (the joint encoders). Sensing (episodic/runtime/native/sensing.py): the ball's x, y and
+pose and velocity (the joint encoders). Sensing (episodic/native/sensing.py): the ball's x, y and
 vx, vy reach the law ``sensing_latency`` s late (rounded to control steps of 2 ms), each with
 independent Gaussian noise of std ``sensing_noise`` m and ``sensing_noise_rate`` m/s, drawn from
 the episode's random generator (seeded by the run's seed and the episode's number, so a replay
@@ -100,8 +100,8 @@ import mujoco
 import numpy as np
 
 from episodic.interface.robot import Robot
-from episodic.runtime.native import CompiledLaw
-from episodic.runtime.native.sensing import Sensing, add_control_period
+from episodic.native import CompiledLaw
+from episodic.native.sensing import Sensing, add_control_period
 from episodic.task import (
     Camera,
     Episode,

@@ -45,7 +45,7 @@ and rad s/m:
     q7_desired = q7_held + clip(k_x * x + k_v * xd, -max_tilt, max_tilt)
 with x, xd measured each control step (all other joints keep their held posture), from the ball's
 world position and velocity as a tracker senses them and the beam's present pose and velocity (the
-joint encoders). Sensing (episodic/runtime/native/sensing.py): the ball's position and velocity reach the
+joint encoders). Sensing (episodic/native/sensing.py): the ball's position and velocity reach the
 law ``sensing_latency`` s late (rounded to control steps of 2 ms), each coordinate with independent
 Gaussian noise of std ``sensing_noise`` m and ``sensing_noise_rate`` m/s, drawn from the episode's
 random generator (seeded by the run's seed and the episode's number, so a replay repeats it); the
@@ -78,8 +78,8 @@ import mujoco
 import numpy as np
 
 from episodic.interface.robot import Robot
-from episodic.runtime.native import CompiledLaw
-from episodic.runtime.native.sensing import Sensing, add_control_period
+from episodic.native import CompiledLaw
+from episodic.native.sensing import Sensing, add_control_period
 from episodic.task import (
     Camera,
     Episode,

@@ -65,7 +65,7 @@ Balance gains: k_phi, k_phid > 0 (a pole leaning towards +h needs the pivot move
 k_s, k_sd > 0 too (to bring the pivot back, first let the pole lean back); k_E > 0 pumps energy
 in. The law keeps g and the last phi_d in the episode (its ``memory``) between control steps.
 phi and phi_d are the pole's angle and rate as a tracker senses them, s and s_d the pivot's
-present travel and rate (the joint encoders). Sensing (episodic/runtime/native/sensing.py): phi and phi_d
+present travel and rate (the joint encoders). Sensing (episodic/native/sensing.py): phi and phi_d
 reach the law ``sensing_latency`` s late (rounded to control steps of 2 ms), with independent
 Gaussian noise of std ``sensing_noise`` rad and ``sensing_noise_rate`` rad/s, drawn from the
 episode's random generator (seeded by the run's seed and the episode's number, so a replay
@@ -134,8 +134,8 @@ import mujoco
 import numpy as np
 
 from episodic.interface.robot import Robot
-from episodic.runtime.native import CompiledLaw
-from episodic.runtime.native.sensing import Sensing, add_control_period
+from episodic.native import CompiledLaw
+from episodic.native.sensing import Sensing, add_control_period
 from episodic.task import Camera, Episode, StepView, Task, TaskError, body_velocity, param, update_kinematics
 
 POLE = "pole"          # the body of pole and hub, rigidly fixed to link 7

@@ -12,7 +12,7 @@ import pytest
 from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.interface.vocabulary import Flag
 from episodic.logs import read_episodes
-from episodic.runtime.episodes import EpisodeBuffer
+from episodic.logs.episode import EpisodeBuffer
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import run_episode, wave

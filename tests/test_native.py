@@ -1,4 +1,4 @@
-"""episodic's compiled part (episodic.runtime.native) with real MuJoCo: each task's compiled feedback law
+"""episodic's compiled part (episodic.native) with real MuJoCo: each task's compiled feedback law
 against the law's formula computed independently (MuJoCo's frame sensors, Jacobians and numpy),
 the compiled loop against the per-tick Python loop under those laws (bit-identical: the same
 operations in the same order, with and without a sensing latency and noise), the sensing's delay
@@ -19,12 +19,12 @@ import mujoco
 import numpy as np
 import pytest
 
+from episodic import native
 from episodic.interface.commands import Feedforward, StartCommand
 from episodic.interface.robot import load_robot
 from episodic.interface.trajectory import Desired
-from episodic.runtime import native
+from episodic.native.sensing import Sensing
 from episodic.runtime.control import Gains
-from episodic.runtime.native.sensing import Sensing
 from episodic.runtime.runner import Runner
 from episodic.runtime.scene import STATE_SPEC
 from episodic.tasks import make_task
@@ -439,7 +439,7 @@ def test_a_law_whose_table_leaves_a_field_out_is_refused(tmp_path):
               "EPISODIC_LAW_PARAM(gap, p, EPISODIC_FIELD(p, a) EPISODIC_FIELD(p, c))\n"
               "EPISODIC_LAW_PARAM(whole, p, EPISODIC_FIELD(p, c) EPISODIC_FIELD(p, a) EPISODIC_FIELD(p, b))\n"
               "void episodic_law_gap(void) {}\nvoid episodic_law_whole(void) {}\n")
-    lib = ctypes.CDLL(gcc(tmp_path, "laws.so", source, f"-I{ROOT / 'episodic/runtime/native'}", f"-I{include}"))
+    lib = ctypes.CDLL(gcc(tmp_path, "laws.so", source, f"-I{ROOT / 'episodic/native'}", f"-I{include}"))
     with pytest.raises(native.NativeError, match=r"episodic_law_gap_param must be .* do not fill its 32 bytes"):
         native.doubles_layout(lib, "episodic_law_gap_param")
     table, size = native.doubles_layout(lib, "episodic_law_whole_param")
@@ -479,7 +479,7 @@ def test_an_install_without_a_c_compiler_runs_the_python_loop_with_one_warning(t
     (wheel,) = tmp_path.glob("episodic-*.whl")
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
                    check=True, capture_output=True)
-    assert not list(site.glob("episodic/runtime/native/*.so"))
+    assert not list(site.glob("episodic/native/*.so"))
     done = subprocess.run([sys.executable, NO_COMPILER_RUN], cwd=tmp_path, capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(site)), timeout=300)
     assert done.returncode == 0, done.stderr

@@ -16,7 +16,8 @@ from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.interface.trajectory import min_jerk
 from episodic.interface.vocabulary import Flag, MachineState
 from episodic.logs import read_episodes, read_metadata
-from episodic.runtime.pacing import Pacer, Timing
+from episodic.logs.timing import Timing
+from episodic.runtime.pacing import Pacer
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import ROOT, Served, channel_name, shm_leftovers

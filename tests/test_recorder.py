@@ -10,8 +10,8 @@ from episodic.interface.commands import Feedforward
 from episodic.interface.robot import load_robot
 from episodic.interface.trajectory import min_jerk
 from episodic.interface.vocabulary import MachineState
+from episodic.logs.episode import EpisodeBuffer
 from episodic.runtime.control import Gains
-from episodic.runtime.episodes import EpisodeBuffer
 from episodic.runtime.recorder import StepRecorder
 from episodic.runtime.scene import build_scene
 from episodic.runtime.simulation import Simulation, StepRecord

@@ -18,9 +18,9 @@ PACKAGE = ROOT / "episodic"
 # the folders of episodic/, bottom up: a module may import its own layer and the layers below it;
 # the plug-in folders (bridge/, tasks/, robots/ at the top, installed as episodic.<name>) share a
 # layer but never import each other, and the interface imports nothing else of episodic
-LAYERS = (("interface",), ("task", "logs", "runtime"), ("bridge", "tasks", "robots"), ("tools",), ("learning",),
-          ("cli",))
-PLUGINS = LAYERS[2]
+LAYERS = (("interface",), ("native",), ("task", "logs"), ("runtime",), ("bridge", "tasks", "robots"), ("tools",),
+          ("learning",), ("cli",))
+PLUGINS = LAYERS[4]
 
 
 def modules() -> dict[str, Path]:
@@ -131,7 +131,7 @@ def test_an_install_adds_exactly_one_top_level_name(wheel):
                    "episodic/robots/wam/robot.toml", "episodic/task/__init__.py"):
         assert needed in files
     # the compiled part (setup.py): its library, a plain shared library (no CPython tag), not its C sources
-    assert "episodic/runtime/native/_library.so" in files
+    assert "episodic/native/_library.so" in files
     assert not [f for f in files if f.endswith((".c", ".h"))]
 
 
@@ -188,7 +188,7 @@ def test_a_non_editable_install_runs_the_demo_from_an_empty_folder(wheel, tmp_pa
     code = "import episodic, sys; print(episodic.__file__)"
     assert _run([sys.executable, "-c", code], empty, env).startswith(str(target))
     # the compiled part loads with the installed MuJoCo (built against the same version)
-    code = "from episodic.runtime.native import library; print(library()._name)"
+    code = "from episodic.native import library; print(library()._name)"
     assert _run([sys.executable, "-c", code], empty, env).startswith(str(target))
     out = _run([sys.executable, "-m", "episodic", "demo", "--quick", "--out", "demo.h5"], empty, env)
     assert "log written to demo.h5" in out and (empty / "demo.h5").is_file()

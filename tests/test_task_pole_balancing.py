@@ -274,7 +274,7 @@ def test_the_reference_law_needs_the_pole_seen_within_a_control_step():
 
 def test_a_noisy_tracker_is_seeded_per_episode_and_replays_bit_for_bit(tmp_path):
     """Noise on the sensed angle and rate (2 mrad, 0.02 rad/s), on a tracker 6 ms late (the motion
-    capture of episodic/runtime/native/sensing.py) and on one seen at once: each episode of a run gets its
+    capture of episodic/native/sensing.py) and on one seen at once: each episode of a run gets its
     own noise, a run with the same seed the same noise, another seed other noise; `episodic
     replay` repeats the run bit for bit. The reference's balance law holds the pole through the
     noise seen at once."""

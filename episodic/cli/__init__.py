@@ -1,1 +1,1 @@
-"""cli"""
+"""The `episodic` command (main) and its end-to-end demo (demo)."""

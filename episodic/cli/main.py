@@ -714,7 +714,7 @@ def demonstrate(task: str | None, log: str | None, number: int, out: str, overwr
 
 
 def _episode_line(ep) -> str:
-    """`episodic serve`'s line for a finished episode (an episodic.runtime.episodes.EpisodeBuffer)."""
+    """`episodic serve`'s line for a finished episode (an episodic.logs.episode.EpisodeBuffer)."""
     return (f"episode {ep.number}: id {ep.episode_id}, return {ep.episode_return:.6g}, flag {ep.flag_name}, "
             f"{ep.n_steps} steps, success {'yes' if ep.success else 'no'}")
 

@@ -10,6 +10,7 @@ import h5py
 import numpy as np
 
 from episodic.interface.columns import STEP_DTYPES
+from episodic.logs.episode import SEGMENT_FIELDS
 from episodic.logs.layout import (
     METADATA_CACHE,
     SUMMARY_DEFAULTS,
@@ -19,7 +20,6 @@ from episodic.logs.layout import (
     fix_metadata_cache,
     summary_row,
 )
-from episodic.runtime.episodes import SEGMENT_FIELDS
 
 
 def _summary_rows(stored: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ import h5py
 import numpy as np
 
 from episodic.interface.columns import STEP_DTYPES
+from episodic.logs.episode import EpisodeBuffer
 from episodic.logs.layout import (
     FORMAT,
     METADATA_CACHE,
@@ -28,7 +29,6 @@ from episodic.logs.layout import (
     int_or,
     summary_row,
 )
-from episodic.runtime.episodes import EpisodeBuffer
 
 _log = logging.getLogger("episodic.logs")
 

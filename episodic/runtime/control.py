@@ -1,6 +1,6 @@
 """SL's control law, ``u = kp (q_d - q) + kd (qd_d - qd) + ki I + u_ff``, one control tick at a
 time: what the simulation's Python loop and a robot driver's loop both run (the simulation's
-compiled loop, episodic/runtime/native/control.c, runs the same tick in C), and the joint velocity check
+compiled loop, episodic/native/control.c, runs the same tick in C), and the joint velocity check
 the episode machine applies to every step.
 
 The law is split between the runner and whoever closes the loop. Each tick the runner's

@@ -56,12 +56,12 @@ from episodic.interface.commands import (
 )
 from episodic.interface.trajectory import Desired, resample
 from episodic.interface.vocabulary import CommandError, Feedforward, Flag, MachineState, Reply
+from episodic.logs.episode import EpisodeBuffer
+from episodic.logs.timing import Mark
+from episodic.native import NativeError
 from episodic.runtime.backend import Backend
 from episodic.runtime.control import Feedback, Gains, over_velocity_limit_after, velocity_over_limit
-from episodic.runtime.episodes import EpisodeBuffer
 from episodic.runtime.motion_clock import MotionClock, control_steps
-from episodic.runtime.native import NativeError
-from episodic.runtime.pacing import Mark
 from episodic.runtime.recorder import StepRecorder
 from episodic.runtime.scene import ROLLOUT_SPEC, Scene
 from episodic.runtime.simulation import SimulationUnstable, StepRecord

@@ -14,8 +14,8 @@ import numpy as np
 
 from episodic.interface.columns import STEP_DTYPES
 from episodic.interface.vocabulary import MachineState
+from episodic.logs.episode import EpisodeBuffer
 from episodic.runtime.backend import Backend
-from episodic.runtime.episodes import EpisodeBuffer
 from episodic.runtime.scene import Scene
 from episodic.runtime.simulation import StepRecord
 from episodic.task import StepView, Task

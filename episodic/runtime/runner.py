@@ -23,9 +23,9 @@ from episodic.interface.robot import Robot, load_robot
 from episodic.interface.sender import Sender
 from episodic.interface.vocabulary import Flag, Reply
 from episodic.logs import RunLog
+from episodic.logs.episode import EpisodeBuffer
 from episodic.logs.layout import software_versions
 from episodic.runtime.backend import Backend, DriverBackend, JointDriver
-from episodic.runtime.episodes import EpisodeBuffer
 from episodic.runtime.machine import INTERRUPTED_MESSAGE, EpisodeMachine
 from episodic.runtime.pacing import Pacer
 from episodic.runtime.scene import Scene, build_scene

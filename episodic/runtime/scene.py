@@ -6,7 +6,7 @@ general actuator with force ``ctrl - kp q - kd qd`` (gain 1, affine bias), so
 ``ctrl = kp q_d + kd qd_d + ki I + u_ff``; gravity compensation is MuJoCo's body
 gravcomp routed through the actuators (``actuatorgravcomp``), and the total joint torque
 saturates at the robot's torque limit (``actuatorfrcrange``). A blocking segment runs whole in
-C (``episodic.runtime.native``), the task's feedback law and any state-dependent u_ff included.
+C (``episodic.native``), the task's feedback law and any state-dependent u_ff included.
 
 Passive joints (a task's ``passive_joints``, and joints that fail during an episode) keep their
 actuator, sensor and log columns but get no torque at all: :meth:`Scene.set_passive` zeroes the

@@ -1,7 +1,7 @@
 """MuJoCo backend: runs a desired trajectory under SL's control law and returns what
 happened at every control step.
 
-A blocking run goes whole through the compiled loop of ``episodic.runtime.native`` (C: the control tick,
+A blocking run goes whole through the compiled loop of ``episodic.native`` (C: the control tick,
 inverse dynamics at the measured state, the integral term and the task's compiled feedback law
 between MuJoCo's steps, the GIL released), or, in an install without the compiled library, whole
 through the same loop in Python. A paced run, or one under a feedback law written in
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from episodic import native
 from episodic.interface.trajectory import Desired
 from episodic.interface.vocabulary import Feedforward
-from episodic.runtime import native
+from episodic.native import CompiledLaw
 from episodic.runtime.control import Controller, Feedback, Gains, Segment, Stop, over_velocity_limit_after
-from episodic.runtime.native import CompiledLaw
 from episodic.runtime.pacing import Pacer
 from episodic.runtime.scene import ROLLOUT_SPEC, STATE_SPEC, Scene
 
@@ -169,7 +169,7 @@ class Simulation:
         ``feedback(data)``, when given, is called before each step with the present state and
         returns offsets (n_dofs,) rad added to that step's desired q (a task's feedback law;
         ``Task.feedback_law``); the record holds the desired q actually used. A blocking run
-        under no law or a compiled one (``episodic.runtime.native.CompiledLaw``) runs in C in one piece
+        under no law or a compiled one (``episodic.native.CompiledLaw``) runs in C in one piece
         (in Python, with the same results, when the library was not built: ``native.compiled``);
         otherwise it steps in Python. ``stop(k, states, sensordata)`` is asked after step k when
         stepping in Python and ends the run there when true; a run in one piece ignores it and
@@ -224,7 +224,7 @@ class Simulation:
         return tuple(self.data.warning.number[UNSTABLE_WARNINGS].tolist())
 
     def _run_compiled(self, seg: Segment) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The segment in C (episodic.runtime.native: the loop of ``_run_python`` with ``Controller.tick``
+        """The segment in C (episodic.native: the loop of ``_run_python`` with ``Controller.tick``
         and the task's compiled feedback law, operation for operation): states (n + 1, nstate),
         sensordata (n, nsensordata), ctrl (n, n_dofs) N m. Fills seg.q_d, reference and u_ff as
         the ticks would and advances the controller's integral. mujoco.FatalError when MuJoCo

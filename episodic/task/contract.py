@@ -12,7 +12,7 @@ import mujoco
 import numpy as np
 
 from episodic.interface.robot import Robot
-from episodic.runtime.native import CompiledLaw
+from episodic.native import CompiledLaw
 from episodic.task.params import PARAM, Choice, Param, format_number
 
 

@@ -54,8 +54,8 @@ import numpy as np
 from episodic.interface.commands import Command, Limits
 from episodic.interface.robot import Robot, RobotError, load_robot
 from episodic.interface.vocabulary import EpisodeResult, Flag, Kind
+from episodic.logs.episode import EpisodeBuffer
 from episodic.logs.layout import COMMAND_ARRAYS, COMMAND_ATTRS, command_from_record, decode_attr, software_versions
-from episodic.runtime.episodes import EpisodeBuffer
 from episodic.runtime.runner import Runner
 from episodic.task import Task
 from episodic.tasks import TASKS, make_task

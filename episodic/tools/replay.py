@@ -13,8 +13,8 @@ from episodic.interface.columns import STEP_DTYPES
 from episodic.interface.commands import Limits
 from episodic.interface.vocabulary import Flag
 from episodic.logs import StoredEpisode, iter_episodes, read_metadata, read_summary
+from episodic.logs.episode import EpisodeBuffer
 from episodic.logs.layout import command_from_record, software_versions
-from episodic.runtime.episodes import EpisodeBuffer
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 

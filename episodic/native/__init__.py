@@ -106,7 +106,7 @@ def check_layout(lib: ctypes.CDLL, struct: str, mirror: type[ctypes.Structure]) 
         differ = [f"{o} here, {c} in C" for o, c in zip(ours, c_fields) if o != c] \
             + [f"{f} only here" for f in ours[len(c_fields):]] + [f"{f} only in C" for f in c_fields[len(ours):]]
         raise NativeError(f"episodic's compiled part lays out {struct} ({c_size} bytes) otherwise than "
-                          f"{mirror.__name__} in episodic/runtime/native/__init__.py ({ctypes.sizeof(mirror)} "
+                          f"{mirror.__name__} in episodic/native/__init__.py ({ctypes.sizeof(mirror)} "
                           f"bytes): {'; '.join(differ) or 'the sizes differ'}; change both together (episodic.h "
                           f"and the mirror) and {REBUILD}")
 

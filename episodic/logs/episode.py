@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from episodic.runtime.pacing import Mark, Timing
+from episodic.logs.timing import Mark, Timing
 
 SEGMENT_FIELDS = {"index": np.int32, "kind": np.int8, "flag": np.int8, "reward": np.float64,
                   "n_steps": np.int32}
@@ -42,7 +42,7 @@ class EpisodeBuffer:
 
     @property
     def timing(self) -> dict[str, float | int]:
-        """The episode's tick statistics as log attributes (episodic.runtime.pacing.Timing), none in
+        """The episode's tick statistics as log attributes (episodic.logs.timing.Timing), none in
         blocking mode. Worked out when asked (by the log's write), not on the tick that ends
         the episode."""
         return {} if self.ticks is None else Timing.between(*self.ticks).as_attrs()

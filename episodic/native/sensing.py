@@ -4,7 +4,7 @@ object's state (ball_on_beam, pole_balancing, ball_bouncing).
 A real robot sees a ball or a pole through a tracker (cameras, motion capture): late, and with
 noise; its own joints it reads from encoders at once. A law built with :class:`Sensing` reads
 the tracked quantities (m of them: the ball's position and velocity, the pole's angle and rate)
-as such a tracker reports them (episodic_sense in episodic/runtime/native/control.c):
+as such a tracker reports them (episodic_sense in episodic/native/control.c):
 
 - late by ``delay`` = round(latency / control period) control steps (2 ms on the WAM): each
   control step the true values enter a ring of the last delay + 1 samples kept in the law's
@@ -45,7 +45,7 @@ import mujoco
 import numpy as np
 from numpy.typing import ArrayLike
 
-from episodic.runtime.native import pack
+from episodic.native import pack
 
 CONTROL_PERIOD = "control_period"  # the model's numeric holding the control period, s
 SENSING_MEMORY = 1   # EPISODIC_SENSING_RING: the memory block's values before the ring

@@ -1,5 +1,5 @@
 /* episodic's compiled part: the blocking control loop (control.c) and the tasks' feedback laws
- * (tasks/<name>.c), one shared library called through ctypes. episodic/runtime/native/__init__.py
+ * (tasks/<name>.c), one shared library called through ctypes. episodic/native/__init__.py
  * checks its SegmentArgs against the segment's table declared here, and fills the laws' and the
  * sensing's parameters by name from theirs. */
 #ifndef EPISODIC_NATIVE_EPISODIC_H_
@@ -24,7 +24,7 @@ enum { EPISODIC_FF_NONE = 0, EPISODIC_FF_GRAVITY_COMPENSATION = 1, EPISODIC_FF_F
        EPISODIC_FF_INVERSE_DYNAMICS = 3 };
 
 /* A struct that crosses into Python is described once, here in C, by a table of its fields
- * (<struct>_fields, ended by a NULL name) and its size (<struct>_size()); episodic.runtime.native
+ * (<struct>_fields, ended by a NULL name) and its size (<struct>_size()); episodic.native
  * checks its ctypes mirror (or fills a law's parameters by name) against them when the library
  * loads, so a field added, moved or resized on one side only is refused instead of misread. */
 typedef struct {
@@ -37,7 +37,7 @@ typedef struct {
 /* One segment of n control steps for a robot of n_dofs joints: the arguments of
  * episodic_run. Arrays of steps are row-major (n, n_dofs); units as in episodic.runtime.control.
  * Its fields are listed once, as X(type, name): the struct and its table (control.c) come from
- * the list, which SegmentArgs in episodic/runtime/native/__init__.py mirrors (checked on load). */
+ * the list, which SegmentArgs in episodic/native/__init__.py mirrors (checked on load). */
 #define EPISODIC_SEGMENT_FIELDS(X)                                                                          \
   X(const mjModel*, model)       /* the scene */                                                           \
   X(mjData*, data)               /* its state, stepped in place */                                         \
@@ -83,7 +83,7 @@ size_t episodic_segment_size(void);
 
 /* A law's parameters: a struct of mjtNum fields only (scalars, arrays, an episodic_sensing; an
  * id or an address is stored as a double, exactly), so that it has no padding and Python fills
- * it by name from its table (episodic.runtime.native.CompiledLaw). In the law's file, after the
+ * it by name from its table (episodic.native.CompiledLaw). In the law's file, after the
  * struct:
  *   EPISODIC_LAW_PARAM(<law>, <struct>, EPISODIC_FIELD(<struct>, <field>) ... every field)
  * defines episodic_law_<law>_param_fields and episodic_law_<law>_param_size(); a field left
@@ -101,7 +101,7 @@ static inline mjtNum episodic_clip(mjtNum x, mjtNum low, mjtNum high) {
   return x < low ? low : (x > high ? high : x);
 }
 
-/* Sensing (episodic/runtime/native/sensing.py fills the parameters by name and makes the memory
+/* Sensing (episodic/native/sensing.py fills the parameters by name and makes the memory
  * block): a law reads the tracked object's state as a tracker reports it, a whole number of
  * control steps late and with Gaussian noise.
  *   parameters: an episodic_sensing, m of its std used;
