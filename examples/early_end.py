@@ -1,5 +1,5 @@
 """Crash early, hold still, the reference: the three episodes that show an early end never pays,
-for every task, and their returns as the README's table prints them.
+for every task, and their returns as docs/control.md's table prints them.
 
     python examples/early_end.py [--tasks reach pole_balancing ...]
 

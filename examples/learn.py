@@ -1,6 +1,6 @@
 """Every task learns: one learner configuration per task (examples/learning/<task>.py), run over
 seeds, each iteration's samples evaluated as one batch in this process; prints one line per
-iteration, a results table (the README's), and saves each run's learning curve as CSV (and, with
+iteration, a results table (docs/learning.md's), and saves each run's learning curve as CSV (and, with
 ``--plot``, one PNG per task: mean return of the samples and of the policy against rollouts).
 
     python examples/learn.py                       # every task, seed 0
@@ -64,7 +64,7 @@ def describe(learner) -> str:
 
 
 def table_row(runs: list[Run]) -> str:
-    """A markdown row of the README's learning table: medians over the runs (seeds) of one task.
+    """A markdown row of the learning table in docs/learning.md: medians over the runs (seeds) of one task.
     Every cell but the wall time depends only on the configuration, the seeds and the software
     versions (tests/test_readme.py checks one row so)."""
     r = runs[0]

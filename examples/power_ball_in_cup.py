@@ -23,7 +23,7 @@ Setting (``episodic.cli.demo.ball_in_cup_learner``, what ``episodic demo`` runs)
 Reported per seed: rollouts to the first catch, rollouts until 80 % of the last 20 rollouts
 caught, and wall time (2 threads). Kober & Peters: the robot catches reliably after about 75
 rollouts, with virtually no failures after about 100 (one run on the real robot). The measured
-table is in the README ("Learning").
+table is in docs/learning.md.
 
     python examples/power_ball_in_cup.py [--seeds 0 1 ... 9] [--iterations 15] [--threads 2] [--out runs/power]
 """

@@ -78,7 +78,7 @@ rebound from 60 in onto a steel plate to 30-45 in (US Croquet Association), e = 
 harder pair than wood on wood. The hand's or
 gripper's compliance is modelled, not folded into the number: the cup is carried by the
 PD-held arm and recoils (0.14 m/s in the drop test). Learning depends on this number (see the
-README's learning table); it is a parameter, so a benchmark states the value it ran. The
+learning table in docs/learning.md); it is a parameter, so a benchmark states the value it ran. The
 ball hits the arm and the floor with MuJoCo's default contact; the cup and the arm never collide
 with each other; the chain's links touch the cup with a stiff, critically damped contact and
 friction 0.3 (cord on wood). Air (``contact.add_air``): 1.204 kg/m^3 and 1.81e-5 Pa s; the ball

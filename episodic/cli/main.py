@@ -756,7 +756,7 @@ def demo(out: str, seed: int, iterations: int | None, quick: bool, video: bool) 
         best = max(sum(curve.successes[k - window : k]) for k in range(window, len(curve.successes) + 1))
         click.echo(f"stopping rule not met: at most {best} of any {window} consecutive rollouts caught (it needs "
                    f"{rate:.0%}) in the {len(curve.rows) - 1} iterations run; ball-in-a-cup is hard for PoWER at "
-                   f"this version's physics (the README's classic experiment shows how far 201 rollouts get on 10 "
+                   f"this version's physics (docs/learning.md's classic experiment: how far 201 rollouts get on 10 "
                    f"seeds); try --iterations or another --seed")
     click.echo(f"final policy: return {curve.final_return:.3f}, {'caught' if curve.final_success else 'missed'} "
                f"(the table's last line)")

@@ -1,7 +1,7 @@
 """What a run log holds: its format name, the summary table, how a command is kept as a record and
 read back, and the software versions a log records.
 
-File layout (one file per run; see the README):
+File layout (one file per run; docs/log-format.md):
   /                     attrs: format, task, task_params, robot, robot_settings, mode, seed,
                         control_rate, timestep, versions (JSON where structured), created
   /model_xml            the compiled scene, as MJCF text

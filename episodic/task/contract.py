@@ -122,7 +122,7 @@ class Task(Generic[EpisodeT]):
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""  # one line: what the task asks of the learner
     # what of the CompLACS scenario the task re-creates (../shared/seeds) is not built, in a line
-    # ("" when everything is); `episodic tasks` and the README's task table show it
+    # ("" when everything is); `episodic tasks` and the README's task table (and docs/tasks.md) show it
     not_built: ClassVar[str] = ""
     columns: ClassVar[tuple[str, ...]] = ()
     context_sizes: ClassVar[tuple[int, ...]] = (0,)  # the numbers of values a context may have

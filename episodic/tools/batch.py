@@ -477,7 +477,7 @@ def _array_field(dataset: h5py.Dataset, name: str, where: str) -> np.ndarray:
 
 def _read_command(g: h5py.Group, position: int, n_commands: int, episode_id: int, where: str) -> Command:
     """One command group: scalar fields as attributes or datasets; ``kind``, ``index``,
-    ``max_commands`` and ``episode_id`` completed when absent (README: BATCH.h5)."""
+    ``max_commands`` and ``episode_id`` completed when absent (docs/log-format.md: batch files)."""
     attrs = {name: _scalar_field(g, name, where) for name in ("kind", *COMMAND_ATTRS)}
     attrs = {k: v for k, v in attrs.items() if v is not None}
     arrays = {name: _array_field(g[name], name, where) for name in COMMAND_ARRAYS
@@ -500,7 +500,7 @@ def _read_command(g: h5py.Group, position: int, n_commands: int, episode_id: int
 
 
 def read_batch(path: str | Path) -> BatchFile:
-    """The episodes of a BATCH.h5 file (README: BATCH.h5; a run log is one), in the order of
+    """The episodes of a BATCH.h5 file (docs/log-format.md: batch files; a run log is one), in the order of
     their group names' numbers; BatchFileError saying what is wrong and where."""
     try:
         f = h5py.File(path, "r")

@@ -25,7 +25,7 @@ the ball (too high gains lose it again: [1.6, 0.4] returns 3.78).
 
 Baseline: no published baseline (design.md section 9 knows none for ball bouncing).
 
-Measured with an earlier version (this version's medians: the README's learning table, which the
+Measured with an earlier version (this version's medians: the learning table in docs/learning.md, which the
 same command reprints) (``python examples/learn.py ball_bouncing --seeds 0 1 2 --quiet``, 2
 threads, 10
 iterations, on a machine shared with other jobs):

@@ -10,7 +10,7 @@ Learner: PoWER, 10 rollouts per iteration, importance sampling over the 10 best 
 exploration 0.03 rad adapted by the reward weighting (``episodic.cli.demo.ball_in_cup_learner``).
 Published baseline: Kober & Peters, reliable catches after about 75 rollouts (real WAM, all 7
 joints, 31 weights each); the IAS toolbox's baseline settings (10 rollouts per iteration, 10 basis
-functions) are this configuration's. Measured: see the README's learning table. The policy's
+functions) are this configuration's. Measured: see the learning table in docs/learning.md. The policy's
 return is not monotone while PoWER searches: at the present defaults (5 kN/m string) seed 0's is
 2.275, 2.275, 0.894 over its first two iterations (``python examples/learn.py ball_in_cup``), while
 its second iteration's best sample catches (3.9998). So the short run's test (``QUICK``) asks the

@@ -19,7 +19,7 @@ returns: no learning rate to tune, and every policy it proposes is a blend of ga
 
 Baseline: no published baseline (IAS's ball-on-a-beam has no paper numbers, design.md section 9).
 
-Measured with an earlier version (this version's medians: the README's learning table, which the
+Measured with an earlier version (this version's medians: the learning table in docs/learning.md, which the
 same command reprints) (``python examples/learn.py ball_on_beam --seeds 0 1 2 --quiet``, 2 threads,
 20
 iterations, on a machine shared with other jobs; 90-100 % of the samples succeed from about the

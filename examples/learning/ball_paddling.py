@@ -30,7 +30,7 @@ iterations) from this start, PoWER in none.
 
 Baseline: no published baseline (design.md section 9 knows none for paddling).
 
-Measured with an earlier version (this version's medians: the README's learning table, which the
+Measured with an earlier version (this version's medians: the learning table in docs/learning.md, which the
 same command reprints) (``python examples/learn.py ball_paddling --seeds 0 1 2 --quiet``, 2
 threads, 15
 iterations, on a machine shared with other jobs):

@@ -28,7 +28,7 @@ primitives: reward-weighted averaging of the weight perturbations, no step size 
 
 Baseline: no published baseline (IAS's beer pong has no paper numbers, design.md section 9).
 
-Measured with an earlier version (this version's medians: the README's learning table, which the
+Measured with an earlier version (this version's medians: the learning table in docs/learning.md, which the
 same command reprints) (``python examples/learn.py beer_pong --seeds 0 1 2 --quiet``, 2 threads, 20
 iterations, a quiet machine):
 

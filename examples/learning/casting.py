@@ -33,7 +33,7 @@ and it adapts its step along each axis.
 
 Baseline: no published baseline (IAS's casting has no paper numbers, design.md section 9).
 
-Measured with an earlier version (this version's medians: the README's learning table, which the
+Measured with an earlier version (this version's medians: the learning table in docs/learning.md, which the
 same command reprints) (``python examples/learn.py casting --seeds 0 1 2 --quiet``, 2 threads, 10
 iterations,
 on a machine shared with other jobs) with the earlier string (0.67 kN/m), contacts and abort score

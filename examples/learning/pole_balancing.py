@@ -20,7 +20,7 @@ copes with such jumps; the bound keeps the search from collapsing on one lucky s
 
 Baseline: no published baseline (IAS's pole balancing has no paper numbers, design.md section 9).
 
-Measured with an earlier version (this version's medians: the README's learning table, which the
+Measured with an earlier version (this version's medians: the learning table in docs/learning.md, which the
 same command reprints) (``python examples/learn.py pole_balancing --seeds 0 1 2 --quiet``, 2
 threads, 20
 iterations, on a machine shared with other jobs):

@@ -30,7 +30,7 @@ end just over the 0.02 m tolerance, hence the low success rate among the last sa
 
 Baseline: no published baseline (reach is this project's own task).
 
-Measured with an earlier version (this version's medians: the README's learning table, which the
+Measured with an earlier version (this version's medians: the learning table in docs/learning.md, which the
 same command reprints) (``python examples/learn.py reach --seeds 0 1 2 --quiet``, 2 threads, 100
 iterations,
 on a machine shared with other jobs):

@@ -25,7 +25,7 @@ along what worked, which is why it is the classic learner for primitive weights.
 
 Baseline: no published baseline (tetherball is this project's own task).
 
-Measured with an earlier version (this version's medians: the README's learning table, which the
+Measured with an earlier version (this version's medians: the learning table in docs/learning.md, which the
 same command reprints) (``python examples/learn.py tetherball --seeds 0 1 2 --quiet``, 2 threads,
 15
 iterations, on a machine shared with other jobs; in every seed 80-100 % of the samples pass
