@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from episodic.cli.main import main
 from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand
 from episodic.interface.robot import load_robot
-from episodic.interface.vocabulary import Flag
+from episodic.interface.vocabulary import EpisodeResult, Flag
 from episodic.logs import read_episodes, read_metadata, read_summary
 from episodic.runtime.runner import Runner
 from episodic.task import place_target
@@ -24,7 +24,6 @@ from episodic.tools.batch import (
     BATCH_ABORT_MESSAGE,
     RUNNERS,
     Chunk,
-    EpisodeResult,
     VersionMismatch,
     evaluate,
     evaluate_chunk,
