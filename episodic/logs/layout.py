@@ -51,8 +51,6 @@ METADATA_CACHE = 1 << 17
 
 
 COMMAND_ATTRS = ("episode_id", "index", "max_commands", "rate", "wait_time", "feedforward", "reason")
-
-
 COMMAND_ARRAYS = ("posture", "context", "q", "qd", "qdd", "kp", "kd", "ki", "task_gains")
 
 

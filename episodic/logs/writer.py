@@ -31,14 +31,8 @@ from episodic.logs.layout import (
 )
 
 _log = logging.getLogger("episodic.logs")
-
-
 SPACE_MARGIN = 1 << 20  # bytes kept free on the log's disk beyond twice an episode's data
-
-
 SUMMARY_CHUNK = 512    # rows per HDF5 chunk of /summary
-
-
 REJECTED_CHUNK = 1024  # rows per HDF5 chunk of /rejected
 
 

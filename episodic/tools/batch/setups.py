@@ -15,9 +15,7 @@ from episodic.runtime.runner import Runner
 from episodic.task import Task
 from episodic.tasks import TASKS, make_task
 
-CACHED_SETUPS = 4       # setups whose idle runners a process keeps (the least recently used go first)
-
-
+CACHED_SETUPS = 4  # setups whose idle runners a process keeps (the least recently used go first)
 # a task name, a (name, params) pair, or a callable returning a fresh Task object
 TaskSpec = str | tuple | Callable[[], Task]
 
