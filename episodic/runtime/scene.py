@@ -17,6 +17,15 @@ and clips the sum to that range, so [0, 0] removes it exactly, where switching
 gravity and the forces of the rest of the arm, against its own damping and friction. (MuJoCo's
 compiler refuses an empty range, so it is set on the compiled model: the scene's XML shows the
 joint's torque limits, and the actuator's zero gain and bias.)
+
+Joints beyond the arm (``Robot.extra_joints``: gripper fingers, ...) are not commanded: each gets an
+actuator ``hold/<joint>`` of its own whose force ``kp (hold - q) - kd qd`` does not read ctrl,
+its force limit, and the hold posture as the model's qpos0 (so an exact start puts it there). The
+inverse-dynamics model has them frozen at the hold posture (their bodies welded where the posture
+puts them), so it keeps exactly the arm's joints.
+
+Every scene has a floor, light and sky: a robot model without a geom named ``floor`` (an imported
+robot, docs/robots.md) gets them from :func:`_add_environment`; the built-in robots bring their own.
 """
 from __future__ import annotations
 
@@ -127,7 +136,9 @@ def _take(values: np.ndarray, columns: slice | np.ndarray) -> np.ndarray:
     return np.take(values, columns, axis=-1)
 
 
-def _robot_spec(robot: Robot, substeps: int) -> mujoco.MjSpec:
+def _robot_spec(robot: Robot, substeps: int, frozen: bool = False) -> mujoco.MjSpec:
+    """The robot's model with the settings' ranges, torque limits, timestep and gravity
+    compensation; its extra joints held (``frozen``: welded at their hold posture)."""
     spec = mujoco.MjSpec.from_file(str(robot.mjcf))
     spec.option.timestep = robot.control_dt / substeps
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
@@ -140,10 +151,66 @@ def _robot_spec(robot: Robot, substeps: int) -> mujoco.MjSpec:
         joint.actfrcrange = [-robot.torque_limit[i], robot.torque_limit[i]]
         joint.actfrclimited = mujoco.mjtLimited.mjLIMITED_TRUE
         joint.actgravcomp = True
+    extra = robot.extra_joints
+    for i, name in enumerate(extra.names):
+        joint = spec.joint(name)
+        if joint is None:
+            raise ValueError(f"{robot.mjcf} has no joint '{name}' named in the robot's [extra_joints]")
+        joint.actfrcrange = [-extra.torque[i], extra.torque[i]]
+        joint.actfrclimited = mujoco.mjtLimited.mjLIMITED_TRUE
+    if frozen and extra.names:
+        _freeze(spec, extra.names, extra.hold)
     for body in spec.bodies:
         if body.name != "world":
             body.gravcomp = 1.0
     return spec
+
+
+def _freeze(spec: mujoco.MjSpec, names: tuple[str, ...], hold: np.ndarray) -> None:
+    """Weld the joints ``names`` at the postures ``hold`` (k,) rad or m: each joint's body gets the
+    pose relative to its parent that the posture gives it, and the joint (and any equality
+    constraint naming it) is deleted."""
+    model = spec.compile()
+    data = mujoco.MjData(model)
+    for name, value in zip(names, hold):
+        data.qpos[model.joint(name).qposadr[0]] = value
+    mujoco.mj_kinematics(model, data)
+    for name in names:
+        body_id = int(model.jnt_bodyid[model.joint(name).id])
+        parent = int(model.body_parentid[body_id])
+        to_parent = np.empty(4)
+        mujoco.mju_negQuat(to_parent, data.xquat[parent])
+        pos, quat = np.empty(3), np.empty(4)
+        mujoco.mju_rotVecQuat(pos, data.xpos[body_id] - data.xpos[parent], to_parent)
+        mujoco.mju_mulQuat(quat, to_parent, data.xquat[body_id])
+        body = spec.body(model.body(body_id).name)
+        body.pos, body.quat = pos, quat
+        body.alt.type = mujoco.mjtOrientation.mjORIENTATION_QUAT
+        for eq in list(spec.equalities):
+            if name in (eq.name1, eq.name2):
+                spec.delete(eq)
+        spec.delete(spec.joint(name))
+
+
+def _add_environment(spec: mujoco.MjSpec) -> None:
+    """A floor, a light and a sky for a model that brings none (no geom named 'floor'), as the
+    built-in robots' own: a 6 m x 6 m grid floor at z = 0 that every default geom and the robot
+    collide with, a directional light from above and a gradient sky."""
+    if spec.geom("floor") is not None:
+        return
+    spec.add_texture(name="episodic_sky", type=mujoco.mjtTexture.mjTEXTURE_SKYBOX,
+                     builtin=mujoco.mjtBuiltin.mjBUILTIN_GRADIENT, rgb1=[0.6, 0.75, 0.9], rgb2=[0.1, 0.15, 0.2],
+                     width=256, height=256)
+    spec.add_texture(name="episodic_grid", type=mujoco.mjtTexture.mjTEXTURE_2D,
+                     builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER, rgb1=[0.32, 0.34, 0.36],
+                     rgb2=[0.26, 0.28, 0.3], width=512, height=512, mark=mujoco.mjtMark.mjMARK_EDGE,
+                     markrgb=[0.5, 0.5, 0.5])
+    material = spec.add_material(name="episodic_floor", texrepeat=[8, 8], reflectance=0.05)
+    material.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = "episodic_grid"
+    spec.worldbody.add_light(name="episodic_sun", pos=[0, -1.5, 4], dir=[0, 0.35, -1],
+                             type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL, diffuse=[0.8, 0.8, 0.8])
+    spec.worldbody.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[3, 3, 0.05],
+                            material="episodic_floor")
 
 
 def passive_mask(robot: Robot, names: Iterable[str]) -> np.ndarray:
@@ -166,6 +233,14 @@ def _add_controller(spec: mujoco.MjSpec, robot: Robot, passive: np.ndarray) -> N
         act.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
         spec.add_sensor(name=f"u/{name}", type=mujoco.mjtSensor.mjSENS_JOINTACTFRC,
                         objtype=mujoco.mjtObj.mjOBJ_JOINT, objname=name)
+    extra = robot.extra_joints
+    for i, name in enumerate(extra.names):  # held: force kp (hold - q) - kd qd, whatever ctrl is
+        act = spec.add_actuator(name=f"hold/{name}", target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
+        act.gaintype = mujoco.mjtGain.mjGAIN_FIXED
+        act.biastype = mujoco.mjtBias.mjBIAS_AFFINE
+        act.gainprm[0] = 0.0
+        act.biasprm[:3] = [extra.kp[i] * extra.hold[i], -extra.kp[i], -extra.kd[i]]
+        act.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
     for suffix, kind in (("pos", mujoco.mjtSensor.mjSENS_FRAMEPOS),
                          ("quat", mujoco.mjtSensor.mjSENS_FRAMEQUAT)):
         spec.add_sensor(name=f"ee_{suffix}", type=kind, objtype=mujoco.mjtObj.mjOBJ_SITE,
@@ -176,25 +251,30 @@ def build_scene(robot: Robot, task: Task) -> Scene:
     """Compile robot + controller + task into a Scene. ``task`` follows episodic.task.Task."""
     task.check_robot(robot)
     substeps = max(robot.substeps, task.substeps)
-    dyn_spec = _robot_spec(robot, substeps)
+    dyn_spec = _robot_spec(robot, substeps, frozen=True)
     task.add_tool(dyn_spec, robot)
     dynamics = dyn_spec.compile()
     dynamics.body_gravcomp[:] = 0.0
     # inverse dynamics of the arm alone: joint stops and contacts are the world's business
     dynamics.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_LIMIT | mujoco.mjtDisableBit.mjDSBL_CONTACT
     if dynamics.nq != robot.n_dofs:
-        raise ValueError(f"{robot.mjcf} with the task's tool must have exactly the "
-                         f"{robot.n_dofs} robot joints; found nq={dynamics.nq}")
+        raise ValueError(f"{robot.mjcf} with the task's tool must have exactly the {robot.n_dofs} robot joints "
+                         f"besides those held in [extra_joints]; found nq={dynamics.nq}: list every other joint "
+                         f"of the model (gripper fingers, ...) in robot.toml's [extra_joints] hold, with its posture "
+                         f"(`episodic robots add MODEL` does this; docs/robots.md)")
 
     passive = passive_mask(robot, task.passive_joints)
     spec = _robot_spec(robot, substeps)
     task.add_tool(spec, robot)
     _add_controller(spec, robot, passive)
+    _add_environment(spec)
     task.add_scene(spec, robot)
     model = spec.compile()
     xml = spec.to_xml()  # (passive joints' actuator force range [0, 0] is set below: the compiler refuses it)
 
     joints = [model.joint(name) for name in robot.joint_names]
+    for name, value in zip(robot.extra_joints.names, robot.extra_joints.hold):
+        model.qpos0[model.joint(name).qposadr[0]] = value  # where an exact start puts a held joint
     sensors = {}
     for i in range(model.nsensor):
         s = model.sensor(i)
