@@ -346,17 +346,26 @@ def tasks() -> None:
     for), its state columns, the context its start takes, its start posture on the WAM, the task
     gains of its feedback law (gain-set tasks), what ending an episode early costs, what of its
     scenario is not built, and its parameters, each as NAME=DEFAULT UNIT RANGE and what it means
-    (set them with `episodic serve --task NAME --param NAME=VALUE`)."""
+    (set them with `episodic serve --task NAME --param NAME=VALUE`). The built-in tasks come
+    first, then those of installed task packages (entry points of the group `episodic.tasks`),
+    each with the package that provides it."""
     import numpy as np
 
     from episodic.interface.robot import load_robot
-    from episodic.task import Task
-    from episodic.tasks import TASKS
+    from episodic.task import Task, TaskError, task_source
+    from episodic.tasks import TASKS, installed_tasks, task_class
 
     wam = load_robot("wam")
-    for name in sorted(TASKS):
-        cls = TASKS[name]
+    for name in [*TASKS, *installed_tasks()]:
+        try:
+            cls = task_class(name)
+        except TaskError as exc:
+            click.echo(f"{name}: cannot be loaded: {exc}")
+            continue
         click.echo(f"{name}: {cls.summary}" if cls.summary else name)
+        if name not in TASKS:
+            source = task_source(cls)
+            click.echo(f"    from package: {source.package or '-'} {source.version} ({source.spec})")
         click.echo(f"    robots: {', '.join(cls.robots) or 'any'}")
         click.echo(f"    state columns: {', '.join(cls.columns) or '-'}")
         click.echo(f"    context: {cls.context_help}")
@@ -402,7 +411,9 @@ def _channel_name(ctx, param, value: str) -> str:
 
 
 @main.command()
-@click.option("--task", default="reach", show_default=True, help="Task name (see `episodic tasks`).")
+@click.option("--task", default="reach", show_default=True,
+              help="Task: a name (see `episodic tasks`: built-in or of an installed task package) or a "
+                   "'module:Class' spec of an importable module.")
 @click.option("--robot", default="wam", show_default=True, help="Robot name (see `episodic robots`).")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Task parameter; repeatable.")
 @click.option("--channel", default="default", show_default=True, callback=_channel_name,
@@ -518,13 +529,19 @@ def _realtime_scheduling(priority: int):
 def _batch_setup(batch, task: str | None, robot: str | None, params: tuple[str, ...],
                  seed: int | None) -> tuple[str, dict, str, int]:
     """Task, parameters, robot and seed of `episodic evaluate`: the options, else the file's
-    root attributes (a log's metadata), else robot wam and seed 0."""
+    root attributes (a log's metadata; its task by the spec it records, TaskError naming the package
+    to install when that cannot be imported), else robot wam and seed 0."""
+    from episodic.tasks import logged_task, portable_spec
+
     meta = batch.metadata
     file_task = meta.get("task")
     if task is None and file_task is None:
         raise click.UsageError("the file names no task (root attribute 'task'): give --task NAME")
-    task = task or str(file_task)
-    stored = meta.get("task_params") if task == file_task else None
+    if task is None or task == file_task:
+        cls = logged_task(meta)
+        task, stored = portable_spec(cls) or str(file_task), meta.get("task_params")
+    else:
+        stored = None
     if stored is not None and not isinstance(stored, dict):
         raise click.ClickException(f"the file's task_params attribute must be a JSON object, got {stored!r}")
     return (task, {**(stored or {}), **_parse_params(params)}, robot or str(meta.get("robot", "wam")),
@@ -533,7 +550,8 @@ def _batch_setup(batch, task: str | None, robot: str | None, params: tuple[str, 
 
 @main.command(short_help="Evaluate the episodes of BATCH.h5 (their commands) on threads or a Dask cluster.")
 @click.argument("batch", type=click.Path(dir_okay=False))
-@click.option("--task", default=None, help="Task name.  [default: the file's 'task' attribute, as in a log]")
+@click.option("--task", default=None, help="Task name or 'module:Class' spec.  [default: the file's task, as in "
+                                           "a log]")
 @click.option("--robot", default=None, help="Robot name.  [default: the file's 'robot' attribute, else wam]")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
               help="Task parameter; repeatable; over the file's 'task_params' (those apply to the file's task).")
@@ -596,7 +614,10 @@ def evaluate(batch: str, task: str | None, robot: str | None, params: tuple[str,
         raise click.ClickException(str(exc)) from None
     for name, why in sorted(read.skipped.items()):
         click.echo(f"warning: episode {name} not evaluated: {why}", err=True)
-    task_name, task_params, robot_name, run_seed = _batch_setup(read, task, robot, params, seed)
+    try:
+        task_name, task_params, robot_name, run_seed = _batch_setup(read, task, robot, params, seed)
+    except TaskError as exc:
+        raise click.ClickException(str(exc)) from None
     n = len(read.episodes)
     where = f"{threads} thread{'s' if threads != 1 else ''}"
     try:

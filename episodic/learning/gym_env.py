@@ -40,7 +40,9 @@ unless ``contexts`` is a box.
 Where it runs. ``sender`` is any :class:`episodic.interface.sender.Sender`: an in-process
 :class:`episodic.runtime.runner.Runner` (the task and robot are taken from it) or an
 ``episodic.bridge.Client`` on a served channel (pass ``task``, the same Task object the runner
-serves, with the same parameters, and ``robot`` when not the WAM); or a function that returns
+serves, with the same parameters, or the name or ``module:Class`` spec it was served with, which
+``episodic.tasks.make_task`` resolves as ``episodic serve --task`` does, and ``robot`` when not
+the WAM); or a function that returns
 one, called once here, whose Sender ``close`` then closes. Determinism: in blocking mode every
 episode starts from the exact start state (episodic.runtime.machine), so the same seed and action give
 the same reward and observation whatever ran before, in-process and over the bridge alike
@@ -75,7 +77,8 @@ class BlackBoxEnv(gymnasium.Env):
     observation = the context, reward = the episode's return, terminated after every step.
 
     ``sender``: a Runner, a bridge Client, or a function returning one; ``task``: the Task the
-    runner serves (taken from a Runner when None); ``robot``: a Robot or its name (a Runner's, or
+    runner serves, or its name or ``module:Class`` spec (default parameters; taken from a Runner
+    when None); ``robot``: a Robot or its name (a Runner's, or
     the task's first robot, or "wam", when None); ``n_via``: via-points per episode; ``duration``
     s from the start to the last via-point; ``hold`` s the last posture is held; ``scale`` rad:
     the largest offset of a via-point from the start posture; ``joints``: the joints moved (names
@@ -85,7 +88,7 @@ class BlackBoxEnv(gymnasium.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, sender: Sender | Callable[[], Sender], task: Task | None = None, *,
+    def __init__(self, sender: Sender | Callable[[], Sender], task: Task | str | None = None, *,
                  robot: Robot | str | None = None, n_via: int = 3, duration: float = 2.0, hold: float = 0.5,
                  scale: float = 0.3, joints: Sequence[str | int] | None = None, contexts: Contexts = None,
                  penalty: float = 0.0):
@@ -96,6 +99,10 @@ class BlackBoxEnv(gymnasium.Env):
                             f"one, got {made!r}")
         self.sender: Sender = made
         try:
+            if isinstance(task, str):
+                from episodic.tasks import make_task
+
+                task = make_task(task)
             served = task if task is not None else getattr(made, "task", None)
             if not isinstance(served, Task):
                 raise TypeError("over the bridge, pass the served task: BlackBoxEnv(client, make_task(name, params))")

@@ -30,7 +30,7 @@ from episodic.runtime.machine import INTERRUPTED_MESSAGE, EpisodeMachine
 from episodic.runtime.pacing import Pacer
 from episodic.runtime.scene import Scene, build_scene
 from episodic.runtime.simulation import Simulation
-from episodic.task import Task
+from episodic.task import Task, task_source
 
 MODES = ("blocking", "realtime")
 # share of a control period each paced step may spend writing queued log pieces (at least one
@@ -128,6 +128,8 @@ class Runner(Sender):
         """What a log records about the run (enough to rebuild this runner for replay)."""
         return {
             "task": self.task.name, "task_params": self.task.params(), "robot": self.robot.name,
+            # the task class's "module:Class" spec and the package providing it (episodic.tasks.logged_task)
+            "task_source": task_source(type(self.task)).as_dict(),
             "robot_settings": self.robot.settings_dict(), "mode": self.mode, "seed": self.seed,
             # how each episode's motion starts (episodic.runtime.machine): "exact" (blocking simulation,
             # the exact start state after the go-to-start) or "reached" (where the go-to-start ended)

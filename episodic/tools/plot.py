@@ -14,6 +14,7 @@ a column without one is plotted without a unit.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -59,11 +60,18 @@ def _figure(width: float, height: float, layout: Literal["constrained"] | None =
     return fig
 
 
-def column_units(task: str) -> dict[str, str]:
-    """The units of task ``task``'s state columns, as far as it gives them (its ``column_units``)."""
-    from episodic.tasks import TASKS
+def column_units(meta: dict) -> dict[str, str]:
+    """The units of the state columns of the task of a log whose metadata is ``meta``, as far as
+    the task gives them (its ``column_units``); none, with a warning naming the package to
+    install, when the task cannot be imported here (the plot does not need it otherwise)."""
+    from episodic.tasks import TaskError, logged_task
 
-    return dict(getattr(TASKS.get(task), "column_units", None) or {})
+    try:
+        cls = logged_task(meta)
+    except TaskError as exc:
+        warnings.warn(f"the state columns are plotted without units: {exc}", stacklevel=2)
+        return {}
+    return dict(getattr(cls, "column_units", None) or {})
 
 
 def _label(text: str, unit: str) -> str:
@@ -96,7 +104,7 @@ def episode_figure(ep: StoredEpisode, meta: dict):
     joints = list(settings.get("joint_names", [f"joint {j + 1}" for j in range(n_dofs)]))
     limits = np.asarray(settings.get("torque_limit", np.full(n_dofs, np.nan)), float)
     columns = list(ep.state_columns)
-    units = column_units(meta.get("task", ""))
+    units = column_units(meta)
     t = motion_time(ep)
     width, height = episode_size(n_dofs, len(columns))
     fig = _figure(width, height, layout=None)  # laid out by hand: constrained layout takes seconds for ~40 axes

@@ -16,7 +16,7 @@ from episodic.logs import StoredEpisode, iter_episodes, read_metadata, read_summ
 from episodic.logs.episode import EpisodeBuffer
 from episodic.logs.layout import command_from_record, software_versions
 from episodic.runtime.runner import Runner
-from episodic.tasks import make_task
+from episodic.tasks import logged_task
 
 
 @dataclass
@@ -97,9 +97,10 @@ def check_replayable(path: str | Path, meta: dict) -> None:
 
 def runner_for(path: str | Path, meta: dict) -> Runner:
     """A runner (no log file) rebuilt from the metadata ``meta`` of the log at ``path``: its task
-    and parameters, robot, seed and limits (ValueError as ``check_replayable``)."""
+    and parameters, robot, seed and limits (ValueError as ``check_replayable``; TaskError naming the
+    package to install when the log's task cannot be imported: episodic.tasks.logged_task)."""
     check_replayable(path, meta)
-    return Runner(make_task(meta["task"], meta.get("task_params") or {}), meta["robot"], seed=meta["seed"],
+    return Runner(logged_task(meta).with_params(meta.get("task_params") or {}), meta["robot"], seed=meta["seed"],
                   limits=Limits(**meta.get("limits", {})), keep_episodes=False)
 
 

@@ -170,8 +170,10 @@ def _evaluate(setup: Setup, episodes: Sequence[Sequence[Command]], threads: int,
         results = evaluate_chunk(Chunk(setup, tuple(population), threads, keep_steps, keep_episodes), tick).results
     else:
         if not setup.by_name:
-            raise TypeError("with an executor, give the task as a name or (name, params) and the robot as a name "
-                            "of robots/ (a task factory or a changed Robot cannot be rebuilt in another process)")
+            raise TypeError("with an executor, give the task as a name, a 'module:Class' spec, (name or spec, params) "
+                            "or a Task class of an importable module, and the robot as a name of robots/ (a task "
+                            "factory, a class of the main script or of a function, or a changed Robot cannot be "
+                            "rebuilt in another process)")
         chunks = [Chunk(setup, tuple(s), threads, keep_steps, keep_episodes)
                   for s in _shares(population, math.ceil(n / chunk_size))]
         futures = [executor.submit(evaluate_chunk, c) for c in chunks]
@@ -199,13 +201,14 @@ def evaluate(episodes: Sequence[Sequence[Command]], task: TaskSpec, robot: Robot
              chunk_size: int = DEFAULT_CHUNK_SIZE, limits: Limits = Limits(), log: str | Path | None = None,
              overwrite: bool = False, progress: ProgressCallback | None = None) -> list[EpisodeResult]:
     """Evaluate ``episodes`` (each a list of command objects: a start, then segments and gain
-    sets) of ``task`` (a name, (name, params), or a factory returning a fresh Task) on ``robot``;
-    one EpisodeResult per episode, in the order given, each bit-identical to running that episode
-    alone in a fresh runner (module docstring).
+    sets) of ``task`` (a name or "module:Class" spec, (name or spec, params), a Task class, or a
+    factory returning a fresh Task: setup_for) on ``robot``; one EpisodeResult per episode, in the
+    order given, each bit-identical to running that episode alone in a fresh runner (module
+    docstring).
 
     ``threads``: threads evaluating in this process, or with ``executor`` in each worker per
     chunk; ``executor``: evaluate on its workers instead, in chunks of ``chunk_size`` episodes
-    (the task by name and the robot by name only; VersionMismatch for results from other
+    (the task by name, spec or importable class, the robot by name only; VersionMismatch for results from other
     versions); ``keep_steps``: also return each episode's per-step log; ``limits``: the runner's
     size limits. ``log``: also write the episodes to this new run log (LogError if it exists,
     unless ``overwrite``) as batch 0 of a runner of this setup (see ``evaluate_into``).

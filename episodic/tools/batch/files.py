@@ -22,7 +22,7 @@ class BatchFileError(ValueError):
 @dataclass
 class BatchFile:
     """A BATCH.h5 file read: ``episodes`` (each a list of commands) in the file's order, the root
-    attributes that name the setup (task, task_params, robot, seed: those present) and the
+    attributes that name the setup (task, task_source, task_params, robot, seed: those present) and the
     episodes ``skipped`` (group name -> why: in a log, those not written whole)."""
 
     episodes: list[list[Command]]
@@ -30,7 +30,7 @@ class BatchFile:
     skipped: dict[str, str]
 
 
-SETUP_ATTRS = ("task", "task_params", "robot", "seed")
+SETUP_ATTRS = ("task", "task_source", "task_params", "robot", "seed")  # task_source: a log's (episodic.tasks)
 KINDS = {k.value: k for k in (Kind.START, Kind.TRAJECTORY, Kind.GAINS, Kind.RESET, Kind.MALFORMED)}
 
 

@@ -13,10 +13,11 @@ from episodic.interface.commands import Limits
 from episodic.interface.robot import Robot, RobotError, load_robot
 from episodic.runtime.runner import Runner
 from episodic.task import Task
-from episodic.tasks import TASKS, make_task
+from episodic.tasks import make_task, portable_spec
 
 CACHED_SETUPS = 4  # setups whose idle runners a process keeps (the least recently used go first)
-# a task name, a (name, params) pair, or a callable returning a fresh Task object
+# a task name or "module:Class" spec (episodic.tasks.task_class), a (name, params) pair, a Task class, or a
+# callable returning a fresh Task object
 TaskSpec = str | tuple | Callable[[], Task]
 
 
@@ -25,10 +26,12 @@ class Setup:
     """What a worker builds its runners from; what an executor's workers get when ``task`` and
     ``robot`` are names (``by_name``).
 
-    ``task``: a task name of the registry (episodic.tasks.TASKS), a Task subclass, or (in-process
-    only) a factory returning a fresh Task; ``params``: the task's parameters as sorted (name,
-    value) pairs (for a name or a class); ``robot``: a folder of robots/ by name, or a Robot;
-    ``seed``: the run's seed; ``limits``: the runner's size limits."""
+    ``task``: a string another process resolves to the task's class (a built-in name, an installed
+    entry point's name or a "module:Class" spec: episodic.tasks.task_class), a Task subclass no
+    other process can import, or (in-process only) a factory returning a fresh Task; ``params``:
+    the task's parameters as sorted (name, value) pairs (for a name or a class); ``robot``: a
+    folder of robots/ by name, or a Robot; ``seed``: the run's seed; ``limits``: the runner's size
+    limits."""
 
     task: str | type[Task] | Callable[[], Task]
     params: tuple[tuple[str, Any], ...]
@@ -44,7 +47,7 @@ class Setup:
 
     @property
     def by_name(self) -> bool:
-        """Whether the task and the robot are given by name (what other machines can rebuild)."""
+        """Whether the task and the robot are given by name or spec (what other machines can rebuild)."""
         return isinstance(self.task, str) and isinstance(self.robot, str)
 
     def make_task(self) -> Task:
@@ -75,17 +78,20 @@ def _robot_spec(robot: Robot | str) -> Robot | str:
 
 
 def _task_spec(task: Task) -> tuple[str | type[Task], tuple[tuple[str, Any], ...]]:
-    """A Task object as (its registry name, or its class when not registered, its parameters)."""
+    """A Task object as (the string another process resolves to its class, or the class when none
+    can import it: episodic.tasks.portable_spec, its parameters)."""
     cls = type(task)
-    return (task.name if TASKS.get(task.name) is cls else cls), tuple(sorted(task.params().items()))
+    return portable_spec(cls) or cls, tuple(sorted(task.params().items()))
 
 
 def setup_for(task: TaskSpec, robot: Robot | str = "wam", seed: int = 0, limits: Limits = Limits()) -> Setup:
-    """The Setup of ``task`` (a name, (name, params), a Task class or a factory returning a fresh
-    Task; not a Task object: each thread needs its own) on ``robot``. A name's parameters are
-    checked here (TaskError), so a bad one fails before anything is sent to a worker."""
+    """The Setup of ``task`` (a name or "module:Class" spec, (name or spec, params), a Task class or
+    a factory returning a fresh Task; not a Task object: each thread needs its own) on ``robot``.
+    A name's parameters are checked here (TaskError), so a bad one fails before anything is sent
+    to a worker."""
     if isinstance(task, Task):
-        raise TypeError("evaluate takes a task name, (name, params) or a factory returning a fresh Task, "
+        raise TypeError("evaluate takes a task name or spec, (name, params), a Task class or a factory returning "
+                        "a fresh Task, "
                         "not a Task object: each thread needs its own")
     if isinstance(task, str):
         task = (task, {})
@@ -97,7 +103,8 @@ def setup_for(task: TaskSpec, robot: Robot | str = "wam", seed: int = 0, limits:
     elif callable(task):
         name, spec = cast("Callable[[], Task]", task), ()  # a factory returning a fresh Task, as TaskSpec says
     else:
-        raise TypeError(f"unknown task {task!r}: use a name, (name, params) or a factory returning a Task")
+        raise TypeError(f"unknown task {task!r}: use a name or 'module:Class' spec, (name, params), a Task class "
+                        f"or a factory returning a Task")
     return Setup(name, spec, _robot_spec(robot), int(seed), limits)
 
 

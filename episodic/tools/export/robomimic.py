@@ -117,6 +117,7 @@ def env_args(meta: dict, log: str | Path, state_columns: list[str]) -> dict:
     joints = list(settings.get("joint_names", []))
     kwargs = {
         "robot": meta.get("robot"), "task_params": meta.get("task_params", {}), "seed": meta.get("seed"),
+        "task_source": meta.get("task_source", {}),  # the task's module:Class and its package (episodic.tasks)
         "control_rate": meta.get("control_rate"), "mode": meta.get("mode"), "source_log": Path(log).name,
         "episodic_version": meta.get("versions", {}).get("episodic"), "joint_names": joints,
         "range_lower": settings.get("range_lower"), "range_upper": settings.get("range_upper"),
