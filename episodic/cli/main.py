@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 import episodic
+from episodic.cli.robots import robots
 
 MAX_DIFFERENCE_LINES = 10
 
@@ -318,26 +319,6 @@ def export(log: str, fmt: str, episodes: tuple[int, ...], out: str | None, overw
     else:
         click.echo(f"wrote {len(result.demos)} demo{'s' if len(result.demos) != 1 else ''} "
                    f"({result.total} samples) to {result.path}")
-
-
-@main.command()
-def robots() -> None:
-    """List the robots (folders under robots/), the default one (wam) first.
-
-    For each: joints, control rate, home posture and a description; `episodic serve --robot NAME`
-    uses one. A robot whose settings cannot be loaded is listed with the reason."""
-    from episodic.interface.robot import DEFAULT_ROBOT, RobotError, available_robots, load_robot
-
-    for name in sorted(available_robots(), key=lambda n: n != DEFAULT_ROBOT):
-        try:
-            r = load_robot(name)
-        except RobotError as exc:
-            click.echo(f"{name}: cannot be loaded: {exc}")
-            continue
-        click.echo(f"{name}: {r.n_dofs} DoF, {r.control_rate:g} Hz control, joints {', '.join(r.joint_names)}")
-        click.echo(f"    home posture: {r.home.tolist()} rad")
-        if r.description:
-            click.echo(f"    {r.description}")
 
 
 @main.command()
@@ -788,6 +769,8 @@ def demo(out: str, seed: int, iterations: int | None, quick: bool, video: bool) 
     click.echo(f"  inspect it:  episodic info {out}")
     click.echo(f"  replay it:   episodic replay {out}")
 
+
+main.add_command(robots)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -35,8 +35,8 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from episodic.interface.robot import SETTINGS_FILE, RobotError, load_robot, user_robots_dir
-from episodic.runtime.scene import build_scene
+from episodic.interface.robot import SETTINGS_FILE, Robot, RobotError, load_robot, user_robots_dir
+from episodic.runtime.scene import Scene, build_scene
 
 MODEL_FILE = "robot.xml"
 ASSETS = "assets"
@@ -112,9 +112,9 @@ def _read_urdf(path: Path, notices: list[str]) -> tuple[mujoco.MjSpec, dict[str,
     """The URDF at ``path`` compiled by MuJoCo, with its mesh paths resolved, and the velocity limits
     of its ``<limit>`` elements (joint name -> rad/s or m/s)."""
     root = ET.parse(path).getroot()
-    floating = [j.get("name") for j in root.iter("joint") if j.get("type") in ("floating", "planar")]
+    floating = [(j.get("name"), j.get("type")) for j in root.iter("joint") if j.get("type") in ("floating", "planar")]
     if floating:
-        raise RobotImportError(f"{path}: the joint {floating[0]} is {root.find('joint').get('type')}: an arm's "
+        raise RobotImportError(f"{path}: the joint {floating[0][0]} is {floating[0][1]}: an arm's "
                                f"base must be fixed to the world; make it a fixed joint (or remove it and the "
                                f"world link) and import again")
     dropped = 0
@@ -229,7 +229,8 @@ def _chain(model: mujoco.MjModel) -> list[int]:
     for b in range(model.nbody - 1, 0, -1):
         has_joint[b] |= model.body_jntnum[b] > 0
         has_joint[model.body_parentid[b]] |= has_joint[b]
-    joints, body = [], 0
+    joints: list[int] = []
+    body = 0
     while True:
         moving = [c for c in range(1, model.nbody) if model.body_parentid[c] == body and c != body and has_joint[c]]
         if len(moving) != 1:
@@ -282,7 +283,8 @@ def collisions(model: mujoco.MjModel, qpos: np.ndarray) -> list[tuple[str, str, 
     for c in data.contact[: data.ncon]:
         a, b = int(model.geom_bodyid[c.geom1]), int(model.geom_bodyid[c.geom2])
         wa, wb = int(weld[a]), int(weld[b])
-        if c.dist >= -PENETRATION or wa == wb or (0 not in (wa, wb) and (weld[parent[wa]] == wb or weld[parent[wb]] == wa)):
+        neighbours = 0 not in (wa, wb) and (weld[parent[wa]] == wb or weld[parent[wb]] == wa)
+        if c.dist >= -PENETRATION or wa == wb or neighbours:
             continue
         if 0 in (wa, wb) and model.geom(c.geom1).name != "floor" and model.geom(c.geom2).name != "floor":
             continue  # the fixed base on its own mount
@@ -391,7 +393,8 @@ def _toml(s: _Settings) -> str:
         "[gains]",
         f"# Derived (episodic.tools.robot_import): a PD of natural frequency omega = 2 pi {BANDWIDTH_HZ:g} Hz = "
         f"{omega:.4g} rad/s, damping ratio {DAMPING_RATIO:g},",
-        f"# on each joint's inertia at home (the mass matrix's diagonal with armature, kg m^2: {_fmt(np.round(s.inertia, 6))}):",
+        "# on each joint's inertia at home (the mass matrix's diagonal with armature, kg m^2: "
+        f"{_fmt(np.round(s.inertia, 6))}):",
         "# kp = M omega^2, kd = 2 zeta sqrt(kp M); kp capped so that a max_start_jump step asks at most "
         f"{TORQUE_SHARE:g} of the torque limit.",
         "# `episodic robots check` measures how well they hold and track.",
@@ -443,24 +446,29 @@ def _per_joint(value: Sequence[float] | None, n: int, option: str) -> np.ndarray
     return np.broadcast_to(np.asarray(value, float), (n,)).copy()
 
 
+def spectral_radius(scene: Scene, robot: Robot) -> float:
+    """The largest |eigenvalue| of MuJoCo's linearized physics step (mjd_transitionFD) of ``scene``
+    at rest at home under the gains: below 1 when the loop is stable at the scene's timestep."""
+    model = scene.model
+    data = mujoco.MjData(model)
+    data.qpos[scene.qpos_adr] = robot.home
+    data.ctrl[scene.actuator] = robot.kp * robot.home
+    mujoco.mj_forward(model, data)
+    n = 2 * model.nv + model.na
+    a = np.zeros((n, n))
+    mujoco.mjd_transitionFD(model, data, 1e-6, True, a, None, None, None)
+    return float(np.max(np.abs(np.linalg.eigvals(a))))
+
+
 def _stable_substeps(folder: Path) -> int:
-    """The fewest SUBSTEPS with which the robot's scene at home, under its gains, is stable: every
-    eigenvalue of MuJoCo's linearized physics step (mjd_transitionFD) inside the unit circle."""
+    """The fewest SUBSTEPS with which the robot's scene at home, under its gains, is stable."""
     from episodic.tasks import make_task
 
     robot = load_robot(str(folder))
     scene = build_scene(robot, make_task("reach", {}))
-    model = scene.model
     for substeps in SUBSTEPS:
-        model.opt.timestep = robot.control_dt / substeps
-        data = mujoco.MjData(model)
-        data.qpos[scene.qpos_adr] = robot.home
-        data.ctrl[scene.actuator] = robot.kp * robot.home
-        mujoco.mj_forward(model, data)
-        n = 2 * model.nv + model.na
-        a = np.zeros((n, n))
-        mujoco.mjd_transitionFD(model, data, 1e-6, True, a, None, None, None)
-        if np.max(np.abs(np.linalg.eigvals(a))) < 1.0:
+        scene.model.opt.timestep = robot.control_dt / substeps
+        if spectral_radius(scene, robot) < 1.0:
             return substeps
     raise RobotImportError(f"the control loop is unstable even at {SUBSTEPS[-1]} substeps; lower the gains in "
                            f"{folder / SETTINGS_FILE} (kp, kd) and set [control] substeps by hand")
@@ -608,9 +616,9 @@ def import_robot(model_path: str | Path, *, name: str | None = None, joints: Seq
             qpos[adr] = hold[extra_names[i]]
         elif key is None and model.jnt_limited[j]:
             qpos[adr] = np.mean(model.jnt_range[j])
-    unknown = set(hold or {}) - set(extra_names)
-    if unknown:
-        raise RobotImportError(f"--hold names {', '.join(sorted(unknown))}, which are not joints beyond the arm "
+    not_extra = set(hold or {}) - set(extra_names)
+    if not_extra:
+        raise RobotImportError(f"--hold names {', '.join(sorted(not_extra))}, which are not joints beyond the arm "
                                f"({', '.join(extra_names) or 'none'})")
     adr = model.jnt_qposadr[arm]
     if home is not None:
@@ -620,7 +628,8 @@ def import_robot(model_path: str | Path, *, name: str | None = None, joints: Seq
         sources["home"] = "the model's keyframe"
     else:
         qpos = _find_home(model, probe, qpos, arm)
-        sources["home"] = "the first collision-free posture of: the model's zero clamped into the ranges, the ranges' middle, seeded random ones"
+        sources["home"] = ("the first collision-free posture of: the model's zero clamped into the ranges, the "
+                           "ranges' middle, seeded random ones")
     q_home = qpos[adr]
     if np.any(q_home < lower) or np.any(q_home > upper):
         raise RobotImportError(f"the home posture {q_home.tolist()} lies outside the joint ranges; give another "
