@@ -426,7 +426,7 @@ def _check_model(robot: Robot) -> None:
     except ET.ParseError as exc:
         raise RobotError(f"{robot.mjcf}: not valid XML: {exc}") from None
     for tag, why in _REFUSED.items():
-        if any(len(element) or tag == "option" for element in root.iter(tag)):
+        if any(len(element) or (tag == "option" and element.attrib) for element in root.iter(tag)):
             raise RobotError(f"{robot.mjcf} {why}; {_IMPORT}")
     free = [j.get("name", "?") for j in root.iter("joint") if j.get("type") in ("free", "ball")]
     if free or any(True for _ in root.iter("freejoint")):

@@ -11,6 +11,7 @@ import numpy as np
 
 from episodic.interface.columns import STEP_DTYPES
 from episodic.interface.commands import Limits
+from episodic.interface.robot import load_recorded_robot
 from episodic.interface.vocabulary import Flag
 from episodic.logs import StoredEpisode, iter_episodes, read_metadata, read_summary
 from episodic.logs.episode import EpisodeBuffer

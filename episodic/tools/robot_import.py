@@ -158,6 +158,12 @@ def _read_urdf(path: Path, notices: list[str]) -> tuple[mujoco.MjSpec, dict[str,
 
 
 # -- models as they come ---------------------------------------------------------------------------
+def _limited(flag: int, bounds: np.ndarray) -> bool:
+    """Whether a force or control range is in force: limited="true", or "auto" with a range given."""
+    return flag == mujoco.mjtLimited.mjLIMITED_TRUE or (
+        flag == mujoco.mjtLimited.mjLIMITED_AUTO and bool(bounds[0] < bounds[1]))
+
+
 def _actuator_limits(spec: mujoco.MjSpec) -> dict[str, float]:
     """Force limits N m (or N) the model's actuators state per joint they drive: forcerange, or a
     motor's ctrlrange times its gear."""
@@ -165,10 +171,10 @@ def _actuator_limits(spec: mujoco.MjSpec) -> dict[str, float]:
     for act in spec.actuators:
         if act.trntype != mujoco.mjtTrn.mjTRN_JOINT or not act.target:
             continue
-        if act.forcelimited == mujoco.mjtLimited.mjLIMITED_TRUE:
+        if _limited(act.forcelimited, act.forcerange):
             out[act.target] = float(np.max(np.abs(act.forcerange)))
         elif act.gaintype == mujoco.mjtGain.mjGAIN_FIXED and act.biastype == mujoco.mjtBias.mjBIAS_NONE \
-                and act.ctrllimited == mujoco.mjtLimited.mjLIMITED_TRUE:
+                and _limited(act.ctrllimited, act.ctrlrange):
             out[act.target] = float(np.max(np.abs(act.ctrlrange)) * abs(act.gear[0]) * act.gainprm[0])
     return out
 
@@ -210,7 +216,7 @@ def _strip(spec: mujoco.MjSpec, notices: list[str]) -> np.ndarray | None:
         for item in ground + sky:
             spec.delete(item)
     default = mujoco.MjSpec().option
-    changed = [name for name in ("impratio", "tolerance", "gravity", "wind", "magnetic", "density", "viscosity",
+    changed = [name for name in ("timestep", "integrator", "impratio", "tolerance", "gravity", "wind", "magnetic", "density", "viscosity",
                                  "cone", "jacobian", "solver", "iterations", "noslip_iterations", "disableflags",
                                  "enableflags", "o_margin", "o_solref", "o_solimp", "ccd_iterations")
                if not np.array_equal(np.asarray(getattr(spec.option, name)), np.asarray(getattr(default, name)))]
