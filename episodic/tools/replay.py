@@ -99,9 +99,12 @@ def check_replayable(path: str | Path, meta: dict) -> None:
 def runner_for(path: str | Path, meta: dict) -> Runner:
     """A runner (no log file) rebuilt from the metadata ``meta`` of the log at ``path``: its task
     and parameters, robot, seed and limits (ValueError as ``check_replayable``; TaskError naming the
-    package to install when the log's task cannot be imported: episodic.tasks.logged_task)."""
+    package to install when the log's task cannot be imported: episodic.tasks.logged_task; RobotError,
+    a ValueError, saying which file of the robot is missing or differs from the recorded one:
+    episodic.interface.robot.load_recorded_robot)."""
     check_replayable(path, meta)
-    return Runner(logged_task(meta).with_params(meta.get("task_params") or {}), meta["robot"], seed=meta["seed"],
+    robot = load_recorded_robot(meta["robot"], meta.get("robot_settings") or {})
+    return Runner(logged_task(meta).with_params(meta.get("task_params") or {}), robot, seed=meta["seed"],
                   limits=Limits(**meta.get("limits", {})), keep_episodes=False)
 
 

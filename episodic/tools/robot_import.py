@@ -65,6 +65,12 @@ PENETRATION = 1e-3
 ARM_TYPES = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))  # joints an arm is made of
 
 
+# the <option> fields an imported model's are reset from (to MuJoCo's defaults)
+OPTIONS = ("timestep", "integrator", "impratio", "tolerance", "gravity", "wind", "magnetic", "density", "viscosity",
+           "cone", "jacobian", "solver", "iterations", "noslip_iterations", "disableflags", "enableflags", "o_margin",
+           "o_solref", "o_solimp", "ccd_iterations")
+
+
 class RobotImportError(ValueError):
     """The model cannot be imported as it is; the message names the fix."""
 
@@ -216,9 +222,7 @@ def _strip(spec: mujoco.MjSpec, notices: list[str]) -> np.ndarray | None:
         for item in ground + sky:
             spec.delete(item)
     default = mujoco.MjSpec().option
-    changed = [name for name in ("timestep", "integrator", "impratio", "tolerance", "gravity", "wind", "magnetic", "density", "viscosity",
-                                 "cone", "jacobian", "solver", "iterations", "noslip_iterations", "disableflags",
-                                 "enableflags", "o_margin", "o_solref", "o_solimp", "ccd_iterations")
+    changed = [name for name in OPTIONS
                if not np.array_equal(np.asarray(getattr(spec.option, name)), np.asarray(getattr(default, name)))]
     if changed:
         notices.append(f"<option> reset to MuJoCo's defaults ({', '.join(changed)} differed): the scene sets the "
