@@ -302,22 +302,23 @@ def collisions(model: mujoco.MjModel, qpos: np.ndarray) -> list[tuple[str, str, 
     return out
 
 
-def _find_home(model: mujoco.MjModel, probe: mujoco.MjModel, qpos: np.ndarray, arm: list[int]) -> np.ndarray:
-    """A collision-free posture (nq,) near ``qpos``: as it is clamped into the ranges, then the ranges'
-    middle, then seeded random postures in the middle half of each range."""
-    adr = model.jnt_qposadr[arm]
-    low, high = model.jnt_range[arm, 0], model.jnt_range[arm, 1]
+def _find_home(probe: mujoco.MjModel, qpos: np.ndarray, adr: np.ndarray, lower: np.ndarray,
+               upper: np.ndarray) -> np.ndarray:
+    """A collision-free posture (nq,) from ``qpos`` (nq,), the arm's joints (qpos addresses ``adr``)
+    within [lower, upper] rad: ``qpos`` clamped into the ranges, then the ranges' middle, then
+    seeded random postures in the middle half of each range (away from the stops, where the report
+    card's moves have room)."""
     rng = np.random.default_rng(0)
-    candidates = [np.clip(qpos[adr], low, high), (low + high) / 2]
-    candidates += [low + (high - low) * rng.uniform(0.25, 0.75, len(arm)) for _ in range(HOME_SEARCH)]
+    candidates = [np.clip(qpos[adr], lower, upper), (lower + upper) / 2]
+    candidates += [lower + (upper - lower) * rng.uniform(0.25, 0.75, len(adr)) for _ in range(HOME_SEARCH)]
     for q in candidates:
         full = qpos.copy()
         full[adr] = q
         if not collisions(probe, full):
             return full
     raise RobotImportError("no collision-free home posture found (the model's own posture, the middle of the ranges "
-                           f"and {HOME_SEARCH} random ones all collide); give one with a keyframe in the MJCF or "
-                           "--home")
+                           f"and {HOME_SEARCH} random ones all collide); give one with --home (or a keyframe in an "
+                           "MJCF)")
 
 
 # -- the folder -------------------------------------------------------------------------------------
@@ -637,9 +638,9 @@ def import_robot(model_path: str | Path, *, name: str | None = None, joints: Seq
     elif key is not None:
         sources["home"] = "the model's keyframe"
     else:
-        qpos = _find_home(model, probe, qpos, arm)
+        qpos = _find_home(probe, qpos, adr, lower, upper)
         sources["home"] = ("the first collision-free posture of: the model's zero clamped into the ranges, the "
-                           "ranges' middle, seeded random ones")
+                           "ranges' middle, seeded random ones in the middle half of the ranges")
     q_home = qpos[adr]
     if np.any(q_home < lower) or np.any(q_home > upper):
         raise RobotImportError(f"the home posture {q_home.tolist()} lies outside the joint ranges; give another "
