@@ -1,8 +1,14 @@
-"""Shared fixtures (helpers shared by several modules are in tests/helpers.py), and the fast loop's
-rule: a test not marked ``slow`` starts no process (subprocess, ``episodic serve``, fork)."""
+"""Shared fixtures (helpers shared by several modules are in tests/helpers.py), the fast loop's
+rule: a test not marked ``slow`` starts no process (subprocess, ``episodic serve``, fork), and the
+rule for several workers (pytest-xdist, ``-n``): a test marked ``serial`` runs alone."""
 from __future__ import annotations
 
+import fcntl
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -24,8 +30,61 @@ def _note_process(event: str, args: tuple) -> None:
 sys.addaudithook(_note_process)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item):
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Fail a test not marked slow that started a process while being set up or run."""
+    result = yield
+    if item.nodeid in _started:
+        pytest.fail(f"this test is not marked slow but started a process ({_started[item.nodeid]}); mark it "
+                    f"@pytest.mark.slow, or start no process: the fast loop (-m 'not slow') starts none", pytrace=False)
+    return result
+
+
+class _Alone:
+    """A readers-writer lock across the workers of one pytest-xdist run, on two lock files: every
+    test holds the shared side while it is set up, run and torn down, a test marked ``serial`` the
+    exclusive side, so it runs with no other test beside it (its wall-clock bounds and real-time
+    pacing then measure the code, not the other worker). The turnstile, taken briefly by every
+    test and held by a serial test while it waits, keeps the workers from starving it."""
+
+    def __init__(self, run_id: str) -> None:
+        base = Path(tempfile.gettempdir()) / f"episodic-tests-{run_id}"
+        self.paths = (Path(f"{base}.turnstile"), Path(f"{base}.lock"))
+        self._turnstile, self._shared = (path.open("a") for path in self.paths)  # held for the worker's life
+
+    @contextmanager
+    def hold(self, alone: bool) -> Iterator[None]:
+        fcntl.flock(self._turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._shared, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._shared, fcntl.LOCK_UN)
+            if alone:
+                fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+
+
+_alone: list[_Alone] = []  # this worker's lock, when the run has several workers
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = getattr(config, "workerinput", None)  # set by pytest-xdist in a worker process
+    if worker is not None:
+        _alone.append(_Alone(worker["testrunuid"]))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for alone in _alone:  # a worker still running keeps its open files: its locks stay in force
+        for path in alone.paths:
+            path.unlink(missing_ok=True)
+
+
+@contextmanager
+def _watching_processes(item: pytest.Item) -> Iterator[None]:
     """Note whether a test not marked slow starts a process (in its fixtures or its body)."""
     if item.get_closest_marker("slow") is not None:
         yield
@@ -37,14 +96,15 @@ def pytest_runtest_protocol(item: pytest.Item):
         _running.clear()
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item):
-    """Fail a test not marked slow that started a process while being set up or run."""
-    result = yield
-    if item.nodeid in _started:
-        pytest.fail(f"this test is not marked slow but started a process ({_started[item.nodeid]}); mark it "
-                    f"@pytest.mark.slow, or start no process: the fast loop (-m 'not slow') starts none", pytrace=False)
-    return result
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item):
+    """Watch a fast test for processes; with several workers, run a ``serial`` test alone."""
+    with _watching_processes(item):
+        if not _alone:
+            yield
+            return
+        with _alone[0].hold(item.get_closest_marker("serial") is not None):
+            yield
 
 
 @pytest.fixture

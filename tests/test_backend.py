@@ -160,6 +160,7 @@ with Runner(make_task("reach"), driver=lambda scene: MujocoDriver(scene, pace=Tr
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_driven_robot_logs_finished_episodes_between_its_ticks(tmp_path):
     """A driven robot runs episodes back to back with no idle tick (a prompt learner); its log is
     written a piece per tick, so a SIGKILL finds every episode that finished over 1 s earlier on

@@ -241,6 +241,7 @@ def impostor_for(dead_pid: int, channel: str) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.serial
 def test_a_dead_runners_pid_reused_neither_holds_the_channel_nor_keeps_a_client_waiting():
     channel = channel_name()
     s = Served(channel)
@@ -324,6 +325,7 @@ class LockWatch:
         return value
 
 
+@pytest.mark.serial
 def test_a_paused_lock_holder_is_taken_over_once_and_the_lock_never_counts_two():
     """A process takes the lock and is stopped past the take-over timeout: the client takes the
     lock over, the runner serves; the holder, continued, releases late, and the count stays at

@@ -22,7 +22,7 @@ from episodic.interface.vocabulary import Flag
 from episodic.logs import read_episodes
 from tests.helpers import ROOT, Served, channel_name, shm_leftovers, wave
 
-pytestmark = pytest.mark.slow  # served runners and client processes
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # served runners and client processes; paced or timed: alone on the machine
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
 

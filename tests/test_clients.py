@@ -208,6 +208,7 @@ def test_c_client_refuses_another_users_channel(c_example):
     assert "(the channel belongs to another user)" in out.stderr
 
 
+@pytest.mark.serial
 def test_c_client_sees_a_dead_runner_whose_pid_was_reused(c_example):
     channel = channel_name()
     s = Served(channel)
@@ -666,6 +667,7 @@ def test_octave_silent_then_dead_runner(mex_dir, tmp_path):
     assert found["after"][0] == "episodic:notConnected" and f"channel '{channel}' has exited" in found["after"][1]
 
 
+@pytest.mark.serial
 def test_round_trip_time_octave_vs_python(mex_dir, capsys):
     """A 2 s segment (1000 x 7) and its log fetch, median of 20, from Octave and from Python."""
     n = 20

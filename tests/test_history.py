@@ -206,6 +206,7 @@ def test_time_counts_from_the_exact_start_and_the_start_is_exact(runner):
     assert t[goto][-1] == pytest.approx(-robot.control_dt, abs=1e-9)
 
 
+@pytest.mark.serial
 def test_realtime_and_a_driven_robot_start_where_the_go_to_start_ended():
     """No exact start off a blocking simulation: a real robot cannot be put anywhere, and the
     realtime stand-in keeps its behaviour (tests/test_realtime.py)."""

@@ -367,6 +367,7 @@ def test_the_summary_has_one_row_per_episode_equal_to_its_attrs(reach_log):
             assert row["timing_ticks"] == 0 and np.isnan(row["timing_period_error_p99"])
 
 
+@pytest.mark.serial
 def test_the_summary_of_a_realtime_run_holds_its_tick_timing(tmp_path):
     path = tmp_path / "rt.h5"
     with Runner(make_task("reach"), log=path, mode="realtime") as r:

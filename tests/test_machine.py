@@ -336,6 +336,7 @@ def test_the_robots_columns_come_out_in_row_order_whatever_their_addresses(index
         assert out.flags.c_contiguous and not np.shares_memory(out, values)
 
 
+@pytest.mark.serial
 def test_a_segment_that_crosses_the_velocity_limit_before_it_blows_up_is_cut_there_in_both_modes():
     """j1 given a negative damping (-200 N m s/rad, more than its PD damping: the closed loop
     grows) crosses its velocity limit at step 57 and makes MuJoCo's accelerations blow up later in

@@ -22,7 +22,7 @@ from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import ROOT, Served, channel_name, shm_leftovers
 
-pytestmark = pytest.mark.slow  # wall-clock paced runners
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # wall-clock paced runners; paced or timed: alone on the machine
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
 DT = 0.002
