@@ -3,7 +3,7 @@ parameters (episodic.task.params), the scene parts task modules share (episodic.
 the physics helpers beside them (episodic.task.contact: calibrated ball contacts and air drag;
 episodic.task.kinematics: inverse kinematics of a site), and where a task class comes from
 (episodic.task.source: its "module:Class" spec and the package that provides it)."""
-from episodic.task.contract import Camera, Episode, Ids, StepView, Task, TaskError
+from episodic.task.contract import Camera, Episode, Ids, Reference, StepView, Task, TaskError
 from episodic.task.params import Choice, Param, choice, coordinate, format_number, param
 from episodic.task.parts import (
     TARGET,
@@ -19,7 +19,7 @@ from episodic.task.parts import (
 )
 from episodic.task.source import TaskSource, class_spec, task_source
 
-__all__ = ["TARGET", "Camera", "Choice", "Episode", "Ids", "Param", "StepView", "Task", "TaskError", "TaskSource",
-           "add_free_ball", "add_frame_sensors", "add_target", "add_tool_body", "body_velocity", "choice",
-           "class_spec", "coordinate", "format_number", "param", "place_free_ball", "place_target", "rigid_inertia",
-           "task_source", "update_kinematics"]
+__all__ = ["TARGET", "Camera", "Choice", "Episode", "Ids", "Param", "Reference", "StepView", "Task", "TaskError",
+           "TaskSource", "add_free_ball", "add_frame_sensors", "add_target", "add_tool_body", "body_velocity",
+           "choice", "class_spec", "coordinate", "format_number", "param", "place_free_ball", "place_target",
+           "rigid_inertia", "task_source", "update_kinematics"]

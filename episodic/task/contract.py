@@ -100,6 +100,27 @@ class Episode:
     ids: Ids
 
 
+@dataclass(frozen=True)
+class Reference:
+    """What a task declares about its scripted reference motion, for the generic test suites and
+    the examples that run every task (found from the task registry, episodic.tasks.registry).
+
+    commands: "module:function" of a function ``(robot: Robot, episode_id: int) -> list`` of
+    command objects (a start, then segments and gain sets): one episode of the task with its
+    default parameters that succeeds on the robots it names (the WAM for the built-in tasks), also
+    when run twice in a row (the second starting where the first left off).
+    return_tolerance: how far the reference's return may move when the physics step is halved
+    (tests/test_convergence.py; choose ``substeps`` with it).
+    learner: "module" of a learner configuration (``problem(robot)``, ``learner(problem, seed)``,
+    ``ITERATIONS``, ``QUICK``: examples/learn.py), "" for none.
+    Modules under ``examples.`` are the repository's examples (importable from its root); a
+    task package names its own modules."""
+
+    commands: str
+    return_tolerance: float
+    learner: str = ""
+
+
 if TYPE_CHECKING:  # for the checker, a Task not parameterised keeps an Episode (a default: PEP 696)
     import typing_extensions
 
@@ -135,6 +156,8 @@ class Task(Generic[EpisodeT]):
     # compensation torque, only the joint's own friction and damping (episodic/runtime/scene.py)
     passive_joints: ClassVar[tuple[str, ...]] = ()
     episode_type: ClassVar[type[Episode]] = Episode  # what reset makes for each episode
+    # the scripted reference motion the generic test suites run (None: the task has none, they skip it)
+    reference: ClassVar[Reference | None] = None
 
     def __post_init__(self) -> None:
         self._episode: EpisodeT | None = None
