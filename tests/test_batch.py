@@ -122,6 +122,7 @@ def refused_episode(k: int) -> list:
             TrajectoryCommand(k + 1, 2, 2, wave(home, n=100))]
 
 
+@pytest.mark.slow
 def test_ball_in_cup_batch_is_bit_identical_for_any_thread_count_and_order(swings, swings_alone):
     returns = [r["replies"][-1].reward for r in swings_alone]
     assert len(set(returns)) == len(swings)  # the swings differ, so order matters
@@ -172,6 +173,7 @@ def test_unfinished_episode_and_bad_arguments():
     assert evaluate([], "reach", threads=2) == []
 
 
+@pytest.mark.slow
 def test_an_executor_gets_chunks_and_its_results_match(swings, swings_alone):
     with ThreadPoolExecutor(2) as pool:
         results = evaluate(swings, "ball_in_cup", executor=pool, chunk_size=4, keep_steps=True)
@@ -256,6 +258,7 @@ def test_batches_in_a_run_log_are_numbered_and_replay_bit_identically(tmp_path, 
                                                           "1:2", "-"]
 
 
+@pytest.mark.slow
 def test_evaluate_writes_a_log_of_an_equivalent_runner(tmp_path, swings):
     path = tmp_path / "batch.h5"
     results = evaluate(swings[:3], ("ball_in_cup", {}), threads=2, seed=5, log=path)

@@ -44,6 +44,7 @@ def checked(env: BlackBoxEnv) -> None:
 
 
 @pytest.mark.parametrize("task", ["reach", "ball_in_cup"])
+@pytest.mark.slow
 def test_check_env_passes_in_process(task):
     with Runner(make_task(task)) as runner:
         env = BlackBoxEnv(runner, contexts=CONTEXTS[task])

@@ -392,6 +392,7 @@ def test_refusals_are_appended_to_the_rejected_table(tmp_path):
         assert list(table.attrs["columns"]) == ["episode_id", "index", "flag"]
 
 
+@pytest.mark.slow
 def test_a_logging_runner_keeps_no_python_object_per_episode(tmp_path):
     path = tmp_path / "many.h5"
     with Runner(make_task("reach"), log=path, keep_episodes=False) as r:

@@ -298,6 +298,7 @@ def test_a_refused_segment_is_stored_once_and_replays(tmp_path, bad):
 
 
 @pytest.mark.parametrize("task", sorted(TASKS))
+@pytest.mark.slow
 def test_a_learner_that_starts_at_the_reply_posture_is_never_discontinuous(task):
     """The start reply's posture is the task's start posture (ball_in_cup's differs from the
     robot's home on j6 and j7); every reply's posture is where the next segment must start."""

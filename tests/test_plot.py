@@ -55,6 +55,7 @@ def by_title(figure) -> dict:
     return {ax.get_title(): ax for ax in figure.axes}
 
 
+@pytest.mark.slow
 def test_an_episode_plot_holds_the_logs_arrays(reach_log, tmp_path):
     from episodic.tools.plot import DPI, episode_size, plot
 
@@ -126,6 +127,7 @@ def test_running_mean():
     assert running_mean(np.array([1.0, 0.0, 1.0]), 5).tolist() == [1.0, 0.5, 2 / 3]
 
 
+@pytest.mark.slow
 def test_plot_command(reach_log, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()

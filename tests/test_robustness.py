@@ -121,6 +121,7 @@ def commands(draw, episode_id: int, index: int):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])
 @given(data=st.data())
+@pytest.mark.slow
 def test_structured_commands_always_get_a_reply(shared_runner, data):
     r = shared_runner
     episode_id = next(_episode_ids)

@@ -191,6 +191,7 @@ def test_the_crossing_check_finds_what_crosses_and_only_that():
         assert (bool(wall[0]), bool(bottom[0])) == expected, name
 
 
+@pytest.mark.slow
 def test_the_chain_never_passes_through_the_cup_and_the_tendon_does():
     """Over the reference swing and perturbed ones no link of the chain crosses the cup's wall
     or bottom; the tendon, on the same reference swing, does (so the check can fail)."""
@@ -404,6 +405,7 @@ def vigorous_swing(start: np.ndarray, dt: float, seconds: float = 3.0, frequency
     return q
 
 
+@pytest.mark.slow
 def test_string_never_stretches_past_its_allowance(any_runner):
     runner = any_runner
     L = runner.task.string_length
@@ -454,6 +456,7 @@ def test_the_default_string_is_the_stiffest_held_and_softer_than_the_cotton_cord
 
 
 @pytest.mark.parametrize("model", MODELS)
+@pytest.mark.slow
 def test_a_more_elastic_string_is_a_less_stiff_one(model):
     """Lower string_stiffness, longer stretch: in the reference swing's snaps the peak stretch
     grows as the stiffness falls (about as 1 / sqrt(stiffness), the ball's kinetic energy going
@@ -524,6 +527,7 @@ def pendulum_period(bic: BallInCup) -> float:
     return 2 * np.pi * np.sqrt(inertia / (G * (M * L + m * L / 2)))
 
 
+@pytest.mark.slow
 def test_hanging_ball_swings_with_the_pendulum_period(any_runner):
     runner = any_runner
     L = runner.task.string_length
@@ -555,6 +559,7 @@ def test_reference_swing_catches_the_ball(runner):
     assert 1.5 <= swing <= 2.5, "a swing of Kober & Peters' length"
 
 
+@pytest.mark.slow
 def test_perturbed_reference_swings_run(runner):
     swings = demo_swings(5, seed=1, noise=DEMO_NOISE)
     rows = run_swings(runner.send, runner.robot, swings)

@@ -511,6 +511,7 @@ VARIANTS = {"one pad": {"pads": 1}, "raised far end": {"table_tilt": 0.05}, "low
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.slow
 def test_the_reference_lands_in_the_cup_on_a_broken_and_a_slanted_table(variant):
     """On the slanted tables the reference plans its release speed again (plan_release_speed);
     on pads it throws as on the whole top, whose bounce lies on the first pad."""
@@ -534,6 +535,7 @@ def test_with_no_pad_under_its_bounce_the_reference_falls_through():
 
 
 @pytest.mark.parametrize("variant", ["one pad", "raised far end"])
+@pytest.mark.slow
 def test_a_crash_never_beats_holding_still_which_never_beats_the_reference(variant):
     """A swing of j1 that trips the safety abort within 50 ms, the start posture held as long as the
     reference's motion, the reference: in that order of return (the throw's -1 m at the first step

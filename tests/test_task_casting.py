@@ -123,6 +123,7 @@ def swing_period(length: float, seconds: float, degrees: float = 3.0) -> tuple[f
 
 
 @pytest.mark.parametrize("length", [0.5, 1.0])
+@pytest.mark.slow
 def test_ball_swings_with_the_compound_pendulums_period(length):
     """Measured against 2 pi sqrt(I / (M g d)) of the ball and string as a rigid compound
     pendulum (the string a uniform rod): within 0.1 % (the 3-degree swing's own lengthening,
@@ -196,6 +197,7 @@ def run(commands, params=None, runner=None):
             r.close()
 
 
+@pytest.mark.slow
 def test_reference_move_brings_the_ball_to_rest_in_the_cup_without_swinging():
     replies, rested, strikes, ep = run(reference_commands("wam"))
     task = make_task("casting")
@@ -232,6 +234,7 @@ def test_the_whole_documented_string_range_is_stable(stiffness, dampratio):
     assert col(rows, "string")[-1] - task.string_length == pytest.approx(task.static_stretch(), rel=0.02)
 
 
+@pytest.mark.slow
 def test_a_split_motion_earns_the_same_and_each_episode_starts_afresh():
     """The reference's move as three segments, then as one in the same runner: the first
     segment earns -max_time, the middle one 0, the last max_time - t_rest, so the return is the
@@ -257,6 +260,7 @@ def test_a_split_motion_earns_the_same_and_each_episode_starts_afresh():
     assert np.abs(a[:n, :3] - b[:n, :3]).max() < 1e-3
 
 
+@pytest.mark.slow
 def test_each_rim_strike_costs_the_penalty():
     """The move aimed at the cup's lip: the ball lands on it. The return is minus the time to rest
     (max_time when it never rests) minus strike_penalty for each strike: a touch of the lip at least

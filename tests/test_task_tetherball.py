@@ -326,6 +326,7 @@ def test_a_moving_target_circles_the_anchors_axis_at_its_speed():
 
 
 @pytest.mark.parametrize("speed", [0.8, -0.8, -1.5])
+@pytest.mark.slow
 def test_the_reference_meets_a_moving_target(speed):
     params = {"target_speed": speed}
     with Runner(make_task("tetherball", params)) as r:
@@ -338,6 +339,7 @@ def test_the_reference_meets_a_moving_target(speed):
     assert rows[k, 2] > r.task.rest_position[2] + 0.15  # met in flight, where the target then was
 
 
+@pytest.mark.slow
 def test_a_crash_never_beats_holding_still_which_never_beats_the_reference_on_a_moving_target():
     """A swing of j1 that trips the safety abort within 50 ms, the start posture held as long as the
     reference's motion (the target passes no nearer the hanging ball than a crash sees: the return
@@ -414,6 +416,7 @@ def test_later_approaches_of_a_ball_hit_once_sink_below_the_target():
     assert np.all(np.diff(distances[3:]) > 0)
 
 
+@pytest.mark.slow
 def test_continuous_play_never_pays_to_end_early():
     """With 3 approaches: a crash within 50 ms and holding still each score every approach as the
     hanging ball (-3 d_0; the crash no better), the single stroke stopped after its first approach
