@@ -22,7 +22,8 @@ from episodic.interface.vocabulary import Flag
 from episodic.logs import read_episodes
 from tests.helpers import ROOT, Served, channel_name, shm_leftovers, wave
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # served runners and client processes; paced or timed: alone on the machine
+# served runners and client processes; paced or timed, so alone on the machine
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
 

@@ -22,7 +22,8 @@ from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from tests.helpers import ROOT, Served, channel_name, shm_leftovers
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # wall-clock paced runners; paced or timed: alone on the machine
+# wall-clock paced runners; paced or timed, so alone on the machine
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
 DT = 0.002

@@ -18,7 +18,8 @@ from episodic.runtime.scheduling import Scheduling, describe, set_realtime
 from episodic.tools.served import ServedRunner
 from tests.helpers import ROOT, channel_name, shm_leftovers
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # starts runners; paced or timed: alone on the machine
+# starts runners; paced or timed, so alone on the machine
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 SERVE = [sys.executable, "-m", "episodic", "serve"]
 RT_RUNTIME = Path("/proc/sys/kernel/sched_rt_runtime_us")
 RT_PERIOD = Path("/proc/sys/kernel/sched_rt_period_us")

@@ -18,7 +18,8 @@ from episodic.logs import read_episodes
 from episodic.tools.served import ServedRunner
 from tests.helpers import Served, channel_name, shm_leftovers, wave
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # runner processes, wall-clock paced in realtime mode; paced or timed: alone on the machine
+# runner processes, wall-clock paced in realtime mode; paced or timed, so alone on the machine
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
 DT = 0.002  # s, the WAM's control period
