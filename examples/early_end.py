@@ -1,9 +1,10 @@
 """Crash early, hold still, the reference: the three episodes that show an early end never pays,
-for every task, and their returns as docs/control.md's table prints them.
+for every task with a scripted reference (its Task.reference, found from the task registry), and
+their returns as docs/control.md's table prints them.
 
     python examples/early_end.py [--tasks reach pole_balancing ...]
 
-Each task's three episodes plan the same motion time as its scripted reference (examples/): the
+Each task's three episodes plan the same motion time as its scripted reference: the
 reference itself; "hold", the start posture held throughout; "crash", a swing of j1 that trips the
 joint-velocity safety abort within its first 0.1 s. The runner charges the crash the steps it left
 out at the task's worst reward rate (Task.worst_reward_rate), and a task whose reward is a cost
@@ -23,51 +24,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `examples` impor
 
 from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCommand  # noqa: E402
 from episodic.interface.robot import load_robot  # noqa: E402
-from episodic.interface.trajectory import min_jerk  # noqa: E402
-from episodic.runtime.scene import build_scene  # noqa: E402
-from episodic.task.kinematics import SiteIK  # noqa: E402
-from episodic.tasks import make_task  # noqa: E402
+from episodic.tasks import make_task, reference_commands, registry  # noqa: E402
 from episodic.tools.batch import evaluate  # noqa: E402
-from examples import (  # noqa: E402
-    ball_bouncing_reference,
-    ball_in_cup_reference,
-    ball_on_beam_reference,
-    ball_paddling_reference,
-    beer_pong_reference,
-    casting_reference,
-    pole_balancing_reference,
-    tetherball_reference,
-)
 
 WAM = load_robot("wam")
 CRASH_ACCELERATION = 400.0  # rad/s^2 of j1's desired swing: its velocity limit (2.39 rad/s) within ~10 ms
 CRASH_SWING = 0.5           # rad, where j1's desired swing stops
 
-
-def reach_reference(robot=WAM, episode_id: int = 1) -> list:
-    """Inverse kinematics to the default target, a 1 s minimum-jerk move and 0.2 s held: the
-    task's horizon (examples/reach_learner.py does the same with its own durations)."""
-    task = make_task("reach")
-    scene = build_scene(robot, task)
-    ik = SiteIK(scene.model, robot.end_effector_site, scene.qpos_adr, scene.dof_adr, robot.range_lower,
-                robot.range_upper)
-    home = task.start_posture(robot)
-    goal, _ = ik.solve(home, task.default_context())
-    move = min_jerk(home, goal, 1.0, robot.control_dt)
-    return [StartCommand(episode_id, 1), TrajectoryCommand(episode_id, 1, 1, move.q, move.qd, move.qdd, wait_time=0.2)]
+# the tasks of the registry (built-in and installed) that declare a scripted reference (Task.reference)
+WITH_REFERENCE = tuple(name for name, cls in registry().items() if cls.reference is not None)
 
 
-REFERENCES = {
-    "reach": reach_reference,
-    "ball_in_cup": lambda: ball_in_cup_reference.reference_commands(WAM, 1),
-    "ball_on_beam": lambda: ball_on_beam_reference.reference_commands(WAM, 1),
-    "ball_paddling": lambda: ball_paddling_reference.reference_commands(WAM, 1),
-    "ball_bouncing": lambda: ball_bouncing_reference.reference_commands(WAM, 1),
-    "beer_pong": lambda: beer_pong_reference.reference_commands(WAM, 1),
-    "casting": lambda: casting_reference.reference_commands(WAM, 1),
-    "pole_balancing": lambda: pole_balancing_reference.reference_commands(WAM, 1),
-    "tetherball": lambda: tetherball_reference.reference_commands(WAM, 1),
-}
+def reference_episode(name: str, robot=WAM, episode_id: int = 1) -> list:
+    """The commands of task ``name``'s scripted reference (its Task.reference) on ``robot``."""
+    return reference_commands(registry()[name])(robot, episode_id)
 
 
 def planned_time(commands: list, robot=WAM) -> float:
@@ -82,7 +52,7 @@ def planned_time(commands: list, robot=WAM) -> float:
 
 def three_episodes(name: str, robot=WAM) -> dict[str, list]:
     """The task's crash, hold and reference episodes (module docstring), ids 1, 2, 3."""
-    reference = REFERENCES[name]()
+    reference = reference_episode(name, robot)
     start = reference[0]
     posture = make_task(name).start_posture(robot) if start.posture is None else np.asarray(start.posture)
     n = int(round(planned_time(reference, robot) * robot.control_rate))
@@ -110,7 +80,8 @@ def returns(name: str) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Returns of a crash, holding still and the reference, per task.")
-    parser.add_argument("--tasks", nargs="+", default=sorted(REFERENCES), help="tasks (default: all)")
+    parser.add_argument("--tasks", nargs="+", default=list(WITH_REFERENCE),
+                        help="tasks (default: those with a reference)")
     args = parser.parse_args(argv)
     print("| task | crash | hold still | reference |\n|---|---|---|---|")
     for name in args.tasks:

@@ -6,10 +6,11 @@ iteration, a results table (docs/learning.md's), and saves each run's learning c
     python examples/learn.py                       # every task, seed 0
     python examples/learn.py reach beer_pong --seeds 0 1 2 --threads 2 --out runs/learning --plot
 
-A configuration module holds ``problem(robot) -> episodic.learning.policy_search.Problem`` (the task, the
-start parameters and how parameters become an episode), ``learner(problem, seed) -> Learner``
-(PoWER, REPS or CMA-ES from episodic.learning.policy_search) and ``ITERATIONS``; its docstring says why
-it looks as it does and what it measured.
+A task names its configuration module in its ``Task.reference.learner`` (the tasks are found in
+the task registry); the module holds ``problem(robot) -> episodic.learning.policy_search.Problem``
+(the task, the start parameters and how parameters become an episode), ``learner(problem, seed) ->
+Learner`` (PoWER, REPS or CMA-ES from episodic.learning.policy_search) and ``ITERATIONS``; its
+docstring says why it looks as it does and what it measured.
 """
 from __future__ import annotations
 
@@ -25,14 +26,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `examples` impor
 
 from episodic.interface.robot import load_robot  # noqa: E402
 from episodic.learning.policy_search import LearningCurve, learn  # noqa: E402
+from episodic.tasks import registry  # noqa: E402
 
-TASKS = ("reach", "ball_in_cup", "ball_on_beam", "pole_balancing", "tetherball", "ball_paddling",
-         "ball_bouncing", "beer_pong", "casting")
+# the tasks of the registry (built-in and installed) whose Task.reference names a learner configuration
+TASKS = tuple(name for name, cls in registry().items() if cls.reference is not None and cls.reference.learner)
 
 
 def configuration(task: str):
-    """The module examples/learning/<task>.py."""
-    return importlib.import_module(f"examples.learning.{task}")
+    """The learner configuration module task ``task`` names (its Task.reference.learner; the
+    built-in tasks': examples/learning/<task>.py)."""
+    reference = registry()[task].reference
+    if reference is None or not reference.learner:
+        raise ValueError(f"task '{task}' names no learner configuration (Task.reference.learner)")
+    return importlib.import_module(reference.learner)
 
 
 @dataclass

@@ -18,8 +18,10 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import pkgutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import cast
 
+from episodic.interface.robot import Robot
 from episodic.task import StepView, Task, TaskError, TaskSource, class_spec
 from episodic.task.source import importable_elsewhere
 
@@ -118,6 +120,21 @@ def registry() -> dict[str, type[Task]]:
     return {**TASKS, **{name: _load_entry_point(ep) for name, ep in installed_tasks().items()}}
 
 
+def reference_commands(cls: type[Task]) -> Callable[[Robot, int], list]:
+    """The function ``(robot, episode_id) -> commands`` of the scripted reference ``cls`` declares
+    (``Task.reference``); TaskError saying why when it has none or it cannot be imported (a
+    built-in task's references are the repository's examples/, importable from its root)."""
+    if cls.reference is None:
+        raise TaskError(f"task '{cls.name}' declares no scripted reference (Task.reference)")
+    module_name, _, attr = cls.reference.commands.partition(":")
+    try:
+        function = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise TaskError(f"the reference of task '{cls.name}', {cls.reference.commands}, cannot be loaded ({exc}); "
+                        f"examples.* modules are the repository's, importable from its root") from None
+    return cast("Callable[[Robot, int], list]", function)
+
+
 def portable_spec(cls: type[Task]) -> str | None:
     """A string another process resolves (:func:`task_class`) to ``cls``: its name when the name
     means this class (a built-in or an installed entry point), else its ``module:Class`` spec;
@@ -145,4 +162,4 @@ def logged_task(meta: Mapping) -> type[Task]:
 
 
 __all__ = ["ENTRY_POINT_GROUP", "TASKS", "StepView", "Task", "TaskError", "installed_tasks", "logged_task",
-           "make_task", "portable_spec", "registry", "task_class"]
+           "make_task", "portable_spec", "reference_commands", "registry", "task_class"]

@@ -105,6 +105,7 @@ from episodic.native.sensing import Sensing, add_control_period
 from episodic.task import (
     Camera,
     Episode,
+    Reference,
     StepView,
     Task,
     TaskError,
@@ -174,6 +175,11 @@ class Bounces(Episode):
 @dataclass
 class BallBouncing(Task[Bounces]):
     name: ClassVar[str] = "ball_bouncing"
+    reference: ClassVar[Reference | None] = Reference(  # examples/ball_bouncing_reference.py
+        "examples.ball_bouncing_reference:reference_commands",
+        return_tolerance=0.1,  # the reference's return is 18.96 (19 good bounces); a bounce more or less is 1
+        learner="examples.learning.ball_bouncing",
+    )
     summary: ClassVar[str] = "bounce a free tennis ball on a racket again and again to a target height."
     robots: ClassVar[tuple[str, ...]] = ("wam",)
     camera: ClassVar[Camera] = {"azimuth": 120, "elevation": -15}  # deg; episodic render frames the rest

@@ -143,6 +143,7 @@ import numpy as np
 from episodic.interface.robot import Robot
 from episodic.task import (
     Camera,
+    Reference,
     StepView,
     Task,
     TaskError,
@@ -234,6 +235,12 @@ CUP_MATERIAL = contact.MATERIALS["wooden_ball_on_cup"]
 @dataclass
 class BallInCup(Task):
     name: ClassVar[str] = "ball_in_cup"
+    reference: ClassVar[Reference | None] = Reference(  # examples/ball_in_cup_reference.py
+        "examples.ball_in_cup_reference:reference_commands",
+        return_tolerance=0.1,  # a catch is 4-5.4, a miss below 2.3
+        learner="examples.learning.ball_in_cup",
+        not_converged="the 5 kN/m string's outcome depends on the step (tests/test_convergence.py)",
+    )
     summary: ClassVar[str] = "swing a ball on an elastic string up and catch it in a cup on the hand."
     robots: ClassVar[tuple[str, ...]] = ("wam",)
     camera: ClassVar[Camera] = {"azimuth": 120, "elevation": -10}  # deg; episodic render frames the rest

@@ -83,6 +83,7 @@ from episodic.native.sensing import Sensing, add_control_period
 from episodic.task import (
     Camera,
     Episode,
+    Reference,
     StepView,
     Task,
     TaskError,
@@ -117,6 +118,11 @@ class BeamEpisode(Episode):
 @dataclass
 class BallOnBeam(Task[BeamEpisode]):
     name: ClassVar[str] = "ball_on_beam"
+    reference: ClassVar[Reference | None] = Reference(  # examples/ball_on_beam_reference.py
+        "examples.ball_on_beam_reference:reference_commands",
+        return_tolerance=0.001,  # the reference's return is -0.004
+        learner="examples.learning.ball_on_beam",
+    )
     summary: ClassVar[str] = "keep a ball rolling on a beam at the beam's centre with little effort."
     robots: ClassVar[tuple[str, ...]] = ("wam",)
     camera: ClassVar[Camera] = {"azimuth": 140, "elevation": -20}  # deg; episodic render frames the rest

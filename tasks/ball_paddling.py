@@ -99,6 +99,7 @@ from episodic.interface.robot import Robot
 from episodic.task import (
     Camera,
     Episode,
+    Reference,
     StepView,
     Task,
     TaskError,
@@ -148,6 +149,11 @@ class Rally(Episode):
 @dataclass
 class BallPaddling(Task[Rally]):
     name: ClassVar[str] = "ball_paddling"
+    reference: ClassVar[Reference | None] = Reference(  # examples/ball_paddling_reference.py
+        "examples.ball_paddling_reference:reference_commands",
+        return_tolerance=1.0,  # a good hit more or less; the reference's return is 15
+        learner="examples.learning.ball_paddling",
+    )
     summary: ClassVar[str] = "paddle a ball tied to the racket by an elastic string, in a steady rhythm."
     robots: ClassVar[tuple[str, ...]] = ("wam",)
     camera: ClassVar[Camera] = {"azimuth": 120, "elevation": -5}  # deg; episodic render frames the rest

@@ -114,6 +114,7 @@ from episodic.interface.robot import Robot
 from episodic.task import (
     Camera,
     Episode,
+    Reference,
     StepView,
     Task,
     TaskError,
@@ -168,6 +169,13 @@ class BeerPongEpisode(Episode):
 @dataclass
 class BeerPong(Task[BeerPongEpisode]):
     name: ClassVar[str] = "beer_pong"
+    reference: ClassVar[Reference | None] = Reference(  # examples/beer_pong_reference.py
+        "examples.beer_pong_reference:reference_commands",
+        # the return is itself a small distance (m): 4 -> 16 substeps moves where the ball comes down by 5 mm
+        # (a bounce's restitution depends on where the impact falls within a physics step)
+        return_tolerance=0.06,
+        learner="examples.learning.beer_pong",
+    )
     summary: ClassVar[str] = "throw a ball so that it bounces once on a table and lands in a cup."
     robots: ClassVar[tuple[str, ...]] = ("wam",)
     camera: ClassVar[Camera] = {"lookat": (1.1, 0.0, 1.05), "distance": 2.2, "azimuth": 115, "elevation": -12}

@@ -125,6 +125,7 @@ from episodic.interface.robot import Robot
 from episodic.task import (
     Camera,
     Episode,
+    Reference,
     StepView,
     Task,
     TaskError,
@@ -222,6 +223,11 @@ class _HookTendon:
 @dataclass
 class Casting(Task[Cast]):
     name: ClassVar[str] = "casting"
+    reference: ClassVar[Reference | None] = Reference(  # examples/casting_reference.py
+        "examples.casting_reference:reference_commands",
+        return_tolerance=0.05,  # the reference's return is -2.48 (s to rest in the cup)
+        learner="examples.learning.casting",
+    )
     summary: ClassVar[str] = ("lower a ball hanging from the hand on an elastic string into a cup on the floor, "
                               "fast and without swinging.")
     robots: ClassVar[tuple[str, ...]] = ("wam",)

@@ -136,7 +136,7 @@ import numpy as np
 from episodic.interface.robot import Robot
 from episodic.native import CompiledLaw
 from episodic.native.sensing import Sensing, add_control_period
-from episodic.task import Camera, Episode, StepView, Task, TaskError, body_velocity, param, update_kinematics
+from episodic.task import Camera, Episode, Reference, StepView, Task, TaskError, body_velocity, param, update_kinematics
 
 POLE = "pole"          # the body of pole and hub, rigidly fixed to link 7
 HINGE = "j7"           # the WAM joint the pole turns on (passive)
@@ -183,6 +183,11 @@ class PoleEpisode(Episode):
 @dataclass
 class PoleBalancing(Task[PoleEpisode]):
     name: ClassVar[str] = "pole_balancing"
+    reference: ClassVar[Reference | None] = Reference(  # examples/pole_balancing_reference.py
+        "examples.pole_balancing_reference:reference_commands",
+        return_tolerance=0.1,  # the reference's return is -12.1
+        learner="examples.learning.pole_balancing",
+    )
     summary: ClassVar[str] = ("swing up a pole hanging from the wrist's unpowered last joint and balance it "
                               "upright with the other joints, saving energy.")
     robots: ClassVar[tuple[str, ...]] = ("wam",)

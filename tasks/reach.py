@@ -17,7 +17,7 @@ import mujoco
 import numpy as np
 
 from episodic.interface.robot import Robot
-from episodic.task import Camera, Episode, StepView, Task, add_target, coordinate, param, place_target
+from episodic.task import Camera, Episode, Reference, StepView, Task, add_target, coordinate, param, place_target
 
 
 @dataclass
@@ -28,6 +28,11 @@ class ReachEpisode(Episode):
 @dataclass
 class Reach(Task[ReachEpisode]):
     name: ClassVar[str] = "reach"
+    reference: ClassVar[Reference | None] = Reference(  # examples/reach_reference.py
+        "examples.reach_reference:reference_commands",
+        return_tolerance=0.003,  # the reference's return is -0.478; 4 x the substeps moved it by 2.5e-4
+        learner="examples.learning.reach",
+    )
     summary: ClassVar[str] = "bring the end effector to a target point."
     camera: ClassVar[Camera] = {"azimuth": 150, "elevation": -20}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("target_x", "target_y", "target_z", "distance")

@@ -105,6 +105,7 @@ from episodic.task import (
     TARGET,
     Camera,
     Episode,
+    Reference,
     StepView,
     Task,
     TaskError,
@@ -148,6 +149,11 @@ class Approach(Episode):
 @dataclass
 class Tetherball(Task[Approach]):
     name: ClassVar[str] = "tetherball"
+    reference: ClassVar[Reference | None] = Reference(  # examples/tetherball_reference.py
+        "examples.tetherball_reference:reference_commands",
+        return_tolerance=0.005,  # the reference's return is -0.026
+        learner="examples.learning.tetherball",
+    )
     summary: ClassVar[str] = "hit a ball hung from the ceiling on an elastic string through a target."
     robots: ClassVar[tuple[str, ...]] = ("wam",)
     camera: ClassVar[Camera] = {"azimuth": 140, "elevation": -10}  # deg; episodic render frames the rest

@@ -128,3 +128,21 @@ def raw_exchange(channel: Channel, blocks: Blocks, seq: int | None = None, timeo
     channel.reply_ready.acquire(timeout)
     assert int(blocks.reply["seq"]) == seq
     return blocks.reply.copy()
+
+
+def reference_cases(expect_convergence: bool = False) -> list:
+    """The tasks of the registry (built-in and installed, episodic.tasks.registry) as test cases
+    of their scripted references: a task that declares none (Task.reference) skipped, saying so;
+    with ``expect_convergence``, one whose reference declares it does not converge in the timestep
+    expected to fail (strictly: the test fails once it passes)."""
+    from episodic.tasks import registry
+
+    cases = []
+    for name, cls in registry().items():
+        marks = []
+        if cls.reference is None:
+            marks.append(pytest.mark.skip(reason=f"task '{name}' declares no scripted reference (Task.reference)"))
+        elif expect_convergence and cls.reference.not_converged:
+            marks.append(pytest.mark.xfail(strict=True, reason=cls.reference.not_converged))
+        cases.append(pytest.param(name, marks=marks))
+    return cases

@@ -1,9 +1,10 @@
 """Convergence in the physics timestep, with real MuJoCo.
 
-Every task whose scripted reference (examples/<task>_reference.py, ``reference_commands(robot)``)
-exists runs it at the task's substeps and at 4 x those substeps (a subclass of the task with
-``substeps`` multiplied; the control rate stays the robot's): the episode must end the same way
-(success or not) and its return stay within the task's tolerance (``TOLERANCE``). Then the
+Every task of the registry that declares a scripted reference (``Task.reference``) runs it at the
+task's substeps and at 4 x those substeps (a subclass of the task with ``substeps`` multiplied;
+the control rate stays the robot's): the episode must end the same way (success or not) and its
+return stay within the tolerance the task declares (``Task.reference.return_tolerance``); a task
+without a reference is skipped, saying so. Then the
 controller side of substeps: the reference ramps within a control period, so more physics steps
 per control step no longer cost tracking, and the rollout and Python paths stay bit-identical.
 
@@ -13,6 +14,7 @@ references as they stood when this was written):
     ball_bouncing    4 -> 16   18.9631 -> 18.9730
     ball_in_cup      4 -> 16   4.3360 -> 1.150 at the 5 kN/m string: NOT converged (below)
     ball_on_beam     1 -> 4   -0.003881 -> -0.003887
+    reach            1 -> 4   -0.477627 -> -0.477379
     casting          4 -> 16  -2.4840 -> -2.4880 (the reference now returns -2.656)
     pole_balancing   1 -> 4   -12.1633 -> -12.1746
     tetherball       4 -> 16  -0.025882 -> -0.025899
@@ -30,7 +32,6 @@ which does converge, is tested apart.
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
 import mujoco
@@ -44,27 +45,15 @@ from episodic.runtime.control import Gains
 from episodic.runtime.runner import Runner
 from episodic.runtime.scene import build_scene
 from episodic.runtime.simulation import Simulation
-from episodic.tasks import TASKS
+from episodic.tasks import TASKS, reference_commands, registry
+from tests.helpers import reference_cases
 
 pytestmark = pytest.mark.slow  # each reference runs twice, once with 4 x the physics steps
 
 FACTOR = 4
-# |return at 4 x the substeps - return at the task's| allowed, per task: small against the
-# reference's return and at least 10 x the difference measured (module docstring), leaving room
-# for the references being re-tuned. A task with a reference and no entry here fails until its
-# tolerance is stated.
-TOLERANCE = {
-    "ball_bouncing": 0.1,     # the reference's return is 18.96 (19 good bounces); a bounce more or less is 1
-    "ball_in_cup": 0.1,       # a catch is 4-5.4, a miss below 2.3
-    "ball_on_beam": 0.001,    # the reference's return is -0.004
-    "ball_paddling": 1.0,     # a good hit more or less; the reference's return is 15
-    # the return is itself a small distance (m): 4 -> 16 substeps moves where the ball comes down
-    # by 5 mm (a bounce's restitution depends on where the impact falls within a physics step)
-    "beer_pong": 0.06,
-    "casting": 0.05,          # the reference's return is -2.48 (s to rest in the cup)
-    "pole_balancing": 0.1,    # the reference's return is -12.1
-    "tetherball": 0.005,      # the reference's return is -0.026
-}
+# |return at 4 x the substeps - return at the task's| allowed: each task's
+# Task.reference.return_tolerance, small against the reference's return and at least 10 x the
+# difference measured (module docstring), leaving room for the references being re-tuned.
 
 
 # ball_in_cup's peak string stretch in its reference swing at 4 and 16 substeps: 1.15 and 1.62 mm
@@ -72,16 +61,7 @@ TOLERANCE = {
 STRETCH_TOLERANCE = 0.0006  # m
 
 
-def reference_module(name: str):
-    """examples/<name>_reference.py, or None when the task has no scripted reference."""
-    try:
-        module = importlib.import_module(f"examples.{name}_reference")
-    except ModuleNotFoundError:
-        return None
-    return module if hasattr(module, "reference_commands") else None
-
-
-WITH_REFERENCE = sorted(name for name in TASKS if reference_module(name) is not None)
+REGISTRY = registry()
 
 
 def finer(cls: type, factor: int = FACTOR) -> type:
@@ -93,7 +73,7 @@ def run_reference(task) -> tuple[bool, float, int, np.ndarray]:
     """Run the task's reference from a fresh runner: (success, episode return, substeps, the
     task state rows of its segments)."""
     with Runner(task, seed=0) as runner:
-        replies = [runner.send(c) for c in reference_module(task.name).reference_commands(runner.robot)]
+        replies = [runner.send(c) for c in reference_commands(REGISTRY[task.name])(runner.robot, 1)]
         assert all(r.flag == 0 for r in replies), [r.message for r in replies]
         episode = runner.episodes[-1]
         steps = episode.steps()
@@ -101,23 +81,15 @@ def run_reference(task) -> tuple[bool, float, int, np.ndarray]:
                 steps["task_state"][steps["index"] >= 1])
 
 
-def test_every_task_with_a_reference_has_a_tolerance():
-    assert "ball_in_cup" in WITH_REFERENCE
-    assert set(WITH_REFERENCE) <= set(TOLERANCE), set(WITH_REFERENCE) - set(TOLERANCE)
-
-
-NOT_CONVERGED = {"ball_in_cup": "the 5 kN/m string's outcome depends on the step (module docstring)"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=NOT_CONVERGED[n]))
-                                  if n in NOT_CONVERGED else n for n in WITH_REFERENCE])
+@pytest.mark.parametrize("name", reference_cases(expect_convergence=True))
 def test_the_reference_converges_in_the_timestep(name):
-    cls = TASKS[name]
+    cls = REGISTRY[name]
     success, value, substeps, state = run_reference(cls())
     success_fine, value_fine, substeps_fine, state_fine = run_reference(finer(cls)())
     assert substeps_fine == FACTOR * substeps
     assert success_fine == success, (value, value_fine)
-    assert value_fine == pytest.approx(value, abs=TOLERANCE[name]), (substeps, value, substeps_fine, value_fine)
+    tolerance = cls.reference.return_tolerance
+    assert value_fine == pytest.approx(value, abs=tolerance), (substeps, value, substeps_fine, value_fine)
 
 
 def test_the_ball_in_cup_string_stretch_converges_in_the_timestep():

@@ -113,12 +113,15 @@ class Reference:
     (tests/test_convergence.py; choose ``substeps`` with it).
     learner: "module" of a learner configuration (``problem(robot)``, ``learner(problem, seed)``,
     ``ITERATIONS``, ``QUICK``: examples/learn.py), "" for none.
+    not_converged: why the reference's outcome is known to change when the step is halved ("":
+    it converges; otherwise the convergence test expects it to fail, and fails once it passes).
     Modules under ``examples.`` are the repository's examples (importable from its root); a
     task package names its own modules."""
 
     commands: str
     return_tolerance: float
     learner: str = ""
+    not_converged: str = ""
 
 
 if TYPE_CHECKING:  # for the checker, a Task not parameterised keeps an Episode (a default: PEP 696)
