@@ -1,9 +1,10 @@
 """A task from another package: examples/task_package (episodic-strike) pip-installed into a
 directory of this test (on sys.path here and on PYTHONPATH for the processes it starts), found by
-its entry point with no edit of episodic or its tests, served to a learner over the bridge,
-replayed bit-identically, rendered, plotted, exported and evaluated on threads, on a Dask
-cluster and on a process pool; its log names the package; without the package, a replay says
-which to install; and the same task by its ``module:Class`` spec without installing it."""
+its entry point with no edit of episodic or its tests (the generic suites run it), served to a
+learner over the bridge, replayed bit-identically, rendered, plotted, exported and evaluated on
+threads, on a Dask cluster and on a process pool; its log names the package; without the package,
+a replay says which to install; and the same task by its ``module:Class`` spec without installing
+it."""
 from __future__ import annotations
 
 import importlib
@@ -156,6 +157,16 @@ def test_evaluated_alike_on_threads_on_dask_workers_and_from_its_log(served_log,
     assert done.returncode == 0 and "task strike" in done.stdout and "4 episodes" in done.stdout, done.stderr
     replayed = run_cli("replay", str(tmp_path / "dask.h5"))
     assert replayed.returncode == 0 and "3 episodes replayed bit-identically" in replayed.stdout, replayed.stderr
+
+
+def test_the_generic_suites_run_it_without_an_edit(installed):
+    """The suites that take their tasks from the registry run strike as they run a built-in task:
+    its reference over the bridge and replayed, crash <= hold <= reference, convergence."""
+    suites = [str(Path(__file__).parent / f) for f in ("test_tasks_over_bridge.py", "test_early_end.py",
+                                                          "test_convergence.py")]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-k", "strike",
+                           *suites], capture_output=True, text=True, timeout=600, cwd=Path(__file__).parents[1])
+    assert done.returncode == 0 and "5 passed" in done.stdout, done.stdout[-3000:]
 
 
 def test_without_the_package_a_replay_names_the_package_to_install(served_log):
