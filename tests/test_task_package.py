@@ -159,6 +159,20 @@ def test_evaluated_alike_on_threads_on_dask_workers_and_from_its_log(served_log,
     assert replayed.returncode == 0 and "3 episodes replayed bit-identically" in replayed.stdout, replayed.stderr
 
 
+def test_the_gym_face_takes_it_by_name_over_the_bridge(installed):
+    """BlackBoxEnv on a Client of `episodic serve --task strike`, the task named as served."""
+    from episodic.learning.gym_env import BlackBoxEnv
+
+    with Served(channel_name(), None, task="strike") as served:
+        with Client(served.channel, timeout=60) as client:
+            env = BlackBoxEnv(client, "strike", n_via=2, duration=1.2, hold=0.2)
+            context, _ = env.reset(seed=0)
+            _, reward, terminated, _, info = env.step(np.zeros(env.action_space.shape))
+        assert served.stop() == 0
+    assert np.array_equal(context, [0.3, 0.45, 1.4]) and terminated and info["flag"] == "OK"
+    assert 0.0 <= reward < 1.0  # the start posture held: a strike far from the target earns little
+
+
 def test_the_generic_suites_run_it_without_an_edit(installed):
     """The suites that take their tasks from the registry run strike as they run a built-in task:
     its reference over the bridge and replayed, crash <= hold <= reference, convergence."""
