@@ -148,13 +148,20 @@ def portable_spec(cls: type[Task]) -> str | None:
 
 
 def logged_task(meta: Mapping) -> type[Task]:
-    """The task class of a run log whose root attributes are ``meta``: by its recorded
-    ``module:Class`` spec (``task_source``), or by name for a log recorded without one; TaskError
+    """The task class of a run log whose root attributes are ``meta``: the class its name means
+    (:func:`task_class`) when that class has the recorded ``module:Class`` spec (``task_source``),
+    else the class the spec imports; by name alone for a log recorded without a spec. TaskError
     naming the package and version to install when the spec cannot be imported."""
     source = meta.get("task_source")
     if not isinstance(source, Mapping) or not source.get("spec"):
         return task_class(str(meta.get("task")))
     recorded = TaskSource(str(source["spec"]), str(source.get("package", "")), str(source.get("version", "")))
+    try:  # the class its name means here, when that is the class recorded (also one registered by hand)
+        named = task_class(str(meta.get("task")))
+        if class_spec(named) == recorded.spec:
+            return named
+    except TaskError:
+        pass
     try:
         return _import_spec(recorded.spec, recorded.install_hint())
     except TaskError as exc:
