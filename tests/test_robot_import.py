@@ -254,12 +254,25 @@ def test_log_records_the_robot_and_replay_checks_its_files(robots_dir, tmp_path)
     meta = read_metadata(log)
     settings = meta["robot_settings"]
     assert meta["robot"] == "panda" and settings["spec"] == str(folder) and settings["sha256"] == robot.sha256
-    assert replay(log).identical
+    assert replay(log).identical  # found by its name (in the user directory), never at the recorded path
+    assert replay(log, robot=str(folder)).identical  # or at a path the user gives
     (folder / "assets" / "hand.stl").write_bytes(b"solid x\nendsolid x\n")
     with pytest.raises(RobotError, match="different: assets/hand.stl.*copy the recorded robot's folder"):
-        replay(log)
-    shutil.rmtree(folder)  # recorded by a path that is gone: found by its name in the user directory
-    assert load_recorded_robot("panda", settings).source == "user"
+        replay(log, robot=str(folder))
+    with pytest.raises(RobotError, match=r"unknown robot 'gone_arm'.*loaded from '/elsewhere/gone_arm'.*--robot PATH"):
+        load_recorded_robot("gone_arm", {"spec": "/elsewhere/gone_arm"})
+
+
+def test_a_log_never_leads_to_a_path_and_a_bare_name_is_never_a_folder_here(robots_dir, tmp_path, monkeypatch):
+    """A crafted log naming its robot by a path gets a message, not that folder's model loaded; a
+    folder of the current directory named like a built-in robot does not stand in for it."""
+    planted = tmp_path / "wam"
+    shutil.copytree(robots_dir[0] / "ur5", planted)
+    with pytest.raises(RobotError, match="never loaded from a path the file names.*--robot PATH"):
+        load_recorded_robot(str(planted), {})
+    monkeypatch.chdir(tmp_path)
+    assert find_robot("wam").source == "built-in" and load_robot("wam").n_dofs == 7
+    assert find_robot("./wam").source == "path" and load_robot("./wam").n_dofs == 6
 
 
 @pytest.mark.slow

@@ -66,7 +66,10 @@ def main() -> None:
 @click.argument("log", type=click.Path(dir_okay=False))
 @click.option("--episode", "-e", "episodes", type=click.IntRange(min=0), multiple=True,
               help="Episode number (sequence number in the log) to replay; repeatable. Default: all.")
-def replay(log: str, episodes: tuple[int, ...]) -> None:
+@click.option("--robot", "robot", default=None, metavar="PATH",
+              help="The robot's folder, when the log's robot is not found by the name it records (a log "
+                   "names its robot; it never leads to a path).")
+def replay(log: str, episodes: tuple[int, ...], robot: str | None) -> None:
     """Re-execute LOG's recorded commands and check the result is bit-identical to the log.
 
     On a terminal, a progress bar on stderr shows the episodes replayed (none in a pipe or CI)."""
@@ -76,7 +79,7 @@ def replay(log: str, episodes: tuple[int, ...]) -> None:
     path = _open_log(log)
     try:
         with Progress("replaying") as bar:
-            report = run_replay(path, sorted(set(episodes)) or None, progress=bar)
+            report = run_replay(path, sorted(set(episodes)) or None, progress=bar, robot=robot)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     for name, why in sorted(report.skipped.items()):
@@ -124,8 +127,11 @@ def _size(ctx, param, value: str) -> tuple[int, int]:
 @click.option("--camera", default=None, metavar="NAME", help="A camera of the scene.  [default: the task's view]")
 @click.option("--at", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
               help="One picture, this many seconds after the motion started.")
+@click.option("--robot", "robot", default=None, metavar="PATH",
+              help="The robot's folder, when the log's robot is not found by the name it records (a log "
+                   "names its robot; it never leads to a path).")
 def render(log: str, number: int, out: str | None, fps: float, size: tuple[int, int], camera: str | None,
-           at: float | None) -> None:
+           at: float | None, robot: str | None) -> None:
     """Render episode N of LOG headless: a video, PNG frames, or one picture with --at.
 
     The robot and the task's objects are shown exactly as they moved: the episode is
@@ -140,7 +146,7 @@ def render(log: str, number: int, out: str | None, fps: float, size: tuple[int, 
     path = _open_log(log)
     try:
         with Progress("rendering") as bar:
-            done = run_render(path, number, out, fps, size, camera, at, progress=bar)
+            done = run_render(path, number, out, fps, size, camera, at, progress=bar, robot=robot)
     except RenderError as exc:
         raise click.ClickException(str(exc)) from None
     rec = done.recording

@@ -206,15 +206,17 @@ def list_robots() -> list[RobotEntry]:
     return list(seen.values())
 
 
-def _is_path(spec: str) -> bool:
-    return os.sep in spec or "/" in spec or spec.endswith(".toml") or (Path(spec) / SETTINGS_FILE).is_file()
+def is_path(spec: str) -> bool:
+    """Whether ``spec`` names a robot by path (it holds a path separator or ends in .toml): a bare
+    name is never taken for a folder of the current directory (give ``./NAME`` for that), so a
+    folder planted there cannot stand in for a built-in or user robot."""
+    return os.sep in spec or "/" in spec or spec.endswith(".toml")
 
 
 def find_robot(spec: str) -> RobotEntry:
-    """Where the robot named ``spec`` lives: a path (it contains a path separator, ends in .toml
-    or is a folder holding robot.toml) > built-in > user directory > entry point. RobotError
-    lists what there is otherwise."""
-    if _is_path(spec):
+    """Where the robot named ``spec`` lives: a path (it contains a path separator or ends in
+    .toml) > built-in > user directory > entry point. RobotError lists what there is otherwise."""
+    if is_path(spec):
         path = Path(spec).expanduser().resolve()
         folder = path.parent if path.name == SETTINGS_FILE or path.suffix == ".toml" else path
         if not (folder / SETTINGS_FILE).is_file():
@@ -283,18 +285,25 @@ def load_robot(name: str = DEFAULT_ROBOT) -> Robot:
     return dataclasses.replace(robot, source=entry.source, spec=name, files=files, sha256=_combined(files))
 
 
-def load_recorded_robot(name: str, settings: dict) -> Robot:
-    """The robot a run log recorded (its ``robot`` name and ``robot_settings``), found as
-    load_robot finds it (by the name or path it was asked by, else by its name) and checked file by
+def load_recorded_robot(name: str, settings: dict, path: str | None = None) -> Robot:
+    """The robot a run log recorded (its ``robot`` name and ``robot_settings``), checked file by
     file against the recorded sha256: RobotError says which file is missing or differs and what to
-    do. A log recorded before robots were hashed is not checked."""
-    asked = str(settings.get("spec") or name)
-    try:
-        robot = load_robot(asked)
-    except RobotError:
-        if asked == name:
-            raise
-        robot = load_robot(name)  # recorded as a path on another machine: the same name here
+    do. A log names its robot, it never leads to a path: the robot is found by its name as
+    load_robot finds it (built-in, user directory, entry point), or at ``path`` when the user
+    gives one (``--robot PATH``). A log recorded before robots were hashed is not checked."""
+    if path is not None:
+        robot = load_robot(path)
+    elif is_path(name):
+        raise RobotError(f"the log names its robot by the path '{name}'; a log's robot is looked up by name only, "
+                         f"never loaded from a path the file names: pass the robot's folder yourself (--robot PATH)")
+    else:
+        try:
+            robot = load_robot(name)
+        except RobotError as exc:
+            spec = settings.get("spec")
+            where = f" (it was loaded from '{spec}' when the log was written)" if spec and spec != name else ""
+            raise RobotError(f"{exc}; the log ran on the robot '{name}'{where}: put its folder into "
+                             f"{user_robots_dir()}, or pass the folder's path (--robot PATH)") from None
     recorded = settings.get("files") or {}
     if not recorded or settings.get("sha256") == robot.sha256:
         return robot

@@ -180,9 +180,11 @@ class Recording:
         return data
 
 
-def record(path: str | Path, number: int) -> Recording:
+def record(path: str | Path, number: int, robot: str | None = None) -> Recording:
     """Re-simulate episode ``number`` (its sequence number) of the log at ``path`` and keep the
-    full state of each step of its motion; RenderError when that cannot be done."""
+    full state of each step of its motion (``robot``: the robot folder's path, when the log's
+    robot is not found by its name: episodic.tools.replay.runner_for); RenderError when that
+    cannot be done."""
     path = Path(path)
     meta = read_metadata(path)
     try:
@@ -191,7 +193,7 @@ def record(path: str | Path, number: int) -> Recording:
         raise RenderError(f"{exc}, so its episodes cannot be re-simulated to be rendered") from None
     try:
         (stored,) = read_episodes(path, [number])
-        runner = runner_for(path, meta)
+        runner = runner_for(path, meta, robot)
     except ValueError as exc:
         raise RenderError(str(exc)) from None
     states: dict[float, tuple[np.ndarray, np.ndarray]] = {}
@@ -455,11 +457,11 @@ def default_out(path: Path, number: int, at: float | None) -> Path:
 
 def render(path: str | Path, number: int = 0, out: str | Path | None = None, fps: float = DEFAULT_FPS,
            size: tuple[int, int] = DEFAULT_SIZE, camera: str | None = None, at: float | None = None,
-           progress: Callable[[int, int], None] | None = None) -> Rendered:
+           progress: Callable[[int, int], None] | None = None, robot: str | None = None) -> Rendered:
     """Render episode ``number`` of the log at ``path`` to ``out`` (see :func:`output_kind`;
     default :func:`default_out`): every 1/``fps`` s of its motion, or the one picture at ``at``
     s, ``size`` (width, height) pixels, from ``camera`` (a model camera's name; None: the task's
-    default view). ``progress(done, total)`` is called after each frame."""
+    default view). ``progress(done, total)`` is called after each frame; ``robot`` as :func:`record`."""
     path = Path(path)
     width, height = size
     if width < 1 or height < 1:
@@ -476,7 +478,7 @@ def render(path: str | Path, number: int = 0, out: str | Path | None = None, fps
     if kind == "video":
         _imageio()  # before the work: fails when imageio is missing
     gl_backend()  # likewise without OpenGL
-    rec = record(path, number)
+    rec = record(path, number, robot)
     writer = None
     try:
         if kind == "still":

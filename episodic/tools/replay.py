@@ -96,15 +96,16 @@ def check_replayable(path: str | Path, meta: dict) -> None:
                          f"on wall-clock timing; only blocking-mode logs replay bit-identically")
 
 
-def runner_for(path: str | Path, meta: dict) -> Runner:
+def runner_for(path: str | Path, meta: dict, robot: str | None = None) -> Runner:
     """A runner (no log file) rebuilt from the metadata ``meta`` of the log at ``path``: its task
     and parameters, robot, seed and limits (ValueError as ``check_replayable``; TaskError naming the
     package to install when the log's task cannot be imported: episodic.tasks.logged_task; RobotError,
     a ValueError, saying which file of the robot is missing or differs from the recorded one:
-    episodic.interface.robot.load_recorded_robot)."""
+    episodic.interface.robot.load_recorded_robot). The robot is found by the name the log records,
+    or at the path ``robot`` when the user gives one."""
     check_replayable(path, meta)
-    robot = load_recorded_robot(meta["robot"], meta.get("robot_settings") or {})
-    return Runner(logged_task(meta).with_params(meta.get("task_params") or {}), robot, seed=meta["seed"],
+    recorded = load_recorded_robot(meta["robot"], meta.get("robot_settings") or {}, robot)
+    return Runner(logged_task(meta).with_params(meta.get("task_params") or {}), recorded, seed=meta["seed"],
                   limits=Limits(**meta.get("limits", {})), keep_episodes=False)
 
 
@@ -122,14 +123,15 @@ def replay_commands(runner: Runner, ep: StoredEpisode) -> list[EpisodeBuffer]:
 
 
 def replay(path: str | Path, episodes: list[int] | None = None,
-           progress: Callable[[int, int], None] | None = None) -> ReplayReport:
+           progress: Callable[[int, int], None] | None = None, robot: str | None = None) -> ReplayReport:
     """Re-execute the commands of ``episodes`` (sequence numbers; all when None) of the log
     at ``path`` from each episode's recorded initial state, and compare. Episodes not written
     whole are skipped (listed in the report's ``skipped``) when all are replayed, and a
     ValueError when asked for by number. The episodes are read one at a time as they are
     replayed, so the cost and the memory grow with what is replayed, not with the log.
     ``progress(done, total)`` is called after each episode replayed (e.g. a progress bar's
-    update)."""
+    update). ``robot``: the path of the robot's folder, when the log's robot is not found by its
+    name here (runner_for)."""
     meta = read_metadata(path, count_episodes=False)
     check_replayable(path, meta)
     if episodes is None:
@@ -142,7 +144,7 @@ def replay(path: str | Path, episodes: list[int] | None = None,
     report.version_changes = {k: (v, now.get(k, "missing")) for k, v in meta.get("versions", {}).items()
                               if now.get(k) != v and k != "episodic"}
     stored = iter_episodes(path, episodes)
-    with runner_for(path, meta) as runner:
+    with runner_for(path, meta, robot) as runner:
         for done, ep in enumerate(stored, 1):
             produced = replay_commands(runner, ep)
             report.episodes.append(ep.name)

@@ -27,7 +27,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from episodic.interface.robot import Robot, load_robot
+from episodic.interface.robot import Robot, is_path, load_robot
 from episodic.interface.trajectory import min_jerk, min_jerk_duration
 from episodic.interface.vocabulary import Flag
 from episodic.runtime.runner import Runner
@@ -162,7 +162,7 @@ def check_robot(name: str, *, log_dir: str | Path | None = None) -> ReportCard:
                 f"{np.round(card.tracking_error, 2).tolist()}; limit {limit:g})",
                 f"raise kp and kd of {robot.joint_names[worst]} (the bandwidth), lower its goto.max_acceleration, or "
                 f"use feedforward = \"inverse_dynamics\""))
-            card.checks.append(_replay_check(log))
+            card.checks.append(_replay_check(log, robot))
     share = float(np.max(np.abs(gravity[0]) / robot.torque_limit))
     match = GRAVITY_MATCH * float(robot.torque_limit.max())
     card.checks.append(Check(
@@ -189,8 +189,8 @@ def check_robot(name: str, *, log_dir: str | Path | None = None) -> ReportCard:
     return card
 
 
-def _replay_check(log: Path) -> Check:
-    report = replay(log)
+def _replay_check(log: Path, robot: Robot) -> Check:
+    report = replay(log, robot=robot.spec if is_path(robot.spec) else None)  # a robot checked by its path
     detail = "; ".join(f"{d.what}: {d.detail}" for d in report.differences[:2])
     return Check("replay", report.identical, f"{len(report.episodes)} episode(s) bit-identical" if report.identical
                  else detail, "the simulation is not deterministic: report it with the log")
