@@ -161,3 +161,10 @@ def test_a_file_that_is_no_batch_is_refused_by_the_command_without_a_traceback(t
     text.write_text("not HDF5")
     done = run_cli("evaluate", str(text))
     assert done.returncode == 1 and "Traceback" not in done.stderr and "is not an HDF5 file" in done.stderr
+
+
+def test_a_batch_naming_its_robot_by_a_path_is_refused_unless_the_user_gives_it(tmp_path):
+    """A file names its robot; a path it names is never loaded (a crafted file could point anywhere)."""
+    path = broken(tmp_path / "crafted.h5", lambda c: c.file.attrs.update(robot=str(tmp_path / "planted")))
+    result = invoke("evaluate", str(path))
+    assert result.exit_code == 2 and "never loaded from a path the file names: give --robot PATH" in result.output
