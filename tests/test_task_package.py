@@ -3,8 +3,8 @@ directory of this test (on sys.path here and on PYTHONPATH for the processes it 
 its entry point with no edit of episodic or its tests (the generic suites run it), served to a
 learner over the bridge, replayed bit-identically, rendered, plotted, exported and evaluated on
 threads, on a Dask cluster and on a process pool; its log names the package; without the package,
-a replay says which to install; and the same task by its ``module:Class`` spec without installing
-it."""
+a replay says which to install; its feedback law in C, built on install, runs in the compiled loop;
+and the same task by its ``module:Class`` spec without installing it."""
 from __future__ import annotations
 
 import importlib
@@ -157,6 +157,30 @@ def test_evaluated_alike_on_threads_on_dask_workers_and_from_its_log(served_log,
     assert done.returncode == 0 and "task strike" in done.stdout and "4 episodes" in done.stdout, done.stderr
     replayed = run_cli("replay", str(tmp_path / "dask.h5"))
     assert replayed.returncode == 0 and "3 episodes replayed bit-identically" in replayed.stdout, replayed.stderr
+
+
+def test_its_feedback_law_in_c_runs_in_the_compiled_loop_and_replays(installed, tmp_path):
+    """The package's law (strike.c, built into its own library on install) bound by path like a
+    built-in law: a gain pulls the tip toward the target, and the log replays bit-identically."""
+    from episodic.interface.commands import GainsCommand, StartCommand
+    from episodic.native import CompiledLaw, library
+    from episodic.runtime.runner import Runner
+    from episodic.tools.replay import replay
+
+    distances = []
+    with Runner(make_task("strike"), log=tmp_path / "law.h5") as runner:
+        for k, gain in enumerate((0.0, 1.0), 1):
+            runner.send(StartCommand(k, 1))
+            if k == 2:
+                law = runner.task.compiled_law(runner.sim.model, np.array([gain]))
+                assert isinstance(law, CompiledLaw) and law.function is not None
+                assert not hasattr(library(), "episodic_law_strike")  # not episodic's: the package's own
+            reply = runner.send(GainsCommand(k, 1, 1, WAM.kp, WAM.kd, wait_time=1.5, task_gains=np.array([gain])))
+            assert reply.flag == Flag.OK, reply.message
+            distances.append(reply.state[3])
+    assert distances[1] < distances[0] - 0.1, distances  # m: 0.62 held, 0.45 pulled (measured)
+    report = replay(tmp_path / "law.h5")
+    assert report.identical and len(report.episodes) == 2, report.differences
 
 
 def test_the_gym_face_takes_it_by_name_over_the_bridge(installed):

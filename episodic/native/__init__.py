@@ -195,11 +195,12 @@ def layout(struct: str) -> tuple[dict[str, Field], int]:
     return doubles_layout(library(), struct)
 
 
-def pack(struct: str, values: Mapping[str, ArrayLike]) -> np.ndarray:
-    """A float64 array laid out as C struct of doubles ``struct`` (:func:`layout`), each field
-    set from ``values`` by name: every field, an array field at most its size (0 past the
-    values given). NativeError on a missing or unknown name, ValueError on too many values."""
-    table, size = layout(struct)
+def pack(struct: str, values: Mapping[str, ArrayLike], lib: ctypes.CDLL | None = None) -> np.ndarray:
+    """A float64 array laid out as C struct of doubles ``struct`` (:func:`layout`; of ``lib``, a
+    law library, when given), each field set from ``values`` by name: every field, an array field
+    at most its size (0 past the values given). NativeError on a missing or unknown name,
+    ValueError on too many values."""
+    table, size = layout(struct) if lib is None else doubles_layout(lib, struct)
     if set(values) != set(table):
         raise NativeError(f"{struct} (in C) has the fields {sorted(table)}; got {sorted(values)}")
     out = np.zeros(size)
@@ -213,9 +214,34 @@ def pack(struct: str, values: Mapping[str, ArrayLike]) -> np.ndarray:
     return out
 
 
+@functools.cache
+def law_library(path: str) -> ctypes.CDLL:
+    """The shared library at ``path`` holding a task package's feedback laws in C (built by the
+    package against episodic.h, :func:`include_dir`, and linked to the installed MuJoCo), loaded
+    once; NativeError when it cannot be loaded."""
+    try:
+        return ctypes.CDLL(path)  # needs libmujoco.so.<version>, loaded by `import mujoco`
+    except OSError as exc:
+        raise NativeError(f"the feedback laws at {path} cannot be loaded with MuJoCo {mujoco.__version__} "
+                          f"({exc}); reinstall the package that built them, against this MuJoCo") from None
+
+
+def include_dir() -> Path:
+    """The folder holding episodic.h, which a feedback law in C outside episodic includes (a
+    task package's build adds it and MuJoCo's include folder to its include path); NativeError
+    when this install has no header."""
+    header = Path(__file__).parent / "episodic.h"
+    if not header.is_file():
+        raise NativeError(f"this install of episodic has no {header.name}; install episodic from its source "
+                          f"(pip install -e . in a checkout) to build feedback laws against it")
+    return header.parent
+
+
 class CompiledLaw:
-    """A task's feedback law compiled into the library (``tasks/<name>.c``: the C function
-    ``episodic_law_<name>``), bound to a model and to its parameters.
+    """A task's feedback law in C: the function ``episodic_law_<name>`` of episodic's library
+    (``tasks/<name>.c``) or, with ``path``, of a task package's shared library (built the same way
+    against episodic.h: EPISODIC_LAW_PARAM declares its parameters), bound to a model and to its
+    parameters. Either runs in the compiled loop, without the interpreter lock.
 
     Called with an MjData of ``model`` whose position and velocity stages are current (after
     mj_step1 or mj_forward), it returns the offsets (n_dofs,) rad of one control step, the form
@@ -226,13 +252,15 @@ class CompiledLaw:
     laid out as its C source documents."""
 
     def __init__(self, model: mujoco.MjModel, name: str, n_dofs: int, param: Mapping[str, ArrayLike],
-                 memory: np.ndarray | None = None):
+                 memory: np.ndarray | None = None, path: str | Path | None = None):
         self.model, self.name, self.n_dofs = model, name, n_dofs
-        lib = library()
+        lib = library() if path is None else law_library(str(path))
         if not all(hasattr(lib, f"episodic_law_{name}{part}") for part in ("", "_param_fields", "_param_size")):
-            raise NativeError(f"episodic's compiled part has no law '{name}' with a parameter table (episodic_law_"
-                              f"{name} and EPISODIC_LAW_PARAM in tasks/{name}.c); {REBUILD}")
-        self.param = pack(f"episodic_law_{name}_param", param)
+            where, fix = (("episodic's compiled part", f"tasks/{name}.c); {REBUILD}") if path is None else
+                          (str(path), "its C source); rebuild it"))
+            raise NativeError(f"{where} has no law '{name}' with a parameter table (episodic_law_{name} and "
+                              f"EPISODIC_LAW_PARAM in {fix}")
+        self.param = pack(f"episodic_law_{name}_param", param, None if path is None else lib)
         self.memory = memory
         address(memory)  # ValueError now, rather than at the first step, unless float64 and contiguous
         self.function = ctypes.cast(getattr(lib, f"episodic_law_{name}"), ctypes.c_void_p).value

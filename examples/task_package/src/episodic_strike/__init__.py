@@ -14,22 +14,30 @@ so gravity never moves them. At the strike, ``on_motion_event`` sets the first t
 never struck) and starts the second moving at 1 m/s from 0, a clock of the time since the strike.
 The strike step is then the one step whose clock is at 0 and moving, read from that step alone,
 and the final state holds the distance for ``success``.
+
+Task gains (a gains command's ``task_gains``, one value): the gain rad/m^2 of a feedback law that
+pulls the tip toward the target through the transposed Jacobian of its position. The law is
+written in C (strike.c), built into _strike_law.so when the package is installed, and runs in
+episodic's compiled loop like a built-in task's law (episodic.native.CompiledLaw with its path).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import mujoco
 import numpy as np
 
 from episodic.interface.robot import Robot
+from episodic.native import CompiledLaw
 from episodic.task import (
     Camera,
     Episode,
     Reference,
     StepView,
     Task,
+    TaskError,
     add_target,
     coordinate,
     param,
@@ -39,6 +47,7 @@ from episodic.task import (
 RECORD = "strike_record"  # the body carrying the record of the strike
 DISTANCE, CLOCK = "strike_distance", "strike_clock"  # its slide joints (m: 1 + d after the strike; s)
 TIP = "strike_tip"  # a site at the end effector, the point that strikes
+LAW = Path(__file__).with_name("_strike_law.so")  # the feedback law in C, built on install (setup.py)
 
 
 @dataclass
@@ -56,6 +65,8 @@ class Strike(Task[StrikeEpisode]):
     context_sizes: ClassVar[tuple[int, ...]] = (0, 3)
     context_help: ClassVar[str] = "a target (x, y, z) m, or no context for the default"
     episode_type: ClassVar[type[Episode]] = StrikeEpisode
+    gains_help: ClassVar[str] = ("one value: the gain rad/m^2 of a law pulling the tip toward the target "
+                                 "through the transposed Jacobian of its position (in C)")
     reference: ClassVar[Reference | None] = Reference(
         "episodic_strike.reference:reference_commands",
         return_tolerance=0.01,  # the strike step's reward; 4 x the substeps moved it by 1.5e-4
@@ -102,6 +113,19 @@ class Strike(Task[StrikeEpisode]):
         d = float(np.linalg.norm(data.site_xpos[ids.site[TIP]] - self.episode.target))
         data.qpos[ids.qpos[DISTANCE]] = 1.0 + d
         data.qpos[ids.qpos[CLOCK]], data.qvel[ids.dof[CLOCK]] = 0.0, 1.0
+
+    # -- feedback law ------------------------------------------------------------
+    def check_gains(self, task_gains: np.ndarray) -> None:
+        if task_gains.size != 1 or not np.isfinite(task_gains[0]) or task_gains[0] < 0:
+            raise TaskError(f"strike takes one task gain >= 0 rad/m^2, got {task_gains.tolist()}")
+
+    def compiled_law(self, model: mujoco.MjModel, task_gains: np.ndarray) -> CompiledLaw:
+        if not LAW.is_file():
+            raise TaskError(f"strike's feedback law ({LAW.name}) is built when episodic-strike is installed with a "
+                            f"C compiler; install it (pip install ./examples/task_package) to use task gains")
+        ids = self.episode.ids
+        return CompiledLaw(model, "strike", len(ids.arm_dof), {"site": ids.site[TIP], "gain": task_gains[0],
+                           "target": self.episode.target, "dof": ids.arm_dof}, path=LAW)
 
     # -- per step ------------------------------------------------------------
     def state(self, steps: StepView) -> np.ndarray:
