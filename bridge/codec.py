@@ -141,7 +141,7 @@ def decode_command(blocks: Blocks, c: CommandFields) -> Command | MalformedComma
     """The command that fixed fields ``c`` (from read_command_fields) and the block's arrays
     describe; a MalformedCommand saying why when they describe none."""
     if c.magic != MAGIC or c.version != VERSION:
-        magic = c.magic.decode("ascii", errors="replace")
+        magic = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in c.magic.decode("latin-1"))
         return MalformedCommand(c.episode_id, c.index, c.max_commands,
                                 reason=f"the command block holds magic '{magic}' and version {c.version}; this "
                                 f"runner speaks protocol version {VERSION}: write magic 'EPISODIC' and version "
