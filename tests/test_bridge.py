@@ -350,6 +350,7 @@ def fill_valid_trajectory(blocks: Blocks, n: int = 10):
 
 @pytest.mark.parametrize("field, value, words", [
     ("magic", b"WRONGMAG", "protocol"),
+    ("magic", bytes(8), "magic '\\x00\\x00"),
     ("version", VERSION + 1, "version"),
     ("version", VERSION - 1, f"version {VERSION - 1}; this runner speaks protocol version {VERSION}"),
     ("n_samples", 10**9, "n_samples"),
