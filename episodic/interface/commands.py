@@ -128,7 +128,7 @@ def _array(name: str, value, shape: tuple[int, ...] | None, ndim: int, limits: L
         arr = np.asarray(value)
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"got {arr.dtype} values")
-        arr = arr.astype(float)
+        arr = np.array(arr, dtype=float, order="C")  # a copy in C order, as the compiled loop reads it
     except (TypeError, ValueError) as exc:
         raise CommandError(f"{name} must be real numbers: {exc}") from None
     if arr.ndim != ndim:
