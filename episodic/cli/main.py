@@ -518,7 +518,7 @@ def _batch_setup(batch, task: str | None, robot: str | None, params: tuple[str, 
     """Task, parameters, robot and seed of `episodic evaluate`: the options, else the file's
     root attributes (a log's metadata; its task by the spec it records, TaskError naming the package
     to install when that cannot be imported), else robot wam and seed 0."""
-    from episodic.interface.robot import is_path
+    from episodic.interface.robot import RobotError, check_named_by_file
     from episodic.tasks import logged_task, portable_spec
 
     meta = batch.metadata
@@ -534,9 +534,10 @@ def _batch_setup(batch, task: str | None, robot: str | None, params: tuple[str, 
         raise click.ClickException(f"the file's task_params attribute must be a JSON object, got {stored!r}")
     if robot is None:
         robot = str(meta.get("robot", "wam"))
-        if is_path(robot):
-            raise click.UsageError(f"the file names its robot by the path '{robot}'; a file's robot is looked up by "
-                                   f"name only, never loaded from a path the file names: give --robot PATH")
+        try:
+            check_named_by_file(robot)
+        except RobotError as exc:
+            raise click.UsageError(str(exc)) from None
     return (task, {**(stored or {}), **_parse_params(params)}, robot,
             int(meta.get("seed", 0)) if seed is None else seed)
 

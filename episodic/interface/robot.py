@@ -285,6 +285,14 @@ def load_robot(name: str = DEFAULT_ROBOT) -> Robot:
     return dataclasses.replace(robot, source=entry.source, spec=name, files=files, sha256=_combined(files))
 
 
+def check_named_by_file(name: str) -> None:
+    """Raise RobotError when ``name``, a robot named by a file (a log, a batch file), is a path: a
+    file names its robot, and a path it names is never loaded (the file could be crafted)."""
+    if is_path(name):
+        raise RobotError(f"the file names its robot by the path '{name}'; a file's robot is looked up by name only, "
+                         f"never loaded from a path the file names: give --robot PATH")
+
+
 def load_recorded_robot(name: str, settings: dict, path: str | None = None) -> Robot:
     """The robot a run log recorded (its ``robot`` name and ``robot_settings``), checked file by
     file against the recorded sha256: RobotError says which file is missing or differs and what to
@@ -293,10 +301,8 @@ def load_recorded_robot(name: str, settings: dict, path: str | None = None) -> R
     gives one (``--robot PATH``). A log recorded before robots were hashed is not checked."""
     if path is not None:
         robot = load_robot(path)
-    elif is_path(name):
-        raise RobotError(f"the log names its robot by the path '{name}'; a log's robot is looked up by name only, "
-                         f"never loaded from a path the file names: pass the robot's folder yourself (--robot PATH)")
     else:
+        check_named_by_file(name)
         try:
             robot = load_robot(name)
         except RobotError as exc:
