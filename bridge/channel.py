@@ -11,6 +11,7 @@ the header, says whether it lives.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import mmap
@@ -188,6 +189,23 @@ def remove(channel: str) -> list[str]:
     return removed
 
 
+def no_room(channel: str, layout: Layout, exc: OSError) -> ChannelError:
+    """The error for a channel that ``/dev/shm`` has no room for: how much it needs, how much is
+    free, and what to do."""
+    try:
+        stat = os.statvfs(SHM_DIR)
+        free = f"{stat.f_bavail * stat.f_frsize / 2**20:.1f} MiB free"
+    except OSError:
+        free = "its free space unknown"
+    s, mib = layout.sizes, 2**20
+    return ChannelError(
+        f"channel '{channel}' needs {layout.total_size / mib:.1f} MiB of shared memory in {SHM_DIR} ({free}; "
+        f"{exc.strerror}): make room there (remove files no longer needed from {SHM_DIR}), or serve with "
+        f"smaller blocks: the episode-log block takes {layout.log_bytes / mib:.1f} MiB (--max-log-steps "
+        f"{s.max_log_steps}), the batch block {layout.batch_bytes / mib:.1f} MiB (--max-batch-values "
+        f"{s.max_batch_values})")
+
+
 class Channel:
     """Mapped memory plus semaphores of one channel. Use ``create`` (runner) or ``attach`` (client).
     ``shm`` stays open: the runner's flock is on it, and a client probes that flock through it."""
@@ -208,7 +226,9 @@ class Channel:
     def create(cls, channel: str, layout: Layout) -> Channel:
         """Create the channel for this process's runner, which holds its flock until ``close``.
         Leftovers of a dead runner are replaced; raises ForeignChannel when an object of that name
-        belongs to another user, ChannelBusy when a live runner holds the name."""
+        belongs to another user, ChannelBusy when a live runner holds the name, ChannelError when
+        ``/dev/shm`` has no room for it. Its memory is reserved here, so a ``/dev/shm`` filled
+        later cannot fail a write into it; a channel that could not be made leaves nothing behind."""
         check_owned(channel)
         pid = runner_pid_of(channel)
         if pid is not None:
@@ -217,17 +237,34 @@ class Channel:
         remove(channel)
         names = object_names(channel)
         flags = posix_ipc.O_CREX
+        busy = f"another runner is starting on channel '{channel}' at the same time; choose another --channel"
         try:
             shm = posix_ipc.SharedMemory(names["shm"], flags, mode=0o600, size=layout.total_size)
+        except posix_ipc.ExistentialError:
+            raise ChannelBusy(busy) from None
+        sems: dict[str, posix_ipc.Semaphore] = {}
+        try:
             fcntl.flock(shm.fd, fcntl.LOCK_EX)  # blocks only while a client's probe holds it
+            # every page allocated now: a page of a sparse object is allocated when first written,
+            # and a write into the mapping that finds /dev/shm full is a SIGBUS, not an error
+            os.posix_fallocate(shm.fd, 0, layout.total_size)
             mm = mmap.mmap(shm.fd, layout.total_size)
             write_header(mm, layout, os.getpid())
-            sems = {k: posix_ipc.Semaphore(names[k], flags, mode=0o600, initial_value=1 if k == "lock" else 0)
-                    for k in ("cmd", "reply", "lock")}
+            for k in ("cmd", "reply", "lock"):
+                sems[k] = posix_ipc.Semaphore(names[k], flags, mode=0o600, initial_value=1 if k == "lock" else 0)
             posix_ipc.SharedMemory(names["client"], flags, mode=0o600).close_fd()
-        except posix_ipc.ExistentialError:
-            raise ChannelBusy(f"another runner is starting on channel '{channel}' at the same time; "
-                              f"choose another --channel") from None
+        except BaseException as exc:
+            # nothing of a channel that could not be made stays behind (this runner created the
+            # memory object, so the name is its own)
+            for sem in sems.values():
+                sem.close()
+            remove(channel)
+            shm.close_fd()
+            if isinstance(exc, posix_ipc.ExistentialError):
+                raise ChannelBusy(busy) from None
+            if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+                raise no_room(channel, layout, exc) from None
+            raise
         return cls(channel, shm, mm, layout, sems, owner=True)
 
     @classmethod
