@@ -25,6 +25,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
+from itertools import zip_longest
 
 import numpy as np
 import posix_ipc
@@ -34,6 +35,7 @@ from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import DEFAULT_CHANNEL, Channel, check_name, locked
 from episodic.bridge.codec import decode_reply, encode_command, encode_request
 from episodic.bridge.layout import LayoutError
+from episodic.interface.columns import step_widths
 from episodic.interface.commands import Command, MalformedCommand
 from episodic.interface.sender import Sender
 from episodic.interface.vocabulary import EpisodeResult, Flag, Kind, Reply
@@ -86,8 +88,15 @@ class Client(Sender):
         except BaseException:
             self._channel.close()
             raise
-        self._blocks = Blocks(self._channel.mm, self._channel.layout)
         self.sizes = self._channel.layout.sizes
+        columns = step_widths(self.sizes.n_dofs, len(self.sizes.state_names))
+        if self.sizes.log_columns != columns:
+            self._channel.close()
+            got, want = next((g, w) for g, w in zip_longest(self.sizes.log_columns, columns) if g != w)
+            raise ProtocolError(f"channel '{channel}': the header's log-column table has {got} (name, width) where "
+                                f"this version has {want}; the channel is corrupt, or its runner is of another "
+                                f"version of episodic (use matching versions)")
+        self._blocks = Blocks(self._channel.mm, self._channel.layout)
         self.n_dofs, self.control_rate = self.sizes.n_dofs, self.sizes.control_rate
         self.state_names = self.sizes.state_names
         self.runner_pid = int(self._blocks.header["runner_pid"])

@@ -27,6 +27,7 @@ from episodic.bridge.layout import (
 )
 from episodic.interface.commands import (
     Command,
+    CommandError,
     Feedforward,
     GainsCommand,
     Kind,
@@ -80,9 +81,14 @@ def _pack_command(blocks: Blocks, fields: dict, seq: int, client_pid: int) -> No
 
 def command_parts(s: Sizes, command: Command | MalformedCommand) -> tuple[dict, dict[str, np.ndarray]]:
     """The fields a command sets (COMMAND / BATCH_COMMAND names; the rest are 0) and its arrays
-    (name -> float64 array), checked against the channel's sizes."""
-    fields: dict[str, int | float] = dict(episode_id=command.episode_id, index=command.index,
-                                          max_commands=command.max_commands, kind=int(command.kind))
+    (name -> float64 array), checked against the channel's sizes: TypeError for what is not a
+    command, ValueError (a CommandError) for a value the command block cannot hold."""
+    if not isinstance(command, (StartCommand, TrajectoryCommand, GainsCommand, ResetCommand, MalformedCommand)):
+        raise TypeError(f"cannot send {type(command).__name__}; send a command from episodic.interface.commands")
+    fields: dict[str, int | float] = dict(episode_id=_integer(command.episode_id, "episode_id", 64),
+                                          index=_integer(command.index, "index", 32),
+                                          max_commands=_integer(command.max_commands, "max_commands", 32),
+                                          kind=int(command.kind))
     arrays: dict[str, np.ndarray] = {}
     if isinstance(command, StartCommand):
         if command.posture is not None:
@@ -96,8 +102,8 @@ def command_parts(s: Sizes, command: Command | MalformedCommand) -> tuple[dict, 
             value = getattr(command, name)
             if value is not None:
                 arrays[name], fields[f"has_{name}"] = _matrix(value, name, s.n_dofs, s.max_samples, q.shape), 1
-        fields["rate"] = 0.0 if command.rate is None else float(command.rate)
-        fields["wait_time"] = float(command.wait_time)
+        fields["rate"] = 0.0 if command.rate is None else _number(command.rate, "rate")
+        fields["wait_time"] = _number(command.wait_time, "wait_time")
     elif isinstance(command, GainsCommand):
         arrays["kp"], arrays["kd"] = _vector(command.kp, "kp", s.n_dofs), _vector(command.kd, "kd", s.n_dofs)
         if command.ki is not None:
@@ -106,14 +112,44 @@ def command_parts(s: Sizes, command: Command | MalformedCommand) -> tuple[dict, 
             arrays["context"] = _vector(command.task_gains, "task_gains", None, s.max_context)
             fields["n_context"] = arrays["context"].size
         fields["feedforward"] = int(Feedforward.parse(command.feedforward))
-        fields["wait_time"] = float(command.wait_time)
-    elif not isinstance(command, ResetCommand):
-        raise TypeError(f"cannot send {type(command).__name__}; send a command from episodic.interface.commands")
+        fields["wait_time"] = _number(command.wait_time, "wait_time")
     return fields, arrays
 
 
+def _integer(value, name: str, bits: int) -> int:
+    """``value`` as an int that the command block's signed ``bits``-bit field holds; CommandError
+    (a ValueError) saying what the runner takes for anything else."""
+    top = 1 << (bits - 1)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not -top <= value < top:
+        raise CommandError(f"{name} must be an integer in [0, 2^{bits - 1}), got {value!r}: the command block "
+                           f"cannot hold it")
+    return int(value)
+
+
+def _number(value, name: str) -> float:
+    """``value`` as a float for a float64 field; CommandError for what is not a real number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise CommandError(f"{name} must be a real number, got {value!r}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise CommandError(f"{name} is too large for a float64: {value!r}") from None
+
+
+def _reals(value, name: str) -> np.ndarray:
+    """``value`` as a float64 array; CommandError for anything but real numbers (complex, text,
+    None, ragged lists)."""
+    try:
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"got {arr.dtype} values")
+        return arr.astype(float, copy=False)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise CommandError(f"{name} must be real numbers: {exc}") from None
+
+
 def _vector(value, name: str, size: int | None, most: int | None = None) -> np.ndarray:
-    arr = np.asarray(value, dtype=float).ravel()
+    arr = _reals(value, name).ravel()
     if size is not None and arr.size != size:
         raise ValueError(f"{name} needs {size} values, got {arr.size}")
     if most is not None and arr.size > most:
@@ -122,7 +158,7 @@ def _vector(value, name: str, size: int | None, most: int | None = None) -> np.n
 
 
 def _matrix(value, name: str, n_dofs: int, most: int, shape: tuple[int, int] | None = None) -> np.ndarray:
-    arr = np.asarray(value, dtype=float)
+    arr = _reals(value, name)
     if arr.ndim != 2 or arr.shape[1] != n_dofs:
         raise ValueError(f"{name} must be (n_samples, {n_dofs}), got {arr.shape}")
     if shape is not None and arr.shape != shape:

@@ -166,3 +166,31 @@ def test_a_corrupted_header_raises_protocol_error_with_a_reason(corrupt_channel,
     except ProtocolError as exc:
         assert str(exc).strip() and str(exc) != f"channel '{chan.name}': "
     chan.mm[: HEADER.itemsize] = pristine[: HEADER.itemsize]
+
+
+def test_every_single_corrupted_header_byte_is_refused_or_harmless(corrupt_channel):
+    """Each byte of the header and its tables set to each of a few values: the client refuses the
+    channel with a ProtocolError, or attaches and reads the (empty) log block by its column names
+    (a corrupted log-column name was a KeyError at get_episode)."""
+    chan, pristine = corrupt_channel
+    refused = 0
+    try:
+        for at in range(len(pristine)):
+            for value in {0, 1, 0x7F, 0xFF, pristine[at] ^ 1} - {pristine[at]}:
+                chan.mm[: len(pristine)] = pristine
+                chan.mm[at] = value
+                try:
+                    client = Client(chan.name, timeout=1)
+                except ProtocolError as exc:
+                    assert str(exc).startswith(f"channel '{chan.name}': ") and len(str(exc)) > 40
+                    refused += 1
+                    continue
+                try:
+                    log = client.get_episode()
+                    assert {"time", "q", "task_state", *client.state_names} <= set(log)
+                    assert set(client.get_episode(copy=False)) == set(log)
+                finally:
+                    client.close()
+    finally:
+        chan.mm[: len(pristine)] = pristine
+    assert refused > 100

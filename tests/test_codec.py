@@ -159,6 +159,42 @@ def test_encoding_refuses_what_does_not_fit(blocks, command, words):
         encode_command(blocks, command, 1, 1)
 
 
+Q = np.zeros((3, N))
+OUT_OF_RANGE = [
+    (StartCommand(2**63, 1), "episode_id must be an integer in [0, 2^63), got 9223372036854775808"),
+    (ResetCommand(2**70, 1, 1), "episode_id must be an integer"),
+    (StartCommand(1, 2**31), "max_commands must be an integer in [0, 2^31)"),
+    (StartCommand(1, 1.5), "max_commands must be an integer"),
+    (StartCommand(1, None), "max_commands must be an integer"),
+    (TrajectoryCommand(1, 2**31, 3, Q), "index must be an integer in [0, 2^31)"),
+    (TrajectoryCommand(1, np.int64(2**40), 3, Q), "index must be an integer"),
+    (TrajectoryCommand(1, 1, 3, Q, rate="fast"), "rate must be a real number, got 'fast'"),
+    (TrajectoryCommand(1, 1, 3, Q, wait_time=None), "wait_time must be a real number, got None"),
+    (TrajectoryCommand(1, 1, 3, Q, wait_time=10**400), "wait_time is too large"),
+    (TrajectoryCommand(1, 1, 3, "abc"), "q must be real numbers"),
+    (TrajectoryCommand(1, 1, 3, None), "q must be real numbers"),
+    (StartCommand(1, 1, posture=[None] * N), "posture must be real numbers"),
+    (StartCommand(1, 1, context=[1, [2, 3]]), "context must be real numbers"),
+    (GainsCommand(1, 1, 1, np.ones(N) * 1j, np.ones(N)), "kp must be real numbers: got complex128"),
+]
+
+
+@pytest.mark.parametrize("command, words", OUT_OF_RANGE, ids=lambda c: getattr(c, "__name__", None))
+def test_a_value_the_block_cannot_hold_is_a_value_error_naming_it(blocks, command, words):
+    """Not struct.error, numpy's bare messages or a silently dropped imaginary part."""
+    before = bytes(blocks.buf[blocks.layout.command_offset : blocks.layout.reply_offset])
+    with pytest.raises(ValueError) as caught:
+        encode_command(blocks, command, 1, 1)
+    assert str(caught.value).startswith(words)
+    assert bytes(blocks.buf[blocks.layout.command_offset : blocks.layout.reply_offset]) == before  # nothing written
+
+
+@pytest.mark.parametrize("thing", [None, 5, "start", {"episode_id": 1}])
+def test_what_is_no_command_is_a_type_error_naming_it(blocks, thing):
+    with pytest.raises(TypeError, match=f"cannot send {type(thing).__name__}; send a command from"):
+        encode_command(blocks, thing, 1, 1)
+
+
 def test_a_block_that_is_no_command_decodes_as_malformed(blocks):
     encode_command(blocks, COMMANDS[2], 1, 1)
     blocks.command["kind"] = 9
