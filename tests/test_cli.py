@@ -64,13 +64,17 @@ def demo_channel_of(output: str) -> str:
 
 @pytest.fixture(scope="module")
 def ball_demo(tmp_path_factory) -> tuple[Path, str]:
-    """`episodic demo --quick` (ball_in_cup learned over the bridge) run once: its log and output."""
-    path = tmp_path_factory.mktemp("demo") / "demo.h5"
-    result = invoke("demo", "--out", str(path), "--quick", "--seed", "0")
-    assert result.exit_code == 0, result.output
-    assert demo_channel_of(result.output).startswith(f"demo{os.getpid()}-")
-    assert not demo_shm(os.getpid()), "the demo left shared-memory objects behind"
-    return path, result.output
+    """`episodic demo --quick` (ball_in_cup learned over the bridge) run once by the installed
+    console script, in an empty folder outside the repository (so the installed package, not the
+    working tree, is used): its log and output."""
+    folder = tmp_path_factory.mktemp("demo")
+    demo = subprocess.run([_console_script(), "demo", "--quick", "--seed", "0"], cwd=folder, capture_output=True,
+                          text=True, timeout=300)
+    assert demo.returncode == 0, demo.stderr
+    channel = demo_channel_of(demo.stdout)
+    assert channel.startswith("demo") and not demo_shm(int(channel[4:].split("-")[0])), \
+        "the demo left shared-memory objects behind"
+    return folder / "runs" / "demo.h5", demo.stdout
 
 
 # -- demo -----------------------------------------------------------------------
@@ -114,19 +118,8 @@ def test_demo_learns_ball_in_cup_over_the_bridge_in_batches(ball_demo):
     assert final[3] == ("yes" if episodes[-1].attrs["success"] else "no")
     assert "stopping rule met" in output or "stopping rule not met" in output
     assert "serving" not in output and "channel 'demo" in output
-    assert f"log written to {path} ({n} episodes" in output
-    assert f"episodic info {path}" in output and f"episodic replay {path}" in output
-
-
-@pytest.mark.slow
-def test_demo_log_replays_bit_identically(ball_demo):
-    from episodic.cli.demo import QUICK
-
-    path, _ = ball_demo
-    iterations, samples = QUICK
-    result = invoke("replay", str(path))
-    assert result.exit_code == 0, result.output
-    assert result.output.strip() == f"{2 + iterations * (samples + 1)} episodes replayed bit-identically"
+    assert f"log written to runs/demo.h5 ({n} episodes" in output
+    assert "episodic info runs/demo.h5" in output and "episodic replay runs/demo.h5" in output
 
 
 @pytest.mark.slow
@@ -451,25 +444,24 @@ def _console_script() -> str:
 
 
 @pytest.mark.slow
-def test_installed_console_script_runs_demo_info_and_replay(tmp_path):
-    exe = _console_script()
+def test_installed_console_script_reads_and_replays_the_demo_log(ball_demo):
+    from episodic.cli.demo import QUICK
+
+    path, _ = ball_demo
+    iterations, samples = QUICK
+    n = 2 + iterations * (samples + 1)
 
     def run(*args):
-        # outside the repository, so the installed packages (not the working tree) are used
-        return subprocess.run([exe, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        return subprocess.run([_console_script(), *args], cwd=path.parent.parent, capture_output=True, text=True,
+                              timeout=300)
 
-    demo = run("demo", "--quick", "--seed", "2")
-    assert demo.returncode == 0, demo.stderr
-    assert (tmp_path / "runs" / "demo.h5").is_file() and (tmp_path / "runs" / "demo_demonstration.h5").is_file()
-    assert "final policy: return" in demo.stdout and "log written to runs/demo.h5 (12 episodes" in demo.stdout
-    channel = demo_channel_of(demo.stdout)
-    assert channel.startswith("demo") and not demo_shm(int(channel[4:].split("-")[0]))
+    assert path.with_name("demo_demonstration.h5").is_file()
     info = run("info", "runs/demo.h5")
     assert info.returncode == 0, info.stderr
-    assert "ball_in_cup" in info.stdout and "of 12 episodes successful" in info.stdout
+    assert "ball_in_cup" in info.stdout and f"of {n} episodes successful" in info.stdout
     replay = run("replay", "runs/demo.h5")
     assert replay.returncode == 0, replay.stdout + replay.stderr
-    assert "12 episodes replayed bit-identically" in replay.stdout
+    assert replay.stdout.strip() == f"{n} episodes replayed bit-identically"
     bad = run("info", "missing.h5")
     assert bad.returncode != 0
     assert "Error: missing.h5: no such file" in bad.stderr
