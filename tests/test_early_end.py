@@ -1,7 +1,7 @@
 """An episode cut short never returns more than the same episode completed by holding still, which
 never returns more than the task's reference: for every task of the registry that declares a
-scripted reference (Task.reference; the others are skipped, saying so), in-process and over the
-bridge (the three episodes: examples/early_end.py)."""
+scripted reference (Task.reference; the others are skipped, saying so), in-process (the three
+episodes: examples/early_end.py; tests/test_tasks_over_bridge.py runs them over the bridge too)."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,7 +9,6 @@ import dataclasses
 import numpy as np
 import pytest
 
-from episodic.bridge import Client
 from episodic.interface.commands import ResetCommand, StartCommand, TrajectoryCommand
 from episodic.interface.vocabulary import Flag
 from episodic.logs import read_episodes
@@ -17,7 +16,7 @@ from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from episodic.tools.batch import evaluate
 from examples.early_end import WAM, three_episodes
-from tests.helpers import Served, channel_name, reference_cases
+from tests.helpers import reference_cases
 
 
 def check_order(name: str, returns: dict[str, float], flags: dict[str, Flag], crash_steps: int) -> None:
@@ -79,26 +78,6 @@ def test_an_episode_shorter_than_the_horizon_is_charged_the_rest():
     assert long.flag == Flag.OK and long.reward == long_segment
     assert long.episode_return > short.episode_return
     assert reset.flag == Flag.ABORTED_BY_LEARNER and reset.reward == pytest.approx(rate * 1.0, rel=1e-9)
-
-
-@pytest.mark.slow  # a real `episodic serve` process per task
-@pytest.mark.parametrize("name", reference_cases())
-def test_the_same_returns_over_the_bridge(name, tmp_path):
-    episodes = three_episodes(name)
-    local = dict(zip(episodes, evaluate(list(episodes.values()), name)))
-    with Served(channel_name(), tmp_path / "bridge.h5", task=name) as served:
-        with Client(served.channel, timeout=60) as client:
-            remote = {}
-            for key, commands in episodes.items():
-                replies = [client.send(c) for c in commands]
-                remote[key] = replies
-        assert served.stop() == 0
-    returns = {k: float(sum(r.reward for r in replies)) for k, replies in remote.items()}
-    flags = {k: replies[-1].flag for k, replies in remote.items()}
-    check_order(name, returns, flags, remote["crash"][-1].n_steps)
-    for key, replies in remote.items():
-        assert returns[key] == local[key].episode_return, (name, key)
-        assert replies[-1].episode_done
 
 
 def test_an_episode_ended_without_a_reply_is_reported_once_by_the_next_refusal():

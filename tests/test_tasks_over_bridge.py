@@ -2,8 +2,10 @@
 log bit-identical to the in-process runner's (the per-step log a client fetches included), and
 both logs replay bit-identically. Each task of the registry (built-in and installed) runs its
 scripted reference (Task.reference), then a second, short episode (the reference's start and first
-segment, cut to 0.2 s) starting where the first left off, with every parameter given on serve's
-command line at its default value; a task without a reference is skipped, saying so."""
+segment, cut to 0.2 s) starting where the first left off, then a crash and holding still
+(examples/early_end.py: over the bridge as in-process, a crash never beats holding still, which
+never beats the reference), with every parameter given on serve's command line at its default
+value; a task without a reference is skipped, saying so."""
 from __future__ import annotations
 
 import dataclasses
@@ -20,6 +22,7 @@ from episodic.logs import read_episodes, read_metadata
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task, reference_commands, registry
 from episodic.tools.replay import replay
+from examples.early_end import three_episodes
 from tests.helpers import Served, assert_same_steps, channel_name, reference_cases, shm_leftovers
 
 pytestmark = pytest.mark.slow  # real `episodic serve` processes
@@ -56,11 +59,14 @@ def shortened(commands: list, episode_id: int) -> list:
 
 
 def task_case(name: str) -> Case:
-    """The task's reference (episode id 1), then its start and first segment shortened (id 2);
-    its parameters at their defaults."""
+    """The task's reference (episode id 1), then its start and first segment shortened (id 2),
+    then early_end's crash (id 3) and hold (id 4); its parameters at their defaults."""
     cls = registry()[name]
     reference = reference_commands(cls)
-    return Case(cls().params(), 0, reference(WAM, 1) + shortened(reference(WAM, 2), 2))
+    early = three_episodes(name)
+    ended = [dataclasses.replace(c, episode_id=episode_id) for episode_id, kind in ((3, "crash"), (4, "hold"))
+             for c in early[kind]]
+    return Case(cls().params(), 0, reference(WAM, 1) + shortened(reference(WAM, 2), 2) + ended)
 
 
 @pytest.mark.parametrize("name", reference_cases())
@@ -77,7 +83,10 @@ def test_task_over_the_bridge_is_bit_identical_and_replays(name, tmp_path: Path)
     with Runner(make_task(name, case.params), log=tmp_path / "local.h5", seed=case.seed) as runner:
         local = [runner.send(c) for c in case.commands]
 
-    assert [r.flag for r in replies] == [Flag.OK] * len(case.commands), [r.message for r in replies]
+    crash = len(case.commands) - 3  # its segment's reply: the crash is stopped by the safety check
+    assert [r.flag for r in replies] == [Flag.OK] * crash + [Flag.SAFETY_ABORT] + [Flag.OK] * 2, \
+        [r.message for r in replies]
+    assert replies[crash].episode_done and replies[crash].n_steps * WAM.control_dt < 0.1
     assert [r.reward for r in replies] == [r.reward for r in local]
     assert [r.state.tobytes() for r in replies] == [r.state.tobytes() for r in local]
     bridged, here = read_episodes(tmp_path / "bridge.h5"), read_episodes(tmp_path / "local.h5")
@@ -87,6 +96,8 @@ def test_task_over_the_bridge_is_bit_identical_and_replays(name, tmp_path: Path)
         assert b.attrs["return"] == h.attrs["return"]
     assert_same_steps(here[-1], bridged[-1], fetched)
     assert bridged[0].attrs["success"], "the scripted reference solves the task"
+    reference, _, crashed, held = (ep.attrs["return"] for ep in bridged)
+    assert crashed <= held <= reference
     meta = read_metadata(tmp_path / "bridge.h5")
     assert meta["task"] == name and all(meta["task_params"][k] == v for k, v in case.params.items())
     for log in ("bridge.h5", "local.h5"):
