@@ -1,6 +1,7 @@
 """Shared fixtures (helpers shared by several modules are in tests/helpers.py), the fast loop's
 rule: a test not marked ``slow`` starts no process (subprocess, ``episodic serve``, fork), and the
-rule for several workers (pytest-xdist, ``-n``): a test marked ``serial`` runs alone."""
+rule for several workers (pytest-xdist, ``-n``): a test marked ``serial`` runs alone, and all of them
+run one after another on one worker (so the others wait for them once, not once per serial test)."""
 from __future__ import annotations
 
 import fcntl
@@ -45,27 +46,41 @@ class _Alone:
     test holds the shared side while it is set up, run and torn down, a test marked ``serial`` the
     exclusive side, so it runs with no other test beside it (its wall-clock bounds and real-time
     pacing then measure the code, not the other worker). The turnstile, taken briefly by every
-    test and held by a serial test while it waits, keeps the workers from starving it."""
+    test and held by a serial test while it waits, keeps the workers from starving it. A serial
+    test followed by another on this worker (they are scheduled as one unit) keeps the exclusive
+    side for it, so the other workers wait once for the whole run of serial tests."""
 
     def __init__(self, run_id: str) -> None:
         base = Path(tempfile.gettempdir()) / f"episodic-tests-{run_id}"
         self.paths = (Path(f"{base}.turnstile"), Path(f"{base}.lock"))
         self._turnstile, self._shared = (path.open("a") for path in self.paths)  # held for the worker's life
+        self._kept = False  # the exclusive side is still held from the serial test before
 
     @contextmanager
-    def hold(self, alone: bool) -> Iterator[None]:
+    def hold(self, alone: bool, keep: bool) -> Iterator[None]:
+        """Hold the lock around one test: ``alone`` for a serial test, ``keep`` to go on holding
+        the exclusive side for the next test (a serial one too)."""
+        if not (alone and self._kept):
+            self._acquire(alone)
+        try:
+            yield
+        finally:
+            self._kept = alone and keep
+            if not self._kept:
+                self._release(alone)
+
+    def _acquire(self, alone: bool) -> None:
         fcntl.flock(self._turnstile, fcntl.LOCK_EX)
         try:
             fcntl.flock(self._shared, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         finally:
             if not alone:
                 fcntl.flock(self._turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._shared, fcntl.LOCK_UN)
-            if alone:
-                fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+
+    def _release(self, alone: bool) -> None:
+        fcntl.flock(self._shared, fcntl.LOCK_UN)
+        if alone:
+            fcntl.flock(self._turnstile, fcntl.LOCK_UN)
 
 
 _alone: list[_Alone] = []  # this worker's lock, when the run has several workers
@@ -96,14 +111,44 @@ def _watching_processes(item: pytest.Item) -> Iterator[None]:
         _running.clear()
 
 
+def _serial(item: pytest.Item) -> bool:
+    return item.get_closest_marker("serial") is not None
+
+
+SERIAL_SCOPE = "@serial"  # the node id suffix that schedules a test with the other serial ones
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With several workers, mark each serial test's node id so the scheduler below sends them
+    all to one worker as one unit (as pytest-xdist's own ``--dist loadgroup`` marks a group)."""
+    if hasattr(config, "workerinput"):
+        for item in items:
+            if _serial(item) and not item.nodeid.endswith(SERIAL_SCOPE):
+                item._nodeid = item.nodeid + SERIAL_SCOPE
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadscope`` (a module's tests on one worker, so module fixtures are made once),
+    with every serial test in one more unit of its own."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SerialTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return SERIAL_SCOPE if nodeid.endswith(SERIAL_SCOPE) else super()._split_scope(nodeid)
+
+    return SerialTogether(config, log) if config.getoption("dist") == "loadscope" else None
+
+
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item):
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """Watch a fast test for processes; with several workers, run a ``serial`` test alone."""
     with _watching_processes(item):
         if not _alone:
             yield
             return
-        with _alone[0].hold(item.get_closest_marker("serial") is not None):
+        with _alone[0].hold(_serial(item), nextitem is not None and _serial(nextitem)):
             yield
 
 

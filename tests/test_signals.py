@@ -18,8 +18,7 @@ from episodic.logs import read_episodes
 from episodic.tools.served import ServedRunner
 from tests.helpers import Served, channel_name, shm_leftovers, wave
 
-# runner processes, wall-clock paced in realtime mode; paced or timed, so alone on the machine
-pytestmark = [pytest.mark.slow, pytest.mark.serial]
+pytestmark = pytest.mark.slow  # runner processes
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
 DT = 0.002  # s, the WAM's control period
@@ -46,6 +45,7 @@ def signal_and_time(runner: ServedRunner, sig: int) -> float:
     return time.perf_counter() - start
 
 
+@pytest.mark.serial  # wall-clock paced in realtime mode, and the exit timed: alone on the machine
 @pytest.mark.parametrize("mode", ["blocking", "realtime"])
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
 def test_a_signal_during_an_episode_stops_cleanly_and_logs_it(tmp_path, sig, mode):
@@ -84,6 +84,8 @@ def test_a_signal_during_an_episode_stops_cleanly_and_logs_it(tmp_path, sig, mod
 
 @pytest.mark.parametrize("mode", ["blocking", "realtime"])
 def test_a_signal_at_start_up_leaves_no_objects(tmp_path, mode):
+    """Signals sent from just before to just after the channel is created (timed from one
+    undisturbed start-up; a busier machine moves the moments, not what must hold) leave nothing."""
     before = shm_leftovers()
     first = ServedRunner(channel_name(), task="reach", mode=mode)
     start = time.perf_counter()
