@@ -85,7 +85,7 @@ def test_a_signal_during_an_episode_stops_cleanly_and_logs_it(tmp_path, sig, mod
 @pytest.mark.parametrize("mode", ["blocking", "realtime"])
 def test_a_signal_at_start_up_leaves_no_objects(tmp_path, mode):
     """Signals sent from just before to just after the channel is created (timed from one
-    undisturbed start-up; a busier machine moves the moments, not what must hold) leave nothing."""
+    start-up just before; a busier machine moves the moments, not what must hold) leave nothing."""
     before = shm_leftovers()
     first = ServedRunner(channel_name(), task="reach", mode=mode)
     start = time.perf_counter()
