@@ -33,7 +33,7 @@ import posix_ipc
 from episodic.bridge.batches import decode_results, encode_batch, split
 from episodic.bridge.blocks import Blocks
 from episodic.bridge.channel import DEFAULT_CHANNEL, Channel, check_name, locked
-from episodic.bridge.codec import decode_reply, encode_command, encode_request
+from episodic.bridge.codec import command_parts, decode_reply, encode_command, encode_request
 from episodic.bridge.layout import LayoutError
 from episodic.interface.columns import step_widths
 from episodic.interface.commands import Command, MalformedCommand
@@ -65,6 +65,12 @@ class _Request:
     episode_id: int = 0
 
 
+def _same_parts(a: tuple[dict, dict[str, np.ndarray]], b: tuple[dict, dict[str, np.ndarray]]) -> bool:
+    """Whether two commands' wire parts (codec.command_parts) are equal, arrays bit for bit."""
+    return a[0] == b[0] and a[1].keys() == b[1].keys() and all(
+        a[1][name].shape == b[1][name].shape and a[1][name].tobytes() == b[1][name].tobytes() for name in a[1])
+
+
 class Client(Sender):
     """Attach once to a runner's channel (the only client on it while attached: a second one is
     refused with ChannelInUse); every call sends one command and waits for its reply.
@@ -72,6 +78,12 @@ class Client(Sender):
     ``timeout`` s: longest wait for a reply (a 2 s segment in blocking mode takes milliseconds;
     a real robot takes its real duration). A command sent while the runner has not yet taken
     this client's previous one (that one timed out) waits for it within the same timeout.
+
+    A command whose reply timed out may be sent again: the same command (same kind, episode id,
+    index and contents) is not posted a second time, the call waits for the runner's reply to the
+    one already sent (the runner runs it once, so the episode goes on; a second copy would be
+    refused OUT_OF_ORDER and end it). A different command with that kind, episode id and index
+    is refused with a ValueError; any other command is sent as usual.
     """
 
     def __init__(self, channel: str = DEFAULT_CHANNEL, timeout: float = 30.0):
@@ -100,27 +112,45 @@ class Client(Sender):
         self.n_dofs, self.control_rate = self.sizes.n_dofs, self.sizes.control_rate
         self.state_names = self.sizes.state_names
         self.runner_pid = int(self._blocks.header["runner_pid"])
-        self._seq = int.from_bytes(os.urandom(8), "little")  # this client's own numbers, no other's
+        self._seq = int.from_bytes(os.urandom(8), "little")  # this client's own numbers, no other's (the last posted)
         self._unanswered = False  # the last command posted got no reply: the runner may not have taken it
+        self._posted: Command | MalformedCommand | _Request | None = None  # the last command posted
         self._log_rows = 0
         self._log_views = self._read_only_log()
         self._views: tuple[int, dict[str, np.ndarray]] = (-1, {})  # (rows, get_episode(copy=False)'s views)
 
     def _deliver(self, command: Command | MalformedCommand) -> Reply:
-        return self._exchange(command, lambda seq: encode_command(self._blocks, command, seq, os.getpid()),
-                              time.monotonic() + self.timeout)
+        deadline = time.monotonic() + self.timeout
+        if self._resumes(command):
+            return self._wait_reply(command, deadline)
+        return self._exchange(command, lambda seq: encode_command(self._blocks, command, seq, os.getpid()), deadline)
+
+    def _resumes(self, command: Command | MalformedCommand) -> bool:
+        """Whether ``command`` is the episode command posted last, whose reply timed out (then its
+        reply is waited for, the command not posted again); ValueError when it has that command's
+        kind, episode id and index but other contents."""
+        posted = self._posted
+        if not self._unanswered or isinstance(posted, _Request) or posted is None or posted.kind == Kind.MALFORMED:
+            return False
+        if (command.kind, command.episode_id, command.index) != (posted.kind, posted.episode_id, posted.index):
+            return False
+        if command is posted or _same_parts(command_parts(self.sizes, command), command_parts(self.sizes, posted)):
+            return True
+        raise ValueError(f"{command.kind.name.lower()} command {command.index} of episode {command.episode_id} was "
+                         f"sent already and its reply is still due (it timed out); the runner runs an index once: "
+                         f"send that same command again to wait for its reply, or start a new episode")
 
     def _exchange(self, command: Command | MalformedCommand | _Request, write: Callable[[int], None],
                   deadline: float) -> Reply:
         """Write a command with ``write(seq)``, post it and wait for its reply until ``deadline``
         (time.monotonic() s)."""
-        self._seq = (self._seq + 1) % 2**64
-        self._write_when_taken(write, deadline)
-        self._unanswered = True
+        seq = (self._seq + 1) % 2**64
+        self._write_when_taken(write, seq, deadline)
+        self._seq, self._posted, self._unanswered = seq, command, True
         self._channel.cmd_ready.release()
         return self._wait_reply(command, deadline)
 
-    def _write_when_taken(self, write: Callable[[int], None], deadline: float) -> None:
+    def _write_when_taken(self, write: Callable[[int], None], seq: int, deadline: float) -> None:
         """Write the next command (``write(seq)``, under the lock) once the runner has taken this
         client's previous command out of the command block (when that one timed out, the runner may
         still be busy with it), so that no posted command is overwritten unread. A command that was
@@ -130,7 +160,7 @@ class Client(Sender):
             with locked(self._channel.lock):
                 if not (self._unanswered and int(blocks.command["client_pid"]) == os.getpid()
                         and int(blocks.command["seq"]) != int(blocks.header["taken_seq"])):
-                    write(self._seq)
+                    write(seq)
                     return
             if not self._channel.runner_alive():
                 raise RunnerGone(f"the runner of channel '{self.channel_name}' (pid {self.runner_pid}) "
@@ -145,8 +175,10 @@ class Client(Sender):
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
+                again = "" if isinstance(command, _Request) else (
+                    "; send the same command again to wait on for its reply (the runner runs it once)")
                 raise TimeoutError(f"the runner on channel '{self.channel_name}' did not answer within "
-                                   f"{self.timeout} s")
+                                   f"{self.timeout} s{again}")
             try:
                 self._channel.reply_ready.acquire(min(POLL, left))
             except posix_ipc.BusyError:

@@ -4,6 +4,7 @@ and fetches their logs. Nothing a client writes can make it raise."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -22,6 +23,7 @@ from episodic.runtime.runner import Runner, StepCursor
 
 log = logging.getLogger("episodic.serve")
 SPARE_TIME = 0.25  # share of a control period a waiting realtime runner spends writing its log
+WATCH_POLL = 0.05  # s between looks whether the learner of a running paced command still lives
 # evaluates a batch: (episodes, keep_steps) -> one result per episode, in order (episodic.tools.batch)
 BatchEvaluator = Callable[[Sequence[Sequence[Command | MalformedCommand]], bool], list[EpisodeResult]]
 NO_BATCH = ("this runner evaluates no batches (a realtime runner cannot run episodes side by side); "
@@ -30,7 +32,11 @@ NO_BATCH = ("this runner evaluates no batches (a realtime runner cannot run epis
 
 class Endpoint:
     """Serve ``runner`` on ``channel``. ``learner_timeout`` s: a running episode whose learner
-    stays silent that long (or whose process dies) is aborted with Flag.TIMEOUT.
+    stays silent that long is aborted with Flag.TIMEOUT. A running episode whose learner's
+    process has died (the ``client_pid`` of its last command) is ended with Flag.LEARNER_GONE at
+    once: while the runner waits (within a poll), before a command of another client runs, and,
+    for a paced runner, during a go-to-start or segment at the next tick (within WATCH_POLL s), the
+    robot holding the posture reached.
 
     ``batch``: what evaluates a batch command's episodes (None: batches are refused with
     Flag.INVALID_PAYLOAD); ``batch_sizes``: (max_batch, max_batch_commands, max_batch_values),
@@ -56,6 +62,13 @@ class Endpoint:
         self._last_taken: tuple[int, int] | None = None  # (seq, client_pid) of the last command read
         self._batches = 0  # batches evaluated
         self._batch_logs: list[dict[str, np.ndarray]] = []  # the last batch's per-step logs, if kept
+        # a paced runner's watch on the learner of the command it runs (_watch)
+        self._watched = 0  # the pid watched now (0: none)
+        self._watch_lock = threading.Lock()
+        self._closing = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="episodic-learner-watch", daemon=True)
+        if runner.paced:
+            self._watcher.start()
         self.blocks.header["status"] = 1
 
     # -- loop ----------------------------------------------------------------
@@ -103,14 +116,16 @@ class Endpoint:
             if (c.seq, c.client_pid) == self._last_taken:
                 return None  # a second post of a block already read (and answered)
             self._last_taken = (c.seq, c.client_pid)
-            self._learner_pid = c.client_pid
             kind = c.kind if (c.magic, c.version) == (MAGIC, VERSION) else None  # else refused below
             batch = decode_batch(self.blocks) if kind == Kind.BATCH else None
             command = None if kind in (Kind.BATCH, Kind.BATCH_LOG) else decode_command(self.blocks, c)
+        if c.client_pid != self._learner_pid:
+            self._check_learner()  # a dead learner's episode ends as such, not as this command would end it
+            self._learner_pid = c.client_pid
         if batch is not None:
             reply = self._evaluate(c, batch)
         elif command is not None:
-            reply = self.runner.send(command)
+            reply = self._run(command, c.client_pid)
         else:  # a batch's log
             reply = self._reply_to(c, Flag.OK)
         with locked(self.channel.lock):
@@ -134,6 +149,30 @@ class Endpoint:
         self._last_command = time.monotonic()
         self.channel.reply_ready.release()
         return reply
+
+    def _run(self, command: Command | MalformedCommand, learner: int) -> Reply:
+        """Run ``command``; a paced runner meanwhile watches its ``learner`` (a pid; 0: none)."""
+        if not self.runner.paced or learner <= 0:
+            return self.runner.send(command)
+        with self._watch_lock:
+            self._watched = learner
+        try:
+            return self.runner.send(command)
+        finally:
+            with self._watch_lock:
+                self._watched = 0
+                self.runner.machine.halt = None
+
+    def _watch(self) -> None:
+        """The watch thread of a paced runner: while a command runs, every WATCH_POLL s, whether its
+        learner lives; when it has died, the motion stops at the next tick and the episode ends with
+        Flag.LEARNER_GONE (EpisodeMachine.halt)."""
+        while not self._closing.wait(WATCH_POLL):
+            with self._watch_lock:
+                pid = self._watched
+                if pid and not pid_alive(pid):
+                    self.runner.machine.halt = (Flag.LEARNER_GONE, f"the learner process {pid} died")
+                    self._watched = 0
 
     # -- batches -------------------------------------------------------------------
     def _reply_to(self, c: CommandFields, flag: Flag, message: str = "", n_steps: int = 0) -> Reply:
@@ -179,18 +218,21 @@ class Endpoint:
         return reply, take < n
 
     def _check_learner(self) -> None:
+        """End the running episode, if any, when its learner is gone: Flag.LEARNER_GONE when the
+        process that sent its last command has died, Flag.TIMEOUT when it has been silent longer
+        than the learner timeout."""
         episode_id = self.runner.running_episode
         if episode_id is None:
             return
         silent = time.monotonic() - self._last_command
-        if self._learner_pid and not pid_alive(self._learner_pid):
-            message = f"the learner process {self._learner_pid} died"
+        if self._learner_pid > 0 and not pid_alive(self._learner_pid):
+            flag, message = Flag.LEARNER_GONE, f"the learner process {self._learner_pid} died"
         elif silent > self.learner_timeout:
-            message = f"no command for {silent:.1f} s (learner timeout {self.learner_timeout} s)"
+            flag, message = Flag.TIMEOUT, f"no command for {silent:.1f} s (learner timeout {self.learner_timeout} s)"
         else:
             return
         log.warning("episode %d aborted: %s", episode_id, message)
-        self.runner.abort(Flag.TIMEOUT, message)
+        self.runner.abort(flag, message)
         with locked(self.channel.lock):
             self._update_log()
 
@@ -221,6 +263,9 @@ class Endpoint:
 
     def close(self) -> None:
         """Mark the channel closed and remove its objects."""
+        self._closing.set()
+        if self._watcher.is_alive():
+            self._watcher.join()
         if self.blocks.header is not None:
             self.blocks.header["status"] = 2
         self.blocks.release()

@@ -255,7 +255,7 @@ def test_learner_killed_mid_episode(tmp_path):
             assert [r.flag for r in episode_over_bridge(client, 12)] == [Flag.OK] * 4
         assert s.stop() == 0
     first, second = read_episodes(log)
-    assert first.attrs["episode_id"] == 11 and first.attrs["flag"] == Flag.TIMEOUT
+    assert first.attrs["episode_id"] == 11 and first.attrs["flag"] == Flag.LEARNER_GONE
     assert first.attrs["n_steps"] >= 500
     assert second.attrs["episode_id"] == 12 and second.attrs["flag"] == Flag.OK
 

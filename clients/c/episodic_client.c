@@ -115,7 +115,7 @@ const char *ep_flag_name(int flag)
 {
     static const char *names[] = {"OK", "OUT_OF_ORDER", "STALE_EPISODE", "INVALID_PAYLOAD",
                                   "SAFETY_ABORT", "TIMEOUT", "ABORTED_BY_LEARNER", "INTERRUPTED",
-                                  "DISCONTINUOUS", "INTERNAL_ERROR"};
+                                  "DISCONTINUOUS", "INTERNAL_ERROR", "LEARNER_GONE"};
     return flag >= 0 && flag < (int)(sizeof names / sizeof *names) ? names[flag] : "UNKNOWN";
 }
 

@@ -73,7 +73,8 @@ enum ep_flag {
     EP_FLAG_OK = 0, EP_FLAG_OUT_OF_ORDER = 1, EP_FLAG_STALE_EPISODE = 2, EP_FLAG_INVALID_PAYLOAD = 3,
     EP_FLAG_SAFETY_ABORT = 4, EP_FLAG_TIMEOUT = 5, EP_FLAG_ABORTED_BY_LEARNER = 6, EP_FLAG_INTERRUPTED = 7,
     EP_FLAG_DISCONTINUOUS = 8, /* the segment starts too far from the held posture */
-    EP_FLAG_INTERNAL_ERROR = 9 /* the runner failed on the command; the episode ended, the robot holds */
+    EP_FLAG_INTERNAL_ERROR = 9, /* the runner failed on the command; the episode ended, the robot holds */
+    EP_FLAG_LEARNER_GONE = 10   /* the process of the learner died with its episode running */
 };
 
 enum ep_machine_state {

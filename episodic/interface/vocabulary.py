@@ -69,6 +69,7 @@ class Flag(enum.IntEnum):
     INTERRUPTED = 7
     DISCONTINUOUS = 8
     INTERNAL_ERROR = 9
+    LEARNER_GONE = 10  # the learner's process ended (or its client detached) with its episode running
 
 
 @dataclass  # not frozen: a frozen dataclass costs about 1 us more to build, on both ends of every command

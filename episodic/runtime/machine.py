@@ -121,6 +121,9 @@ class EpisodeMachine:
         self._unreplied: EpisodeBuffer | None = None
         # set (e.g. from a signal handler) to end paced motion at the next tick with Flag.INTERRUPTED
         self.interrupted = False
+        # set (from another thread: the bridge's watch on the learner) to end the running episode's
+        # paced motion at the next tick with this (flag, message); whoever sets it clears it
+        self.halt: tuple[Flag, str] | None = None
         # put the backend in the exact start state after GOTO_START (episodic.runtime.start); a log
         # replays only under the setting it was recorded with
         self.exact_start = sim.can_start_exactly
@@ -319,11 +322,12 @@ class EpisodeMachine:
         self._enter(MachineState.GOTO_START)
         paced = self.sim.pacer is not None
         go_to_start(self.sim, self.robot, target, self._gains, self.clock.passive,
-                    (lambda: self.interrupted) if paced else None, lambda record: self._record(record, 0))
+                    (lambda: self._stopping() is not None) if paced else None, lambda record: self._record(record, 0))
         self._hold_q = target.copy()
-        if paced and self.interrupted:
-            self.abort(Flag.INTERRUPTED, INTERRUPTED_MESSAGE)
-            return self._reply(cmd, Flag.INTERRUPTED, done=True, message=INTERRUPTED_MESSAGE, episode=ep)
+        stopped = self._stopping() if paced else None
+        if stopped is not None:
+            self.abort(*stopped)
+            return self._reply(cmd, stopped[0], done=True, message=stopped[1], episode=ep)
         if self.exact_start:
             self.settled_state = restart_exactly(self.sim, target, self._gains, ep.blocks)
         try:
@@ -360,8 +364,8 @@ class EpisodeMachine:
             flag = Flag.SAFETY_ABORT
             message = (f"joint velocity over its limit at step {n} (joints "
                        f"{[self.robot.joint_names[j] for j in joints]}); segment aborted, robot holds")
-        elif end is None and n < len(desired) and self.interrupted:  # stopped at a tick by _stop_early
-            flag, message = Flag.INTERRUPTED, INTERRUPTED_MESSAGE
+        elif end is None and n < len(desired) and (stopped := self._stopping()) is not None:
+            flag, message = stopped  # stopped at a tick by _stop_early
         # toward the scored duration: the steps run, or the whole segment when the task ended it
         self._scored_steps += len(desired) if flag == Flag.OK and end is not None else n
         self._pending_steps = len(desired) - n if flag != Flag.OK else 0
@@ -394,8 +398,8 @@ class EpisodeMachine:
         """Whether a paced segment must stop after step k: a velocity over its limit, or the
         task's end of segment (asked, when the task has its own ``segment_end``, on the last
         SEGMENT_END_WINDOW s of steps, so the cost of a tick does not grow with the segment), or
-        an interruption (``interrupted``)."""
-        if self.interrupted:
+        an interruption (``interrupted``) or a ``halt``."""
+        if self._stopping() is not None:
             return True
         if over_velocity_limit_after(self.scene, states, k):
             return True
@@ -404,6 +408,10 @@ class EpisodeMachine:
         rows = slice(max(k + 1 - self._steps(SEGMENT_END_WINDOW), 0), k + 1)
         view = self.recorder.view(states[rows], sensordata[rows])
         return self.task.segment_end(view, self.task.state(view)) is not None
+
+    def _stopping(self) -> tuple[Flag, str] | None:
+        """Why paced motion must stop now, if it must: an interruption, else a ``halt``."""
+        return (Flag.INTERRUPTED, INTERRUPTED_MESSAGE) if self.interrupted else self.halt
 
     def idle(self, n_steps: int = 1) -> None:
         """Hold the last desired posture for n_steps control steps (the non-blocking seam);
