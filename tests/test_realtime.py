@@ -107,7 +107,7 @@ def test_late_early_malformed_and_dead_learners(tmp_path):
         assert s.stop() == 0
     first, second, dead, last = read_episodes(tmp_path / "rt.h5")
     assert [e.attrs["flag"] for e in (first, second, dead, last)] == [
-        Flag.OK, Flag.INVALID_PAYLOAD, Flag.TIMEOUT, Flag.OK]
+        Flag.OK, Flag.INVALID_PAYLOAD, Flag.LEARNER_GONE, Flag.OK]
     steps = first.steps
     assert continuous(steps), "every tick of the episode is logged"
     waiting = np.isin(steps["machine_state"], [MachineState.WAIT_FOR_START, MachineState.WAIT_FOR_COMMAND])
