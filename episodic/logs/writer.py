@@ -34,6 +34,14 @@ _log = logging.getLogger("episodic.logs")
 SPACE_MARGIN = 1 << 20  # bytes kept free on the log's disk beyond twice an episode's data
 SUMMARY_CHUNK = 512    # rows per HDF5 chunk of /summary
 REJECTED_CHUNK = 1024  # rows per HDF5 chunk of /rejected
+# The "thread" writer's queue is bounded: a write that would take it past either bound waits for
+# room (the learner's reply waits with it) instead of the queue growing, so what a SIGKILL can
+# lose is at most this much, written in about QUEUE_SECONDS (docs/reliability.md); one write
+# larger than QUEUE_BYTES is queued alone.
+QUEUE_WRITES = 8          # writes (episodes, refusals, attributes) queued at most
+QUEUE_BYTES = 8 << 20     # bytes of episode data queued at most
+QUEUE_SECONDS = 1.0       # s: the bound stated and tested for writing a full queue (tests/test_writer_bound.py)
+PARTIAL = "partial"       # name prefix of an episode's group at the file's root while it is written
 
 
 class LogError(Exception):
@@ -65,8 +73,11 @@ class RunLog:
     - "thread" (a blocking runner's): on a writer thread, started when a write is queued and
       ended when none is left, so a finished episode is written while the next one runs (h5py
       lets the interpreter go while it reads and writes datasets, and the simulation runs in C
-      without it: on two cores neither waits for the other). ``close`` waits for the queue;
-      a process killed outright (SIGKILL) loses what was still queued, the last few ms;
+      without it: on two cores neither waits for the other). The queue holds at most
+      QUEUE_WRITES writes and QUEUE_BYTES bytes: a write past that waits in ``write_episode``
+      (or ``reject``, ``set_attrs``) for room, holding the caller back. ``close`` waits for the
+      queue; a process killed outright (SIGKILL) loses what was still queued, at most the
+      last QUEUE_WRITES writes;
     - "ticks" (a paced runner's): ``work(budget)`` writes a piece at a time (an attribute, a
       dataset, or PIECE_BYTES of a dataset's rows), so a paced loop spends its spare time per
       tick on it instead of stalling for the milliseconds a whole episode takes (a thread would
@@ -74,7 +85,10 @@ class RunLog:
     A write that fails (e.g. a full disk) is reported on the ``episodic.logs`` logger, counted in
     ``failed_writes`` and kept for ``pop_failures``; the run goes on. An episode the disk has no
     room for (beside what is queued) is refused whole when it is queued, so the caller's reply
-    can say so; one whose write fails part-way keeps ``complete`` = 0.
+    can say so. An episode is written into a group at the file's root named PARTIAL_NNNNNN
+    and moved into /episodes when whole; one whose write fails part-way is deleted, so /episodes
+    never holds a half-written episode (a process killed mid-write leaves the PARTIAL group,
+    which no reader looks at).
     """
 
     def __init__(self, path: str | Path, metadata: dict, writer: str = "inline", overwrite: bool = False):
@@ -87,6 +101,7 @@ class RunLog:
         self._queued_bytes = 0  # of the queued writes, not yet on disk
         self._failures: list[str] = []
         self._lock = threading.Lock()  # guards the queue's bookkeeping, the failures and the writer thread
+        self._room = threading.Condition(self._lock)  # notified when a queued write is done
         self._thread: threading.Thread | None = None
         self._file = _create(self.path, overwrite)
         for key, value in metadata.items():
@@ -113,6 +128,9 @@ class RunLog:
                 self._failed(what, exc)
                 return
         with self._lock:
+            if self.writer == "thread":
+                self._room.wait_for(lambda: not self._pending or (
+                    len(self._pending) < QUEUE_WRITES and self._queued_bytes + n_bytes <= QUEUE_BYTES))
             self._pending.append(_Job(what, pieces, n_bytes))
             self._queued_bytes += n_bytes
             if self.writer == "thread" and self._thread is None:
@@ -153,6 +171,7 @@ class RunLog:
         with self._lock:
             self._pending.popleft()
             self._queued_bytes -= job.n_bytes
+            self._room.notify_all()
 
     def _failed(self, what: str, exc: Exception) -> None:
         with self._lock:
@@ -192,13 +211,30 @@ class RunLog:
 
     def _write_episode(self, ep: EpisodeBuffer) -> Iterator[None]:
         """Write ``ep`` in pieces (module docstring's layout): one attribute or dataset each, or
-        at most PIECE_BYTES of a dataset's rows when written between ticks; the group is marked
-        complete after its last dataset, then its /summary row is appended and the file flushed."""
+        at most PIECE_BYTES of a dataset's rows when written between ticks, into a group at the
+        root named PARTIAL_NNNNNN, marked complete after its last dataset and then moved to
+        /episodes/NNNNNN (deleted instead if a piece fails); then its /summary row is appended
+        and the file flushed."""
         head = {"episode_id": ep.episode_id, "flag": ep.flag, "flag_name": ep.flag_name, "message": ep.message,
                 "return": ep.episode_return, "early_end": ep.early_end, "success": ep.success, "n_steps": ep.n_steps,
                 "wall_time": ep.wall_time, "rng_seed": list(ep.rng_seed), "batch": ep.batch,
                 "batch_position": ep.batch_position, **ep.timing}
-        g = _group(self._episodes.id, f"{ep.number:06d}")
+        name = f"{ep.number:06d}"
+        g = _group(self._file.id, f"{PARTIAL}_{name}")
+        try:
+            yield from self._episode_parts(g, ep, head)
+        except BaseException:  # GeneratorExit or a failed write: no half-written episode stays
+            self._file.id.unlink(f"{PARTIAL}_{name}".encode())
+            raise
+        self._file.id.links.move(f"{PARTIAL}_{name}".encode(), self._episodes.id, name.encode())
+        yield
+        _append(self._summary.id, summary_row(ep.number, head))
+        yield
+        self._file.flush()
+
+    def _episode_parts(self, g: h5py.h5g.GroupID, ep: EpisodeBuffer, head: dict) -> Iterator[None]:
+        """Write ``ep`` into its group ``g``: attributes (``head``), datasets, commands, and the
+        attribute ``complete`` set last."""
         yield from _attrs(g, {**head, "complete": False})
         yield from self._dataset(g, "initial_state", [ep.initial_state])
         steps = _group(g, "steps")
@@ -218,9 +254,6 @@ class RunLog:
                 yield from self._dataset(c, name, [value])
         h5py.h5a.open(g, b"complete").write(np.array(True), mtype=_types(np.dtype(bool))[1])
         yield
-        _append(self._summary.id, summary_row(ep.number, head))
-        yield
-        self._file.flush()
 
     def _dataset(self, parent: h5py.h5g.GroupID, name: str, parts: list[np.ndarray],
                  as_type: type | None = None) -> Generator[None, None, h5py.h5d.DatasetID]:

@@ -1,0 +1,107 @@
+"""The blocking log writer keeps up or holds the learner back: its queue never holds more than
+QUEUE_WRITES writes or QUEUE_BYTES bytes, so a runner SIGKILLed while the fastest learner drives
+it (single episodes, and batches of 256) has on disk every episode that finished more than
+QUEUE_SECONDS before the kill; a write that fails part-way leaves no half-written episode."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from episodic.bridge import Client
+from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.logs import RunLog, read_episodes
+from episodic.logs.writer import PARTIAL, QUEUE_BYTES, QUEUE_SECONDS, QUEUE_WRITES
+from episodic.runtime.runner import Runner
+from episodic.tasks import make_task
+from tests.helpers import Served, channel_name
+
+BATCH = 256      # episodes per batch (serve's default --max-batch, the demo's workflow)
+DRIVEN_FOR = 3.0  # s the learner drives the runner before the kill
+
+
+@pytest.fixture(scope="module")
+def finished_episode():
+    """A short finished reach episode (a start and one 2-sample segment)."""
+    with Runner(make_task("reach"), keep_episodes=True) as runner:
+        posture = runner.start_episode(1).posture
+        runner.send_trajectory(np.tile(posture, (2, 1)))
+    return runner.episodes[0]
+
+
+def test_the_writer_queue_is_bounded_in_writes_and_bytes(tmp_path, finished_episode):
+    log = RunLog(tmp_path / "bounded.h5", {}, "thread")
+    per_block = sum(v.nbytes for v in finished_episode.blocks[0].values())
+    # 0.6 QUEUE_BYTES of steps each: two never fit in the queue together
+    big = dataclasses.replace(finished_episode, blocks=finished_episode.blocks[:1] * int(0.6 * QUEUE_BYTES / per_block))
+    most = 0
+    for number in range(40):
+        log.write_episode(dataclasses.replace(big if number % 10 >= 8 else finished_episode, number=number))
+        most = max(most, len(log._pending))
+        assert len(log._pending) <= QUEUE_WRITES
+        assert log._queued_bytes <= QUEUE_BYTES or len(log._pending) == 1
+    log.close()
+    assert most > 1  # the queue was used
+    assert [e.name for e in read_episodes(tmp_path / "bounded.h5")] == [f"{k:06d}" for k in range(40)]
+
+
+def test_a_write_failing_part_way_leaves_no_half_written_episode(tmp_path, finished_episode):
+    # a NUL in a task-state column's name: HDF5 cannot store it, and it is written after the
+    # episode's attributes, its initial state and most of its steps
+    broken = dataclasses.replace(finished_episode, number=1, state_columns=("x\0y",) * 3)
+    log = RunLog(tmp_path / "failed.h5", {}, "inline")
+    for ep in (finished_episode, broken, dataclasses.replace(finished_episode, number=2)):
+        log.write_episode(ep)
+    failures = log.pop_failures()
+    log.close()
+    assert len(failures) == 1 and "episode 000001" in failures[0]
+    with h5py.File(tmp_path / "failed.h5", "r") as f:
+        assert list(f["episodes"]) == ["000000", "000002"]
+        assert not [name for name in f if name.startswith(PARTIAL)]
+        assert list(f["summary"]["number"]) == [0, 2]
+    assert [e.name for e in read_episodes(tmp_path / "failed.h5")] == ["000000", "000002"]
+
+
+def drive_and_kill(log: Path, batches: bool) -> tuple[list[float], float]:
+    """Serve a blocking reach runner logging to ``log``, drive it as fast as a Client goes for
+    DRIVEN_FOR s (single short episodes, or batches of BATCH of them), SIGKILL it; the
+    time.monotonic() each finished episode's reply came, by episode number, and the kill's."""
+    with Served(channel_name(), log) as served, Client(served.channel, timeout=60) as client:
+        posture = client.start_episode(1).posture
+        q = np.tile(posture, (2, 1))
+        client.send_trajectory(q)
+        ends = [time.monotonic()]
+        population = [[StartCommand(k, 1), TrajectoryCommand(k, 1, 1, q)] for k in range(BATCH)]
+        stop = time.monotonic() + DRIVEN_FOR
+        while time.monotonic() < stop:
+            if batches:
+                client.evaluate(population)
+                ends += [time.monotonic()] * BATCH
+            else:
+                client.start_episode(1)
+                client.send_trajectory(q)
+                ends.append(time.monotonic())
+        os.kill(served.proc.pid, signal.SIGKILL)
+        kill = time.monotonic()
+        served.proc.wait()
+    return ends, kill
+
+
+@pytest.mark.slow
+@pytest.mark.serial  # the bound is wall-clock time
+@pytest.mark.parametrize("batches", [False, True], ids=["single", "batches"])
+def test_a_sigkill_loses_no_episode_finished_more_than_the_bound_before(tmp_path, batches):
+    ends, kill = drive_and_kill(tmp_path / "killed.h5", batches)
+    with h5py.File(tmp_path / "killed.h5", "r") as f:
+        written = {int(name) for name, g in f["episodes"].items() if g.attrs["complete"]}
+    lost = set(range(len(ends))) - written
+    assert len(ends) > 2 * QUEUE_WRITES  # the learner outran the writer long enough to fill its queue
+    assert not {k for k in lost if kill - ends[k] > QUEUE_SECONDS}
+    assert len(lost) <= QUEUE_WRITES + 1  # what was queued, and the one being written
+    assert [e.name for e in read_episodes(tmp_path / "killed.h5")] == [f"{k:06d}" for k in sorted(written)]
