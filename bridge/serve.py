@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import posix_ipc
 
+from episodic import native
 from episodic.bridge.channel import ChannelError
 from episodic.bridge.endpoint import BatchEvaluator, Endpoint
 from episodic.runtime.runner import Runner
@@ -37,7 +38,8 @@ def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.
           batch_sizes: tuple[int, int, int] | None = None, priority: int | None = None) -> None:
     """Serve ``runner``'s episodes on ``channel`` until a terminating signal (STOP_SIGNALS); then
     the channel's objects are removed and the runner closed (an unfinished episode is kept with
-    Flag.INTERRUPTED; paced motion stops at the next tick). The handlers are installed before the
+    Flag.INTERRUPTED; paced motion stops at the next tick, a compiled blocking run before its
+    next control step, its command left unanswered). The handlers are installed before the
     channel is created, so a signal during start-up also removes whatever was created.
     ``ready(endpoint)`` is called once the channel exists (to hear of finished episodes, subscribe
     to the runner: ``Runner.subscribe``). ``batch`` evaluates
@@ -52,6 +54,10 @@ def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.
         runner.interrupt()
 
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    # a signal also ends a compiled run between two control steps (native.Stopped): Python's
+    # handler runs only once a run returns, and a run can be long (a start in a scene that is
+    # very slow to simulate)
+    native.stop_on_signals(STOP_SIGNALS)
     try:
         if runner.paced:
             _realtime_priority(priority)
@@ -68,10 +74,13 @@ def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.
             if ready is not None and not stopping:
                 ready(endpoint)
             endpoint.serve(lambda: bool(stopping))
+        except native.Stopped as exc:  # the command in hand is left unanswered: the runner stops
+            log.info("stopping: %s", exc)
         finally:
             endpoint.close()
             runner.close()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        native.clear_stop()
 

@@ -12,7 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from episodic.bridge import Client
+from episodic.bridge import Client, RunnerGone
+from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.interface.vocabulary import Flag
 from episodic.logs import read_episodes
 from episodic.tools.served import ServedRunner
@@ -99,3 +100,39 @@ def test_a_signal_at_start_up_leaves_no_objects(tmp_path, mode):
         runner.proc.wait(timeout=30)
         assert shm_leftovers() == before, (signal.Signals(sig).name, runner.stderr_text())
         runner.close()
+
+
+@pytest.mark.serial  # the exit timed: alone on the machine
+@pytest.mark.parametrize("work", ["segment", "batch"])
+def test_a_signal_ends_a_long_compiled_run_within_a_control_step(tmp_path, work):
+    """A blocking runner in the compiled loop (one 20 000-sample segment held 60 s: 50 000
+    control steps, about 2 s of computing; or a batch of eight of them, 15 s) gets SIGTERM
+    0.3 s in: it stops before the loop's next control step and exits within EXIT_BOUND, its own
+    unfinished episode logged INTERRUPTED (the runner used to finish the command first)."""
+    log = tmp_path / "run.h5"
+    with Served(channel_name(), log) as s, Client(s.channel, timeout=120) as client:
+        start = client.start_episode(max_commands=1, episode_id=7)
+        q = wave(start.posture, n=20_000, amplitude=0.05)
+        if work == "segment":
+            call = lambda: client.send_trajectory(q, wait_time=60)  # noqa: E731
+        else:
+            episode = [StartCommand(1, 1), TrajectoryCommand(1, 1, 1, q, wait_time=60)]
+            call = lambda: client.evaluate([episode] * 8)  # noqa: E731
+        outcome: list[BaseException] = []
+
+        def send() -> None:
+            try:
+                call()
+            except RunnerGone as exc:
+                outcome.append(exc)
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        time.sleep(0.3)
+        took = signal_and_time(s, signal.SIGTERM)
+        sender.join(10)
+        assert s.proc.returncode == 0, s.stderr_text()
+        assert took < EXIT_BOUND, took
+        assert len(outcome) == 1  # the command in hand is not answered: the runner is gone
+    (ep,) = read_episodes(log)
+    assert ep.attrs["episode_id"] == 7 and ep.attrs["flag"] == Flag.INTERRUPTED

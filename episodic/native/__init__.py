@@ -24,7 +24,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -152,6 +152,7 @@ def load(path: str) -> ctypes.CDLL:
     lib.episodic_run.argtypes = [ctypes.POINTER(SegmentArgs)]
     lib.episodic_feedback.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] + [ctypes.c_void_p] * 4
     lib.episodic_sense.argtypes = [ctypes.c_void_p] * 4
+    lib.episodic_stop_on.argtypes = [ctypes.c_int]
     return lib
 
 
@@ -166,13 +167,45 @@ def address(array: np.ndarray | None, dtype: type = np.float64) -> int | None:
     return int(array.ctypes.data)
 
 
+class Stopped(BaseException):
+    """A stop signal (``stop_on_signals``) ended a compiled run between two control steps: the
+    process is stopping. A BaseException, as KeyboardInterrupt, so that no boundary that turns
+    failures into flags (EpisodeMachine.handle) catches it."""
+
+
 def run(args: SegmentArgs) -> None:
     """Run one segment in C (episodic_run; the GIL is released meanwhile); mujoco.FatalError
-    when MuJoCo met an error (the MjData is left where it stopped)."""
+    when MuJoCo met an error (the MjData is left where it stopped), Stopped when a stop signal
+    came (``stop_on_signals``)."""
     error = ctypes.create_string_buffer(ERROR_SIZE)
     args.error = ctypes.addressof(error)
-    if library().episodic_run(ctypes.byref(args)):
+    code = library().episodic_run(ctypes.byref(args))
+    if code == 2:
+        raise Stopped(error.value.decode(errors="replace"))
+    if code:
         raise mujoco.FatalError(error.value.decode(errors="replace"))
+
+
+def stop_on_signals(signals: Iterable[int]) -> bool:
+    """Make each of ``signals`` also stop compiled runs from now on: a run in progress ends before
+    its next control step (a control period of simulation, however long the run) and raises
+    Stopped, and so does every later one; the handler the signal had (installed first, e.g. with
+    signal.signal) runs after. Undone for a signal by installing a handler for it again, and for
+    the runs by ``clear_stop``. False, doing nothing, when the library was not built (runs then
+    step in Python, and a signal's Python handler runs between steps)."""
+    if not PATH.is_file():
+        return False
+    lib = library()
+    for sig in signals:
+        if lib.episodic_stop_on(int(sig)) != 0:
+            raise ValueError(f"signal {int(sig)} cannot be caught, so it cannot stop the compiled loop")
+    return True
+
+
+def clear_stop() -> None:
+    """Forget a stop signal received: compiled runs run through again."""
+    if PATH.is_file():
+        library().episodic_stop_clear()
 
 
 def doubles_layout(lib: ctypes.CDLL, struct: str) -> tuple[dict[str, Field], int]:

@@ -3,8 +3,10 @@
  * episodic.runtime.simulation.Simulation._run_python (and episodic.runtime.control.Controller.tick) operation for
  * operation, in the same order, so both give bit-identical results (tested; compiled without
  * floating-point contraction, see setup.py). */
+#define _DEFAULT_SOURCE  /* POSIX sigaction and NSIG under -std=c11 (declarations only) */
 #include <math.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -93,6 +95,40 @@ static void feedforward(const episodic_segment* s, int k, const mjtNum* q, mjtNu
   }
 }
 
+/* Stop signals (episodic_stop_on): set by the signal, read by a run before each control step.
+ * A process's Python handlers run only once a run has returned, so a long run would otherwise
+ * keep a stopping runner alive for as long as it lasts. */
+static volatile sig_atomic_t stop_requested = 0;
+static struct sigaction chained[NSIG];  /* the handler each stop signal had before, called after ours */
+
+static void on_stop(int sig, siginfo_t* info, void* context) {
+  stop_requested = 1;
+  const struct sigaction* next = &chained[sig];
+  if (next->sa_flags & SA_SIGINFO) {
+    if (next->sa_sigaction) next->sa_sigaction(sig, info, context);
+  } else if (next->sa_handler == SIG_DFL) {  /* no handler before ours: the default action, as before */
+    sigaction(sig, next, NULL);
+    raise(sig);
+  } else if (next->sa_handler != SIG_IGN) {
+    next->sa_handler(sig);
+  }
+}
+
+int episodic_stop_on(int sig) {
+  struct sigaction now;
+  if (sig <= 0 || sig >= NSIG || sigaction(sig, NULL, &now) != 0) return -1;
+  if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_stop) return 0;  /* armed already */
+  chained[sig] = now;
+  struct sigaction mine = now;
+  mine.sa_sigaction = on_stop;
+  mine.sa_flags = (now.sa_flags | SA_SIGINFO) & ~SA_RESETHAND;
+  return sigaction(sig, &mine, NULL);
+}
+
+void episodic_stop_clear(void) {
+  stop_requested = 0;
+}
+
 static void run(void* arg) {
   const episodic_segment* s = arg;
   const mjModel* m = s->model;
@@ -102,6 +138,10 @@ static void run(void* arg) {
   mjtNum q[nd], offset[nd], u_i[nd], planned[nd], step[nd];
   mj_getState(m, d, s->states, s->state_spec);
   for (int k = 0; k < n; k++) {
+    if (stop_requested) {
+      snprintf(s->error, EPISODIC_ERROR_SIZE, "a stop signal ended the run before control step %d of %d", k, n);
+      longjmp(active->back, 2);
+    }
     mjtNum* q_d = s->q_d + k * nd;
     mjtNum* reference = s->reference + k * nd;
     mjtNum* u_ff = s->u_ff + k * nd;

@@ -132,8 +132,15 @@ mjtNum episodic_gaussian(unsigned long long key, unsigned long long step, unsign
 
 /* Run a segment (see episodic.runtime.simulation.Simulation._run_python, which this mirrors step for
  * step). Returns 0, or 1 when MuJoCo met an error (mju_error: the arena overflowing, ...), its
- * text in s->error: the run ends there instead of the process, d is left mid-step. */
+ * text in s->error: the run ends there instead of the process, d is left mid-step; or 2 when a
+ * stop signal (episodic_stop_on) came: the run ended before a control step, the text says which. */
 int episodic_run(const episodic_segment* s);
+
+/* From now on signal sig also stops runs (episodic_run returns 2 before its next control step),
+ * then goes on to the handler it had (a SIG_DFL one: the default action). 0, or -1 with errno.
+ * Installing another handler for sig undoes it; episodic_stop_clear forgets a signal received. */
+int episodic_stop_on(int sig);
+void episodic_stop_clear(void);
 
 /* One call of a law (episodic_law's arguments) with MuJoCo's errors returned as in episodic_run:
  * 0, or 1 with the text in error (EPISODIC_ERROR_SIZE,). */
