@@ -41,7 +41,7 @@ SUMMARY_NAMES: tuple[str, ...] = SUMMARY_DTYPE.names or ()  # its fields in orde
 
 
 # what a summary field is when an episode's attributes (or an older log's /summary) lack it
-SUMMARY_DEFAULTS = {"timing_ticks": 0, "timing_missed": 0, "batch": -1, "batch_position": -1}
+SUMMARY_DEFAULTS = {"success": 0, "timing_ticks": 0, "timing_missed": 0, "batch": -1, "batch_position": -1}
 
 
 # bytes of HDF5's metadata cache for a log being written (fixed; HDF5's default starts at 2 MB and
@@ -104,11 +104,16 @@ def fix_metadata_cache(f: h5py.File, n_bytes: int) -> None:
 def summary_row(number: int, attrs) -> np.ndarray:
     """The /summary row of episode ``number`` from its attributes (a mapping such as its group's
     attrs; absent fields as SUMMARY_DEFAULTS says, else NaN: the timing fields 0 ticks and NaN s,
-    as in blocking mode)."""
+    as in blocking mode). A value the field cannot hold (a damaged episode's: NaN or text for a
+    whole number) is taken as absent, with -1 for a whole number without a default."""
     row = np.zeros((), dtype=SUMMARY_DTYPE)
     row["number"] = number
     for name in SUMMARY_NAMES[1:]:
-        row[name] = attrs.get(name, SUMMARY_DEFAULTS.get(name, np.nan))
+        absent = SUMMARY_DEFAULTS.get(name, np.nan if SUMMARY_DTYPE[name].kind == "f" else -1)
+        try:
+            row[name] = attrs.get(name, absent)
+        except (TypeError, ValueError, OverflowError):
+            row[name] = absent
     return row
 
 
@@ -122,11 +127,11 @@ def int_or(value, default: int = -1) -> int:
 def decode_attr(value):
     """An HDF5 attribute's value as Python: text for bytes, JSON parsed, numpy scalars as Python's."""
     if isinstance(value, bytes):
-        value = value.decode()
+        value = value.decode(errors="replace")
     if isinstance(value, str) and value[:1] in "{[":
         try:
             return json.loads(value)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # not JSON, or nested too deep to parse
             return value
     if isinstance(value, np.generic):
         return value.item()

@@ -2,6 +2,7 @@
 which episodes were not written whole."""
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,7 @@ import h5py
 import numpy as np
 
 from episodic.interface.columns import STEP_DTYPES
+from episodic.interface.files import HostileFileError, check_links, member, open_hdf5, read_array
 from episodic.logs.episode import SEGMENT_FIELDS
 from episodic.logs.layout import (
     METADATA_CACHE,
@@ -18,6 +20,7 @@ from episodic.logs.layout import (
     SUMMARY_NAMES,
     decode_attr,
     fix_metadata_cache,
+    int_or,
     summary_row,
 )
 
@@ -50,10 +53,29 @@ class StoredEpisode:
 def _open_read(path: str | Path) -> h5py.File:
     """The log at ``path`` opened for reading, its metadata cache held at METADATA_CACHE bytes:
     HDF5's adaptive cache otherwise grows while a reader visits episode after episode (by about
-    150 kB per episode), so reading a long log would take memory in proportion to it."""
-    f = h5py.File(path, "r")
+    150 kB per episode), so reading a long log would take memory in proportion to it. What is
+    not a regular HDF5 file is refused (episodic.interface.files.HostileFileError, a ValueError)."""
+    f = open_hdf5(path)
     fix_metadata_cache(f, METADATA_CACHE)
     return f
+
+
+def _episodes(f: h5py.File) -> h5py.Group:
+    """The /episodes group of the log ``f`` (ValueError when it has none or it leads elsewhere)."""
+    episodes = member(f, "episodes")
+    if not isinstance(episodes, h5py.Group):
+        raise ValueError(f"{f.filename} is not an episodic log (no /episodes group)")
+    return episodes
+
+
+def _episode_group(episodes: h5py.Group, name: str) -> h5py.Group | None:
+    """Episode ``name`` of ``episodes``: None when it is not a group; HostileFileError when it
+    is, or holds, an external link."""
+    g = member(episodes, name)
+    if not isinstance(g, h5py.Group):
+        return None
+    check_links(g)
+    return g
 
 
 def read_metadata(path: str | Path, *, count_episodes: bool = True) -> dict:
@@ -63,23 +85,38 @@ def read_metadata(path: str | Path, *, count_episodes: bool = True) -> dict:
     with _open_read(path) as f:
         meta = {k: decode_attr(v) for k, v in f.attrs.items()}
         if count_episodes:
-            meta["n_episodes"] = len(f["episodes"]) if "episodes" in f else 0
+            meta["n_episodes"] = len(_episodes(f)) if "episodes" in f else 0
         return meta
 
 
-def episode_problem(g: h5py.Group) -> str:
+def episode_problem(g: h5py.Group | None) -> str:
     """Why the episode group ``g`` is not whole, '' when it is. Its attribute ``complete`` says
     so (0 when a write failed part-way; the writer sets it to 1 after the last dataset), so
     nothing else is opened; a log written before the attribute is judged by its parts: one
-    missing, or shorter than the episode's n_steps."""
+    missing, or shorter than the episode's n_steps. A damaged group (not a group, parts of the
+    wrong kind, attributes HDF5 cannot read) is not whole either."""
+    if g is None:
+        return "it is not an HDF5 group"
+    try:
+        return _problem(g)
+    except HostileFileError:
+        raise
+    except (OSError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        return f"it is damaged ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+
+
+def _problem(g: h5py.Group) -> str:
+    """episode_problem of a group whose parts may raise when looked at."""
     complete = g.attrs.get("complete")
     if complete is not None:
         return "" if complete else "its write did not finish"
     missing = [name for name in ("initial_state", "steps", "segments", "commands") if name not in g]
     if missing:
         return f"no {', '.join(missing)}"
-    n = int(g.attrs.get("n_steps", 0))
+    n = int_or(g.attrs.get("n_steps", 0), 0)
     steps, segments = g["steps"], g["segments"]
+    if not (isinstance(steps, h5py.Group) and isinstance(segments, h5py.Group)):
+        return "steps or segments is not a group"
     missing = [f"steps/{c}" for c in STEP_DTYPES if n and c not in steps]
     missing += [f"segments/{c}" for c in (*SEGMENT_FIELDS, "state") if c not in segments]
     if missing:
@@ -91,7 +128,8 @@ def episode_problem(g: h5py.Group) -> str:
 def partial_episodes(path: str | Path) -> dict[str, str]:
     """The episodes of a log that are not whole: number (as its group name) -> why."""
     with _open_read(path) as f:
-        found = ((name, episode_problem(g)) for name, g in f["episodes"].items())
+        episodes = _episodes(f)
+        found = ((name, episode_problem(_episode_group(episodes, name))) for name in episodes)
         return {name: problem for name, problem in found if problem}
 
 
@@ -100,19 +138,22 @@ def read_summary(path: str | Path) -> tuple[np.ndarray, dict[str, str]]:
     (number as group name -> why). Read from /summary at once; only the episodes it lacks (those
     not written whole, or all of a log written before /summary) are read from their groups."""
     with _open_read(path) as f:
-        rows = _summary_rows(f["summary"][()]) if "summary" in f else np.zeros(0, SUMMARY_DTYPE)
-        episodes = f["episodes"]
+        summary = member(f, "summary")
+        rows = _summary_rows(read_array(summary)) if isinstance(summary, h5py.Dataset) and summary.dtype.names \
+            else np.zeros(0, SUMMARY_DTYPE)
+        episodes = _episodes(f)
         partial: dict[str, str] = {}
         if len(episodes) == len(rows):
             return rows, partial
         known = set(rows["number"].tolist())
         extra = []
         for name in sorted(episodes):
-            if int(name) in known:
+            number = int_or(name)
+            if number in known or number < 0:
                 continue
-            g = episodes[name]
-            extra.append(summary_row(int(name), g.attrs))
+            g = _episode_group(episodes, name)
             problem = episode_problem(g)
+            extra.append(summary_row(number, _attrs_or_none(g)))
             if problem:
                 partial[name] = problem
         return np.sort(np.concatenate([rows, np.array(extra, dtype=SUMMARY_DTYPE)]), order="number"), partial
@@ -131,35 +172,59 @@ def iter_episodes(path: str | Path, numbers: list[int] | None = None) -> Iterato
     are checked before the first episode comes: ValueError naming one the log lacks or that is
     not whole. Only the episodes asked for are opened, whatever the length of the log."""
     with _open_read(path) as f:
-        if "episodes" not in f:
-            raise ValueError(f"{path} is not an episodic log (no /episodes group)")
-        episodes = f["episodes"]
+        episodes = _episodes(f)
         if numbers is None:
             for name in sorted(episodes):
-                if not episode_problem(episodes[name]):
-                    yield _read_episode(name, episodes[name])
+                g = _episode_group(episodes, name)
+                if g is not None and not episode_problem(g):
+                    yield _read_episode(name, g)
             return
         names = sorted({f"{n:06d}" for n in numbers})
         missing = [name for name in names if name not in episodes]
         if missing:
             raise ValueError(f"{path} has no episode {', '.join(missing)}; it holds {len(episodes)}")
         for name in names:
-            problem = episode_problem(episodes[name])
+            problem = episode_problem(_episode_group(episodes, name))
             if problem:
                 raise ValueError(f"episode {name} of {path} was not written whole ({problem}); it cannot be read")
         for name in names:
             yield _read_episode(name, episodes[name])
 
 
+def _attrs_or_none(g: h5py.Group | None) -> dict:
+    """The attributes of a damaged episode group that HDF5 can read, as Python values ({} when none)."""
+    found: dict = {}
+    if g is None:
+        return found
+    for key in g.attrs:
+        with contextlib.suppress(OSError, TypeError, ValueError, KeyError):
+            found[key] = decode_attr(g.attrs[key])
+    return found
+
+
 def _read_episode(name: str, g: h5py.Group) -> StoredEpisode:
-    """The episode stored in group ``g`` (named ``name``), read whole."""
+    """The episode stored in group ``g`` (named ``name``), read whole: each dataset after its
+    declared size is checked (episodic.interface.files.read_array); ValueError naming the episode
+    when a part is damaged."""
+    try:
+        return _read_parts(name, g)
+    except HostileFileError:
+        raise
+    except (OSError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"episode {name} of {g.file.filename} is damaged ({str(exc).splitlines()[0]}); "
+                         f"it cannot be read") from None
+
+
+def _read_parts(name: str, g: h5py.Group) -> StoredEpisode:
+    """_read_episode's reading, raising whatever a damaged part raises."""
     steps = g["steps"]
     columns = tuple(decode_attr(c) for c in steps["task_state"].attrs.get("columns", [])) \
         if "task_state" in steps else ()
-    commands = [({k: decode_attr(v) for k, v in c.attrs.items()}, {k: v[()] for k, v in c.items()})
+    commands = [({k: decode_attr(v) for k, v in c.attrs.items()}, {k: read_array(v) for k, v in c.items()})
                 for _, c in sorted(g["commands"].items())]
     return StoredEpisode(name=name, attrs={k: decode_attr(v) for k, v in g.attrs.items()},
-                         initial_state=g["initial_state"][()], steps={k: v[()] for k, v in steps.items()},
-                         segments={k: v[()] for k, v in g["segments"].items()}, commands=commands,
+                         initial_state=read_array(g["initial_state"]),
+                         steps={k: read_array(v) for k, v in steps.items()},
+                         segments={k: read_array(v) for k, v in g["segments"].items()}, commands=commands,
                          state_columns=columns)
 
