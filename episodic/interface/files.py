@@ -28,7 +28,8 @@ import numpy as np
 MAX_ARRAY_BYTES = 1 << 30   # bytes: the largest array read from a file at once (1 GiB)
 MAX_RATIO = 1000            # declared / stored bytes of a compressed dataset above which it is refused
 SMALL_ARRAY_BYTES = 1 << 24  # bytes: an array this small is read whatever its compression ratio
-OWNER_ONLY = 0o600          # mode of a file created without another mode asked for
+OWNER_ONLY = 0o600          # mode of a file created without another mode asked for (logs)
+SHARED = 0o644              # mode of an export, a plot, a demonstration: readable by all, as under umask 022
 
 
 class HostileFileError(ValueError):
@@ -108,31 +109,49 @@ def create_exclusive(path: str | Path, mode: int = OWNER_ONLY) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
 
 
+def temporary_beside(path: str | Path, mode: int = OWNER_ONLY) -> Path:
+    """A new empty file in ``path``'s folder, named ``.<name>.<random>.partial``, created
+    exclusively and without following links (tempfile.mkstemp), with ``mode``."""
+    path = Path(path)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        if mode != OWNER_ONLY:
+            os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+    return Path(name)
+
+
+def publish(tmp: Path, path: str | Path, overwrite: bool) -> None:
+    """Give the file ``tmp`` (from ``temporary_beside``) the name ``path`` in one step and drop
+    the name ``tmp``: with ``overwrite`` whatever is at ``path`` is replaced (a link too, never
+    followed); without, FileExistsError when anything is there (a hard link is made, which fails
+    then; nothing that appeared since a check is replaced)."""
+    if overwrite:
+        os.replace(tmp, path)
+    else:
+        os.link(tmp, path, follow_symlinks=False)
+        os.unlink(tmp)
+
+
 @contextlib.contextmanager
 def replacing(path: str | Path, overwrite: bool = True, mode: int = OWNER_ONLY) -> Iterator[Path]:
-    """A temporary path in ``path``'s folder, created empty and exclusively (``mode``), to write
-    the new file to; when the block ends without an exception it is renamed onto ``path`` (one
-    step: readers see the old file or the new, and a link at ``path`` is replaced, not followed),
-    else removed. Without ``overwrite`` an existing ``path`` is refused (HostileFileError) before
-    and, by a hard link, at the rename (nothing that appeared meanwhile is replaced)."""
+    """A temporary path in ``path``'s folder (``temporary_beside``) to write the new file to;
+    when the block ends without an exception it is published at ``path`` (``publish``: one
+    step, readers see the old file or the new, a link at ``path`` is replaced, not followed),
+    else removed. Without ``overwrite`` an existing ``path`` is refused (HostileFileError), also
+    one that appeared while the file was written."""
     path = Path(path)
-    if os.path.lexists(path) and (not overwrite or os.path.isdir(path)):
-        raise HostileFileError(f"{path} exists; choose another path, or replace it (--overwrite)"
-                               if not os.path.isdir(path) else f"{path} is a directory; give a file name")
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)  # O_EXCL, 0600
-    tmp = Path(name)
+    if os.path.isdir(path):
+        raise HostileFileError(f"{path} is a directory; give a file name")
+    if os.path.lexists(path) and not overwrite:
+        raise HostileFileError(f"{path} exists; choose another path, or replace it (--overwrite)")
+    tmp = temporary_beside(path, mode)
     try:
-        os.close(fd)
-        if mode != OWNER_ONLY:
-            os.chmod(tmp, mode)
         yield tmp
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path, follow_symlinks=False)  # fails if anything appeared at path
-            except FileExistsError:
-                raise HostileFileError(f"{path} was created by another process meanwhile; choose another "
-                                       f"path") from None
+        try:
+            publish(tmp, path, overwrite)
+        except FileExistsError:
+            raise HostileFileError(f"{path} was created by another process meanwhile; choose another path") from None
     finally:
         tmp.unlink(missing_ok=True)

@@ -43,6 +43,7 @@ Shapes as h5py (row-major) shows them; Octave and Matlab see each matrix transpo
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +55,8 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from episodic.interface.commands import Command
-from episodic.interface.robot import Robot, load_robot
+from episodic.interface.files import SHARED, HostileFileError, check_links, check_regular, read_array, replacing
+from episodic.interface.robot import Robot, check_named_by_file, load_robot
 from episodic.learning.primitives import JointTrajectory
 from episodic.logs import read_episodes, read_metadata
 from episodic.logs.layout import software_versions
@@ -182,13 +184,15 @@ class Demonstration:
     # -- file ------------------------------------------------------------------------------
     def save(self, path: str | Path, overwrite: bool = False) -> Path:
         """Write the file layout of the module docstring at ``path``; an existing file is
-        refused (FileExistsError) unless ``overwrite``."""
+        refused (FileExistsError) unless ``overwrite``. The file is written under a temporary
+        name in the same folder and renamed onto ``path`` when whole (a link planted at ``path``
+        is replaced, never written through)."""
         path = Path(path)
-        if path.exists() and not overwrite:
+        if os.path.lexists(path) and not overwrite:
             raise FileExistsError(f"{path} exists; choose another path, or overwrite it "
                                   f"(save(..., overwrite=True), episodic demonstrate --overwrite)")
         path.parent.mkdir(parents=True, exist_ok=True)
-        with h5py.File(path, "w") as f:
+        with replacing(path, overwrite, mode=SHARED) as tmp, h5py.File(tmp, "w") as f:
             f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, robot=self.robot, task=self.task,
                            task_params=json.dumps(self.task_params), joint_names=list(self.joint_names),
                            source=self.source, metadata=json.dumps(self.metadata))
@@ -204,13 +208,20 @@ class Demonstration:
         """Read a file written by ``save``; DemonstrationError names the file and what is wrong
         (FileNotFoundError when there is none)."""
         path = Path(path)
-        if not path.is_file():
+        if not path.exists():
             raise FileNotFoundError(f"{path}: no such file")
         try:
+            check_regular(path)  # a FIFO or a device is refused before it is opened
             f = h5py.File(path, "r")
+        except HostileFileError as exc:
+            raise DemonstrationError(str(exc)) from None
         except OSError as exc:
             raise DemonstrationError(f"{path} is not a demonstration: not an HDF5 file ({exc})") from None
         with f:
+            try:
+                check_links(f)
+            except HostileFileError as exc:
+                raise DemonstrationError(str(exc)) from None
             fmt = f.attrs.get("format")
             fmt = None if fmt is None else _text(fmt)
             if fmt != FORMAT:
@@ -228,14 +239,16 @@ class Demonstration:
                 raise DemonstrationError(f"{path} is a damaged demonstration: it lacks {', '.join(missing)}")
             state = f.get("task_state")
             try:
-                return cls(**{k: f[k][()] for k in ARRAYS}, robot=_text(f.attrs["robot"]),
+                return cls(**{k: read_array(f[k]) for k in ARRAYS}, robot=_text(f.attrs["robot"]),
                            task=_text(f.attrs["task"]), task_params=json.loads(_text(f.attrs["task_params"])),
                            joint_names=[_text(n) for n in f.attrs["joint_names"]], source=_text(f.attrs["source"]),
                            metadata=json.loads(_text(f.attrs["metadata"])),
-                           task_state=None if state is None else state[()],
+                           task_state=None if state is None else read_array(state),
                            state_columns=[] if state is None else [_text(c) for c in state.attrs["columns"]])
-            except (DemonstrationError, json.JSONDecodeError, KeyError) as exc:
-                raise DemonstrationError(f"{path} is a damaged demonstration: {exc}") from None
+            except (ValueError, KeyError, TypeError, AttributeError, OSError, RecursionError) as exc:
+                # DemonstrationError, JSON that is not JSON or nested too deep, a part of the wrong kind
+                why = "JSON nested too deep" if isinstance(exc, RecursionError) else str(exc).splitlines()[0]
+                raise DemonstrationError(f"{path} is a damaged demonstration: {why}") from None
 
 
 def _text(value: Any) -> str:
@@ -254,6 +267,7 @@ def from_log(path: str | Path, episode: int) -> Demonstration:
         meta = read_metadata(path)
         (stored,) = read_episodes(path, [episode])
         robot, task, rate = str(meta["robot"]), str(meta["task"]), float(meta["control_rate"])
+        check_named_by_file(robot)  # a log names its robot; a path it names is never followed
         joint_names = list(meta["robot_settings"]["joint_names"])
     except (OSError, KeyError, TypeError, ValueError) as exc:
         raise DemonstrationError(f"cannot take episode {episode} of {path}: {exc}") from None

@@ -307,17 +307,23 @@ class RunLog:
 
 
 def _create(path: Path, overwrite: bool) -> h5py.File:
-    """A new, empty HDF5 file at ``path`` (LogError saying why and what to do when it cannot be).
-    Without ``overwrite`` the file is created exclusively, so an existing one (a finished run's
-    log, or a live run's) is never truncated. Free space is not tracked for reuse
-    (fs_strategy "none"): HDF5's free-space manager would keep a record per freed fragment in
-    memory, about 1 kB per episode over a run, for a file under 0.1 % larger."""
-    if path.is_symlink():
+    """A new, empty HDF5 file at ``path``, readable and writable by its owner only (LogError
+    saying why and what to do when it cannot be). It is made under a temporary name in the same
+    folder, exclusively and without following links, and then given its name in one step
+    (episodic.interface.files.publish): without ``overwrite`` that step fails when anything is
+    at ``path``, so an existing log (a finished run's, or a live run's) is never truncated; with
+    it, what is there is replaced, a symbolic link planted there too, never written through (no
+    check-then-open race). Free space is not tracked for reuse (fs_strategy "none"): HDF5's
+    free-space manager would keep a record per freed fragment in memory, about 1 kB per episode
+    over a run, for a file under 0.1 % larger."""
+    from episodic.interface.files import publish, temporary_beside
+
+    if path.is_symlink() and not overwrite:
         raise LogError(f"{path} is a symbolic link (to {os.readlink(path)}); a log is never written through "
                        f"a link: give the real path")
-    if path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         raise LogError(f"{path} is a directory; give the log a file name, e.g. {path / 'run.h5'}")
-    if path.exists() and not overwrite:
+    if os.path.lexists(path) and not overwrite:
         raise LogError(f"{path} exists (the log of an earlier or of a running run); a log is never overwritten "
                        f"unless asked: choose another path, or overwrite it (episodic serve --overwrite, "
                        f"Runner(..., overwrite=True))")
@@ -327,16 +333,26 @@ def _create(path: Path, overwrite: bool) -> h5py.File:
         reason = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror or str(exc)
         raise LogError(f"cannot create the directory {path.parent} for the log: {reason}; choose a path in "
                        f"a directory you can write to") from None
+    tmp = None
     try:
-        if path.exists():
+        if overwrite and path.is_file() and not path.is_symlink():
             _check_not_open(path)
-        f = h5py.File(path, "w" if overwrite else "x", fs_strategy="none")
+        tmp = temporary_beside(path)
+        f = h5py.File(tmp, "w", fs_strategy="none")
+        try:
+            publish(tmp, path, overwrite)
+        except BaseException:
+            f.close()
+            raise
     except FileExistsError:  # created by another process since the check above
         raise LogError(f"{path} was created by another process just now; choose another path") from None
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         raise LogError(f"cannot write the log {path}: {reason}; choose a path in a directory you can "
                        f"write to") from None
+    finally:
+        if tmp is not None:  # published (renamed or linked and dropped), or left over from a failure
+            tmp.unlink(missing_ok=True)
     fix_metadata_cache(f, METADATA_CACHE)
     return f
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from episodic.interface.columns import STEP_COLUMNS
+from episodic.interface.files import SHARED, replacing
 from episodic.interface.vocabulary import Flag
 from episodic.logs import StoredEpisode, read_episodes, read_metadata, read_summary
 
@@ -245,7 +246,10 @@ def plot(path: str | Path, number: int | None = None, out: str | Path | None = N
         figure, what = episode_figure(ep, meta), f"episode {number}"
     out = default_out(path, number) if out is None else Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    save_png(figure, out)
+    if out.is_dir():
+        raise PlotError(f"--out {out} is a directory; give a .png file")
+    with replacing(out, mode=SHARED) as tmp:  # a link planted at out is replaced, never written through
+        save_png(figure, tmp)
     return Plotted(what, out, figure)
 
 
@@ -257,4 +261,4 @@ def save_png(figure, out: str | Path, colours: int = 256) -> None:
     canvas = figure.canvas
     canvas.draw()
     rgb = np.asarray(canvas.buffer_rgba())[..., :3]
-    Image.fromarray(rgb).quantize(colours, method=Image.Quantize.MEDIANCUT).save(out, optimize=True)
+    Image.fromarray(rgb).quantize(colours, method=Image.Quantize.MEDIANCUT).save(out, format="PNG", optimize=True)

@@ -6,7 +6,6 @@ in memory whole; `episodic export` is their command line.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from episodic.logs import read_summary
@@ -47,8 +46,3 @@ def check_target(path: Path, overwrite: bool) -> None:
         raise ExportError(f"{path} is a directory; give a file name")
     if path.exists() and not overwrite:
         raise ExportError(f"{path} exists; choose another path, or replace it (--overwrite)")
-
-
-def replace_atomically(tmp: Path, path: Path) -> None:
-    """Move the finished ``tmp`` to ``path`` in one step (a failed export leaves no half file)."""
-    os.replace(tmp, path)

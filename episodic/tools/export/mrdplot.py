@@ -46,10 +46,11 @@ from pathlib import Path
 import numpy as np
 
 from episodic.interface.commands import TrajectoryCommand
+from episodic.interface.files import SHARED, check_regular, replacing
 from episodic.interface.robot import Robot, load_robot
 from episodic.interface.trajectory import resample
 from episodic.logs import StoredEpisode, iter_episodes, read_metadata
-from episodic.tools.export import ExportError, check_target, replace_atomically, select_episodes
+from episodic.tools.export import ExportError, check_target, select_episodes
 
 SUFFIX = ".mrd"
 FLOAT = np.dtype(">f4")  # IEEE-754 single precision, big-endian
@@ -163,9 +164,8 @@ def export_mrdplot(log: str | Path, out_dir: str | Path | None = None, numbers: 
     for episode in iter_episodes(log, wanted):
         names, units, data = episode_table(episode, joints)
         path = targets[int(episode.name)]
-        tmp = path.with_name(path.name + ".partial")
-        write_mrdplot(tmp, names, units, freq, data)
-        replace_atomically(tmp, path)
+        with replacing(path, overwrite, mode=SHARED) as tmp:  # never through a link planted at path
+            write_mrdplot(tmp, names, units, freq, data)
         result.files.append(path)
         if progress is not None:
             progress(len(result.files), len(wanted))
@@ -177,6 +177,7 @@ def read_mrdplot(path: str | Path) -> tuple[list[str], list[str], float, np.ndar
     """An MRDPLOT file's column names, units, sampling frequency (Hz) and data, a (rows, cols)
     float32 array (the stored values, in native byte order). MrdplotError naming the problem
     when the header is malformed or the data is not rows·cols float32 values."""
+    check_regular(path)  # a FIFO would block the read
     raw = Path(path).read_bytes()
     pos = 0
 

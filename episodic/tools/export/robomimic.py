@@ -62,8 +62,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from episodic.interface.files import SHARED, replacing
 from episodic.logs import StoredEpisode, iter_episodes, read_metadata
-from episodic.tools.export import ExportError, check_target, replace_atomically, select_episodes
+from episodic.tools.export import ExportError, check_target, select_episodes
 
 GYM_TYPE = 2  # robomimic's EnvType for environments outside robosuite and iGibson
 OBS_KEYS = (("joint_pos", "q"), ("joint_vel", "qd"), ("eef_pos", "ee_pos"), ("eef_quat", "ee_quat"))
@@ -147,9 +148,8 @@ def export_robomimic(log: str | Path, out: str | Path | None = None, numbers: li
     wanted, skipped = select_episodes(log, numbers)
     result = RobomimicExport(path, skipped=dict(skipped))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".partial")
     columns: list[str] | None = None
-    try:
+    with replacing(path, overwrite, mode=SHARED) as tmp:  # never through a link planted at path
         with h5py.File(tmp, "w") as f:
             data = f.create_group("data")
             successful = []
@@ -178,7 +178,4 @@ def export_robomimic(log: str | Path, out: str | Path | None = None, numbers: li
             data.attrs["total"] = result.total
             data.attrs["env_args"] = json.dumps(env_args(meta, log, columns or list(meta.get("state_columns", []))))
             f.create_group("mask").create_dataset(SUCCESS_KEY, data=np.array(successful, dtype="S"))
-        replace_atomically(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return result
