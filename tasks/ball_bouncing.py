@@ -105,6 +105,7 @@ from episodic.native.sensing import Sensing, add_control_period
 from episodic.task import (
     Camera,
     Episode,
+    Needs,
     Reference,
     StepView,
     Task,
@@ -181,7 +182,9 @@ class BallBouncing(Task[Bounces]):
         learner="examples.learning.ball_bouncing",
     )
     summary: ClassVar[str] = "bounce a free tennis ball on a racket again and again to a target height."
-    robots: ClassVar[tuple[str, ...]] = ("wam",)
+    needs: ClassVar[Needs] = Needs(robots=("wam",), why=(
+            "its start posture and racket pose are the WAM's joint angles and spherical wrist; not yet "
+            "placed in another robot's frame"))
     camera: ClassVar[Camera] = {"azimuth": 120, "elevation": -15}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "face_x", "face_y", "face_z", "tilt", "height", "lateral", "target_z",

@@ -143,6 +143,7 @@ import numpy as np
 from episodic.interface.robot import Robot
 from episodic.task import (
     Camera,
+    Needs,
     Reference,
     StepView,
     Task,
@@ -242,7 +243,9 @@ class BallInCup(Task):
         not_converged="the 5 kN/m string's outcome depends on the step (tests/test_convergence.py)",
     )
     summary: ClassVar[str] = "swing a ball on an elastic string up and catch it in a cup on the hand."
-    robots: ClassVar[tuple[str, ...]] = ("wam",)
+    needs: ClassVar[Needs] = Needs(robots=("wam",), why=(
+            "its start posture, cup bracket and catching swing are the WAM's joint angles; not yet "
+            "placed in another robot's frame"))
     camera: ClassVar[Camera] = {"azimuth": 120, "elevation": -10}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = (
         "ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",

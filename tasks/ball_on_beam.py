@@ -83,6 +83,7 @@ from episodic.native.sensing import Sensing, add_control_period
 from episodic.task import (
     Camera,
     Episode,
+    Needs,
     Reference,
     StepView,
     Task,
@@ -124,7 +125,9 @@ class BallOnBeam(Task[BeamEpisode]):
         learner="examples.learning.ball_on_beam",
     )
     summary: ClassVar[str] = "keep a ball rolling on a beam at the beam's centre with little effort."
-    robots: ClassVar[tuple[str, ...]] = ("wam",)
+    needs: ClassVar[Needs] = Needs(robots=("wam",), why=(
+            "the beam turns on the WAM's j7 at a start posture of WAM joint angles; not yet placed in "
+            "another robot's frame"))
     camera: ClassVar[Camera] = {"azimuth": 140, "elevation": -20}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_xd", "beam_angle", "on_beam")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 1, 2)

@@ -99,6 +99,7 @@ from episodic.interface.robot import Robot
 from episodic.task import (
     Camera,
     Episode,
+    Needs,
     Reference,
     StepView,
     Task,
@@ -155,7 +156,9 @@ class BallPaddling(Task[Rally]):
         learner="examples.learning.ball_paddling",
     )
     summary: ClassVar[str] = "paddle a ball tied to the racket by an elastic string, in a steady rhythm."
-    robots: ClassVar[tuple[str, ...]] = ("wam",)
+    needs: ClassVar[Needs] = Needs(robots=("wam",), why=(
+            "its start posture and paddling stroke are the WAM's joint angles; not yet placed in "
+            "another robot's frame"))
     camera: ClassVar[Camera] = {"azimuth": 120, "elevation": -5}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = (
         "ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz", "face_x", "face_y", "face_z",

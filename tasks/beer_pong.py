@@ -114,6 +114,7 @@ from episodic.interface.robot import Robot
 from episodic.task import (
     Camera,
     Episode,
+    Needs,
     Reference,
     StepView,
     Task,
@@ -177,7 +178,9 @@ class BeerPong(Task[BeerPongEpisode]):
         learner="examples.learning.beer_pong",
     )
     summary: ClassVar[str] = "throw a ball so that it bounces once on a table and lands in a cup."
-    robots: ClassVar[tuple[str, ...]] = ("wam",)
+    needs: ClassVar[Needs] = Needs(robots=("wam",), why=(
+            "the table, the cup and the throw are placed for the WAM's reach at WAM joint angles; not "
+            "yet placed in another robot's frame"))
     camera: ClassVar[Camera] = {"lookat": (1.1, 0.0, 1.05), "distance": 2.2, "azimuth": 115, "elevation": -12}
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "cup_x", "cup_y", "height", "radial", "on_table", "in_cup", "at_rest")

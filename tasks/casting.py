@@ -125,6 +125,7 @@ from episodic.interface.robot import Robot
 from episodic.task import (
     Camera,
     Episode,
+    Needs,
     Reference,
     StepView,
     Task,
@@ -230,7 +231,9 @@ class Casting(Task[Cast]):
     )
     summary: ClassVar[str] = ("lower a ball hanging from the hand on an elastic string into a cup on the floor, "
                               "fast and without swinging.")
-    robots: ClassVar[tuple[str, ...]] = ("wam",)
+    needs: ClassVar[Needs] = Needs(robots=("wam",), why=(
+            "its start posture and floor cup are placed for the WAM at WAM joint angles; not yet placed "
+            "in another robot's frame"))
     camera: ClassVar[Camera] = {"azimuth": 160, "elevation": -20}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "cup_x", "cup_y", "radial", "height", "swing", "string", "rim", "resting")

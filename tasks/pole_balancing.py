@@ -136,7 +136,18 @@ import numpy as np
 from episodic.interface.robot import Robot
 from episodic.native import CompiledLaw
 from episodic.native.sensing import Sensing, add_control_period
-from episodic.task import Camera, Episode, Reference, StepView, Task, TaskError, body_velocity, param, update_kinematics
+from episodic.task import (
+    Camera,
+    Episode,
+    Needs,
+    Reference,
+    StepView,
+    Task,
+    TaskError,
+    body_velocity,
+    param,
+    update_kinematics,
+)
 
 POLE = "pole"          # the body of pole and hub, rigidly fixed to link 7
 HINGE = "j7"           # the WAM joint the pole turns on (passive)
@@ -190,7 +201,9 @@ class PoleBalancing(Task[PoleEpisode]):
     )
     summary: ClassVar[str] = ("swing up a pole hanging from the wrist's unpowered last joint and balance it "
                               "upright with the other joints, saving energy.")
-    robots: ClassVar[tuple[str, ...]] = ("wam",)
+    needs: ClassVar[Needs] = Needs(robots=("wam",), why=(
+            "the pole turns on the WAM's unpowered j7, whose wrist geometry and feedback law's gains "
+            "are the WAM's"))
     passive_joints: ClassVar[tuple[str, ...]] = (HINGE,)
     camera: ClassVar[Camera] = {"azimuth": 110, "elevation": -10}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("pole_angle", "pole_velocity", "pivot_x", "pivot_y", "pivot_z")

@@ -1,8 +1,10 @@
 """reach: bring the end effector to a target point.
 
 Context (command 0): the target (x, y, z) m in the world frame, or nothing for
-(``target_x``, ``target_y``, ``target_z``). Step reward: ``-(|p_ee - p_target| + effort *
-|u|^2) * dt``, so the episode return is minus the time-integrated distance and effort.
+(``target_x``, ``target_y``, ``target_z``): numbers for the WAM, which on another robot are moved
+to the same place relative to its base, scaled to its reach (episodic.task.frame). Step
+reward: ``-(|p_ee - p_target| + effort * |u|^2) * dt``, so the episode return is minus the
+time-integrated distance and effort.
 Success: the episode ends within ``tolerance`` m of the target. Every episode is scored over
 ``horizon`` s of motion: one whose motion ends sooner, however it ends, is charged the rest at the
 worst cost rate (the target's distance from the arm's first joint plus the arm's reach, and every
@@ -17,7 +19,19 @@ import mujoco
 import numpy as np
 
 from episodic.interface.robot import Robot
-from episodic.task import Camera, Episode, Reference, StepView, Task, add_target, coordinate, param, place_target
+from episodic.task import (
+    Camera,
+    Episode,
+    Needs,
+    Reference,
+    StepView,
+    Task,
+    add_target,
+    arm_reach,
+    coordinate,
+    param,
+    place_target,
+)
 
 
 @dataclass
@@ -34,6 +48,7 @@ class Reach(Task[ReachEpisode]):
         learner="examples.learning.reach",
     )
     summary: ClassVar[str] = "bring the end effector to a target point."
+    needs: ClassVar[Needs] = Needs(dofs=3)  # a point: three joints place it
     camera: ClassVar[Camera] = {"azimuth": 150, "elevation": -20}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("target_x", "target_y", "target_z", "distance")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 3)
@@ -43,9 +58,10 @@ class Reach(Task[ReachEpisode]):
     effort: float = param(1e-4, "m/(N m)^2", "weight of the squared joint torques against the distance "
                           "in the step reward", ge=0)
     tolerance: float = param(0.02, "m", "success: the episode ends closer than this to the target", gt=0)
-    target_x: float = coordinate(0.0, "x", "the target without a context")
-    target_y: float = coordinate(0.45, "y", "the target without a context")
-    target_z: float = coordinate(1.55, "z", "the target without a context")
+    # the default target, given for the WAM and placed in another robot's frame (Task.from_wam)
+    target_x: float = coordinate(0.0, "x", "the target without a context (for the WAM; in the robot's frame)")
+    target_y: float = coordinate(0.45, "y", "the target without a context (for the WAM; in the robot's frame)")
+    target_z: float = coordinate(1.55, "z", "the target without a context (for the WAM; in the robot's frame)")
     horizon: float = param(1.2, "s", "motion every episode is scored over: one that ends sooner is charged "
                            "the rest at the worst cost rate (the shortest move and hold of the reference)", ge=0)
 
@@ -53,8 +69,9 @@ class Reach(Task[ReachEpisode]):
         add_target(spec, self.default_context(), 0.02, [0.9, 0.2, 0.2, 0.5])
 
     def default_context(self) -> np.ndarray:
-        """The default target (x, y, z) m."""
-        return np.array([self.target_x, self.target_y, self.target_z])
+        """The default target (x, y, z) m in the world: (target_x, target_y, target_z), given for
+        the WAM, placed in the frame of the robot the scene is built for (:meth:`Task.from_wam`)."""
+        return self.from_wam(np.array([self.target_x, self.target_y, self.target_z]))
 
     def initialize_episode(self, model, data, context, rng) -> None:
         place_target(data, self.episode.ids, context)
@@ -79,22 +96,6 @@ class Reach(Task[ReachEpisode]):
         joint at its torque limit squared) /s."""
         target = self.default_context() if self._episode is None or self.episode.target is None \
             else self.episode.target
-        anchor, radius = arm_reach(model, robot)
+        anchor, radius = arm_reach(model, robot.joint_names, robot.end_effector_site)
         return -(float(np.linalg.norm(target - anchor)) + radius + self.effort * float(np.sum(robot.torque_limit**2)))
 
-
-def arm_reach(model: mujoco.MjModel, robot: Robot) -> tuple[np.ndarray, float]:
-    """The anchor (3,) m of the arm's first joint, fixed in the world, and a bound m of the end
-    effector's distance from it in any posture: the lengths of the offsets along the chain from
-    that joint to the end-effector site added up (no posture can make the chain longer)."""
-    joints = [model.joint(name) for name in robot.joint_names]
-    first = joints[0]
-    data = mujoco.MjData(model)
-    mujoco.mj_kinematics(model, data)
-    site = model.site(robot.end_effector_site)
-    radius, body = float(np.linalg.norm(site.pos)), int(site.bodyid[0])
-    while body != int(first.bodyid[0]) and body > 0:
-        radius += float(np.linalg.norm(model.body_pos[body]))
-        body = int(model.body_parentid[body])
-    radius += float(np.linalg.norm(first.pos)) + sum(float(np.linalg.norm(j.pos)) for j in joints[1:])
-    return data.xanchor[first.id].copy(), radius

@@ -105,6 +105,7 @@ from episodic.task import (
     TARGET,
     Camera,
     Episode,
+    Needs,
     Reference,
     StepView,
     Task,
@@ -155,7 +156,9 @@ class Tetherball(Task[Approach]):
         learner="examples.learning.tetherball",
     )
     summary: ClassVar[str] = "hit a ball hung from the ceiling on an elastic string through a target."
-    robots: ClassVar[tuple[str, ...]] = ("wam",)
+    needs: ClassVar[Needs] = Needs(robots=("wam",), why=(
+            "the ball's anchor and the swing are placed for the WAM at WAM joint angles; not yet placed "
+            "in another robot's frame"))
     camera: ClassVar[Camera] = {"azimuth": 140, "elevation": -10}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "target_x", "target_y", "target_z", "distance", "min_distance")

@@ -329,13 +329,14 @@ def export(log: str, fmt: str, episodes: tuple[int, ...], out: str | None, overw
 
 @main.command()
 def tasks() -> None:
-    """List the tasks: what each is, the robots it runs on (`any`, or those its scene is built
-    for), its state columns, the context its start takes, its start posture on the WAM, the task
+    """List the tasks: what each is, the robots it runs on (`any`, or those it is tied to), what
+    it needs of a robot, its state columns, the context its start takes, its start posture on the WAM, the task
     gains of its feedback law (gain-set tasks), what ending an episode early costs, what of its
     scenario is not built, and its parameters, each as NAME=DEFAULT UNIT RANGE and what it means
     (set them with `episodic serve --task NAME --param NAME=VALUE`). The built-in tasks come
     first, then those of installed task packages (entry points of the group `episodic.tasks`),
-    each with the package that provides it."""
+    each with the package that provides it; last, a table of each task on each robot found by
+    name (✔, or why not)."""
     import numpy as np
 
     from episodic.interface.robot import load_robot
@@ -353,7 +354,8 @@ def tasks() -> None:
         if name not in TASKS:
             source = task_source(cls)
             click.echo(f"    from package: {source.package or '-'} {source.version} ({source.spec})")
-        click.echo(f"    robots: {', '.join(cls.robots) or 'any'}")
+        click.echo(f"    robots: {', '.join(cls.needs.robots) or 'any'}")
+        click.echo(f"    needs: {cls.needs.describe()}")
         click.echo(f"    state columns: {', '.join(cls.columns) or '-'}")
         click.echo(f"    context: {cls.context_help}")
         if cls.gains_help:
@@ -375,6 +377,42 @@ def tasks() -> None:
         click.echo(f"    parameters:{'' if declared else ' -'}")
         for key, spec in declared.items():
             click.echo(f"        {spec.describe(key)}{f': {spec.meaning}' if spec.meaning else ''}")
+    _task_robot_table()
+
+
+def _task_robot_table() -> None:
+    """`episodic tasks`' table: each task on each robot found by name, ✔ when the robot has what
+    the task needs (its scene is then placed in the robot's frame), else a note saying why not."""
+    from episodic.interface.robot import RobotError, list_robots, load_robot
+    from episodic.task import TaskError
+    from episodic.tasks import registry
+
+    try:
+        classes = registry()
+    except TaskError:
+        classes = {}  # a package that cannot be loaded is named above
+    robots, notes, rows = [], [], []
+    for entry in list_robots():
+        try:
+            robots.append(load_robot(entry.name))
+        except RobotError as exc:
+            click.echo(f"robot {entry.name}: cannot be loaded: {exc}")
+    for name, cls in classes.items():
+        cells = []
+        for robot in robots:
+            why = cls.needs.unmet(robot)
+            if why and why not in notes:
+                notes.append(why)
+            cells.append(f"({notes.index(why) + 1})" if why else "✔")
+        rows.append((name, cells))
+    width = max([len("task"), *(len(name) for name, _ in rows)])
+    columns = [max(len(robot.name), 4) for robot in robots]
+    click.echo("\ntask x robot (✔: runs there, its scene placed in the robot's frame; (n): why not, below)")
+    click.echo("  ".join([f"{'task':<{width}}", *(f"{r.name:<{w}}" for r, w in zip(robots, columns))]).rstrip())
+    for name, cells in rows:
+        click.echo("  ".join([f"{name:<{width}}", *(f"{c:<{w}}" for c, w in zip(cells, columns))]).rstrip())
+    for i, why in enumerate(notes, 1):
+        click.echo(f"({i}) {why}")
 
 
 def _parse_params(values: tuple[str, ...]) -> dict[str, str]:

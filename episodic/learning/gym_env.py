@@ -111,7 +111,8 @@ class BlackBoxEnv(gymnasium.Env):
                 raise ValueError(f"the runner's task state columns {list(self.sender.state_names)} are not task "
                                  f"'{self.task.name}''s {list(self.task.columns)}: pass the task it serves")
             if robot is None:
-                robot = getattr(self.sender, "robot", None) or (self.task.robots[0] if self.task.robots else "wam")
+                tied = self.task.needs.robots
+                robot = getattr(self.sender, "robot", None) or (tied[0] if tied else "wam")
             self.robot = load_robot(robot) if isinstance(robot, str) else robot
             if self.robot.n_dofs != self.sender.n_dofs:
                 raise ValueError(f"the runner drives {self.sender.n_dofs} joints, robot '{self.robot.name}' has "

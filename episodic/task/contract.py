@@ -13,6 +13,7 @@ import numpy as np
 
 from episodic.interface.robot import Robot
 from episodic.native import CompiledLaw
+from episodic.task.frame import Needs, RobotFrame
 from episodic.task.params import PARAM, Choice, Param, format_number
 
 
@@ -153,7 +154,8 @@ class Task(Generic[EpisodeT]):
     context_help: ClassVar[str] = "no context"
     gains_help: ClassVar[str] = ""  # what task_gains of a gains command mean; "" = no feedback law
     substeps: ClassVar[int] = 1  # physics steps per control step the task needs (at least the robot's)
-    robots: ClassVar[tuple[str, ...]] = ()  # the robots the task's scene is built for; () = any robot
+    # what the task asks of a robot (joints, reach, a hinge joint, or robots it is tied to by definition)
+    needs: ClassVar[Needs] = Needs()
     camera: ClassVar[Camera] = {}  # the default view of `episodic render`
     # robot joints (names) the task leaves without actuation: no PD, ctrl, feedforward or gravity
     # compensation torque, only the joint's own friction and damping (episodic/runtime/scene.py)
@@ -164,6 +166,7 @@ class Task(Generic[EpisodeT]):
 
     def __post_init__(self) -> None:
         self._episode: EpisodeT | None = None
+        self._frame: RobotFrame | None = None  # the robot's whose scene was last built (check_robot)
         for key, spec in self.declared().items():
             setattr(self, key, self._checked(key, spec, getattr(self, key)))
         self.check_params()
@@ -227,11 +230,24 @@ class Task(Generic[EpisodeT]):
 
     # -- scene ---------------------------------------------------------------
     def check_robot(self, robot: Robot) -> None:
-        """Raise TaskError unless the task's scene and start posture suit ``robot``."""
-        if self.robots and robot.name not in self.robots:
-            raise TaskError(f"task '{self.name}' is built for the {' or '.join(self.robots)} robot "
-                            f"(its start posture and scene sizes assume it), not '{robot.name}'; "
-                            f"run it with --robot {self.robots[0]}, or choose a task that takes any robot")
+        """Raise TaskError unless ``robot`` has what the task :attr:`needs`; then the scene about
+        to be built is placed in ``robot``'s frame (:meth:`from_wam`). The scene builder calls it
+        first."""
+        unmet = self.needs.unmet(robot)
+        if unmet and self.needs.robots and robot.name not in self.needs.robots:
+            raise TaskError(f"task '{self.name}' is built for the {' or '.join(self.needs.robots)} robot "
+                            f"({self.needs.why}), not '{robot.name}'; run it with --robot {self.needs.robots[0]}, "
+                            f"or choose a task that takes any robot (`episodic tasks` shows which)")
+        if unmet:
+            raise TaskError(f"task '{self.name}' cannot run on '{robot.name}': it {unmet}; choose another robot "
+                            f"(`episodic tasks` shows which suit it)")
+        self._frame = RobotFrame.of(robot)
+
+    def from_wam(self, point: np.ndarray) -> np.ndarray:
+        """A point (3,) m of the task's scene numbers (given for the WAM) placed in the frame of
+        the robot the scene was last built for (:meth:`RobotFrame.from_wam`: the point itself on
+        the WAM, and before any scene is built)."""
+        return np.asarray(point, float).copy() if self._frame is None else self._frame.from_wam(point)
 
     def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
         """Add bodies rigidly attached to the end effector (part of the arm's dynamics)."""

@@ -1,0 +1,151 @@
+"""Where a robot is and how far it reaches (:class:`RobotFrame`), so a task can place its scene in
+the robot's frame: a task's scene numbers are given for the WAM (the robot the benchmark's
+scenarios were written for), and :meth:`RobotFrame.from_wam` moves a point of them to the same
+place relative to another robot's base, scaled to its reach. For the WAM it is the point itself,
+so the WAM's scenes keep their numbers exactly. What a task asks of a robot (joints, reach, a
+hinge) is :class:`Needs`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import mujoco
+import numpy as np
+
+from episodic.interface.robot import Robot, load_robot
+
+REFERENCE_ROBOT = "wam"  # the robot whose frame the tasks' scene numbers are given in
+
+
+def arm_reach(model: mujoco.MjModel, joint_names: tuple[str, ...], site_name: str) -> tuple[np.ndarray, float]:
+    """The anchor (3,) m of the arm's first joint (of ``joint_names``, the robot's), fixed in the
+    world, and a bound m of the distance of the end-effector site ``site_name`` from it in any
+    posture: the lengths of the offsets along the chain from that joint to the site added up (no
+    posture can make the chain longer)."""
+    joints = [model.joint(name) for name in joint_names]
+    first = joints[0]
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)
+    site = model.site(site_name)
+    radius, body = float(np.linalg.norm(site.pos)), int(site.bodyid[0])
+    while body != int(first.bodyid[0]) and body > 0:
+        radius += float(np.linalg.norm(model.body_pos[body]))
+        body = int(model.body_parentid[body])
+    radius += float(np.linalg.norm(first.pos)) + sum(float(np.linalg.norm(j.pos)) for j in joints[1:])
+    return data.xanchor[first.id].copy(), radius
+
+
+@dataclass(frozen=True)
+class RobotFrame:
+    """A robot's base and reach, from its model alone (no task's tool) at its home posture.
+
+    anchor (3,) m: the first joint's anchor in the world; rotation (3, 3): the robot's facing,
+    its axes in world coordinates: the base's orientation (of the body the first joint moves,
+    at every joint angle 0) turned about the base's z axis until its x axis points from the
+    anchor towards the flange at home; flange (3,) m: the end-effector site at home; reach m:
+    :func:`arm_reach`'s bound of the site's distance from the anchor. A scene placed relative
+    to the anchor and this facing keeps its place relative to where the arm starts."""
+
+    robot: str
+    anchor: np.ndarray
+    rotation: np.ndarray
+    flange: np.ndarray
+    reach: float
+
+    @classmethod
+    def of(cls, robot: Robot) -> RobotFrame:
+        """The frame of ``robot`` (computed once per robot folder and home posture)."""
+        return _frame(robot.name, str(robot.mjcf), robot.sha256, robot.joint_names, robot.end_effector_site,
+                      tuple(robot.home.tolist()))
+
+    def is_reference(self) -> bool:
+        """Whether this is the frame of the robot the scene numbers are given for (the WAM)."""
+        wam = reference_frame()
+        return (self.robot == wam.robot and self.reach == wam.reach and np.array_equal(self.anchor, wam.anchor)
+                and np.array_equal(self.rotation, wam.rotation))
+
+    def from_wam(self, point: np.ndarray) -> np.ndarray:
+        """``point`` (3,) m of a scene placed for the WAM, moved to the same place relative to
+        this robot's anchor and facing, its offset from the anchor turned with the facing and
+        scaled by the ratio of the reaches; the point itself (a copy) on the WAM."""
+        point = np.asarray(point, float)
+        if self.is_reference():
+            return point.copy()
+        wam = reference_frame()
+        offset = wam.rotation.T @ (point - wam.anchor)
+        return self.anchor + self.scale() * (self.rotation @ offset)
+
+    def scale(self) -> float:
+        """This robot's reach over the WAM's (1 on the WAM): how much a length of a WAM scene
+        (a distance from the base) becomes."""
+        return 1.0 if self.is_reference() else self.reach / reference_frame().reach
+
+    def direction_from_wam(self, direction: np.ndarray) -> np.ndarray:
+        """A direction (3,) of a WAM scene turned with this robot's facing (itself on the WAM)."""
+        direction = np.asarray(direction, float)
+        if self.is_reference():
+            return direction.copy()
+        return self.rotation @ (reference_frame().rotation.T @ direction)
+
+
+@cache
+def _frame(name: str, mjcf: str, sha256: str, joints: tuple[str, ...], site: str,
+           home: tuple[float, ...]) -> RobotFrame:
+    model = mujoco.MjSpec.from_file(mjcf).compile()
+    data = mujoco.MjData(model)
+    first = model.joint(joints[0])
+    mujoco.mj_kinematics(model, data)  # the base's pose, every joint at 0
+    base = data.xmat[int(first.bodyid[0])].reshape(3, 3).copy()
+    for joint, q in zip(joints, home):
+        data.qpos[model.joint(joint).qposadr[0]] = q
+    mujoco.mj_kinematics(model, data)
+    anchor, reach = arm_reach(model, joints, site)
+    flange = data.site(site).xpos.copy()
+    x, y, _ = base.T @ (flange - anchor)  # the flange in the base's frame
+    heading = np.arctan2(y, x)
+    turn = np.array([[np.cos(heading), -np.sin(heading), 0.0], [np.sin(heading), np.cos(heading), 0.0],
+                     [0.0, 0.0, 1.0]])
+    return RobotFrame(name, anchor, base @ turn, flange, reach)
+
+
+@cache
+def reference_frame() -> RobotFrame:
+    """The WAM's frame: the one the tasks' scene numbers are given in."""
+    return RobotFrame.of(load_robot(REFERENCE_ROBOT))
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a task asks of a robot; :meth:`Task.check_robot` refuses one that lacks it and
+    `episodic tasks` shows it per robot.
+
+    dofs: the fewest arm joints; reach m: the least reach (:func:`arm_reach`'s bound from the
+    first joint); hinge: a robot joint (name) the task uses as a hinge ("" none); robots: the
+    robots the task is tied to by definition (() any robot that has the rest), why: the reason
+    it is tied to them."""
+
+    dofs: int = 1
+    reach: float = 0.0
+    hinge: str = ""
+    robots: tuple[str, ...] = ()
+    why: str = ""
+
+    def unmet(self, robot: Robot) -> str:
+        """Why ``robot`` does not suit the task ("" when it does)."""
+        if self.robots and robot.name not in self.robots:
+            return f"built for the {' or '.join(self.robots)} robot only: {self.why}"
+        if robot.n_dofs < self.dofs:
+            return f"needs {self.dofs} arm joints, '{robot.name}' has {robot.n_dofs}"
+        if self.hinge and self.hinge not in robot.joint_names:
+            return f"needs the wrist joint '{self.hinge}' as a hinge, which '{robot.name}' lacks"
+        if self.reach > 0 and RobotFrame.of(robot).reach < self.reach:
+            return f"needs a reach of {self.reach:g} m, '{robot.name}' reaches {RobotFrame.of(robot).reach:.2f} m"
+        return ""
+
+    def describe(self) -> str:
+        """One line: the needs as `episodic tasks` shows them."""
+        if self.robots:
+            return f"the {' or '.join(self.robots)} robot ({self.why})"
+        parts = [f"{self.dofs}+ arm joints"] + ([f"reach {self.reach:g} m"] if self.reach else []) \
+            + ([f"wrist hinge '{self.hinge}'"] if self.hinge else [])
+        return ", ".join(parts)
