@@ -15,6 +15,7 @@ import numpy as np
 from episodic.interface.robot import Robot, load_robot
 
 REFERENCE_ROBOT = "wam"  # the robot whose frame the tasks' scene numbers are given in
+REACH_SAMPLES = 4096  # postures RobotFrame samples for an arm's reach (0.08 s)
 
 
 def arm_reach(model: mujoco.MjModel, joint_names: tuple[str, ...], site_name: str) -> tuple[np.ndarray, float]:
@@ -42,9 +43,11 @@ class RobotFrame:
     anchor (3,) m: the first joint's anchor in the world; rotation (3, 3): the robot's facing,
     its axes in world coordinates: the base's orientation (of the body the first joint moves,
     at every joint angle 0) turned about the base's z axis until its x axis points from the
-    anchor towards the flange at home; flange (3,) m: the end-effector site at home; reach m:
-    :func:`arm_reach`'s bound of the site's distance from the anchor. A scene placed relative
-    to the anchor and this facing keeps its place relative to where the arm starts."""
+    anchor towards the flange at home; flange (3,) m: the end-effector site at home; reach m: the
+    farthest the site is from the anchor over REACH_SAMPLES postures drawn uniformly within the
+    joint range (seeded: the same every time; a little short of the true reach, alike for every
+    arm). A scene placed relative to the anchor and this facing keeps its place relative to where
+    the arm starts."""
 
     robot: str
     anchor: np.ndarray
@@ -56,7 +59,7 @@ class RobotFrame:
     def of(cls, robot: Robot) -> RobotFrame:
         """The frame of ``robot`` (computed once per robot folder and home posture)."""
         return _frame(robot.name, str(robot.mjcf), robot.sha256, robot.joint_names, robot.end_effector_site,
-                      tuple(robot.home.tolist()))
+                      tuple(robot.home.tolist()), tuple(robot.range_lower.tolist()), tuple(robot.range_upper.tolist()))
 
     def is_reference(self) -> bool:
         """Whether this is the frame of the robot the scene numbers are given for (the WAM)."""
@@ -89,8 +92,8 @@ class RobotFrame:
 
 
 @cache
-def _frame(name: str, mjcf: str, sha256: str, joints: tuple[str, ...], site: str,
-           home: tuple[float, ...]) -> RobotFrame:
+def _frame(name: str, mjcf: str, sha256: str, joints: tuple[str, ...], site: str, home: tuple[float, ...],
+           lower: tuple[float, ...], upper: tuple[float, ...]) -> RobotFrame:
     model = mujoco.MjSpec.from_file(mjcf).compile()
     data = mujoco.MjData(model)
     first = model.joint(joints[0])
@@ -99,13 +102,28 @@ def _frame(name: str, mjcf: str, sha256: str, joints: tuple[str, ...], site: str
     for joint, q in zip(joints, home):
         data.qpos[model.joint(joint).qposadr[0]] = q
     mujoco.mj_kinematics(model, data)
-    anchor, reach = arm_reach(model, joints, site)
+    anchor, _ = arm_reach(model, joints, site)
+    reach = _farthest(model, joints, site, anchor, lower, upper)
     flange = data.site(site).xpos.copy()
     x, y, _ = base.T @ (flange - anchor)  # the flange in the base's frame
     heading = np.arctan2(y, x)
     turn = np.array([[np.cos(heading), -np.sin(heading), 0.0], [np.sin(heading), np.cos(heading), 0.0],
                      [0.0, 0.0, 1.0]])
     return RobotFrame(name, anchor, base @ turn, flange, reach)
+
+
+def _farthest(model: mujoco.MjModel, joints: tuple[str, ...], site: str, anchor: np.ndarray,
+              lower: tuple[float, ...], upper: tuple[float, ...]) -> float:
+    """m, the largest distance of ``site`` from ``anchor`` over REACH_SAMPLES postures drawn
+    uniformly within the joint range [lower, upper] (a generator seeded with 0)."""
+    data = mujoco.MjData(model)
+    adr = [model.joint(name).qposadr[0] for name in joints]
+    site_id, farthest = model.site(site).id, 0.0
+    for q in np.random.default_rng(0).uniform(lower, upper, (REACH_SAMPLES, len(joints))):
+        data.qpos[adr] = q
+        mujoco.mj_kinematics(model, data)
+        farthest = max(farthest, float(np.linalg.norm(data.site_xpos[site_id] - anchor)))
+    return farthest
 
 
 @cache
@@ -119,10 +137,9 @@ class Needs:
     """What a task asks of a robot; :meth:`Task.check_robot` refuses one that lacks it and
     `episodic tasks` shows it per robot.
 
-    dofs: the fewest arm joints; reach m: the least reach (:func:`arm_reach`'s bound from the
-    first joint); hinge: a robot joint (name) the task uses as a hinge ("" none); robots: the
-    robots the task is tied to by definition (() any robot that has the rest), why: the reason
-    it is tied to them."""
+    dofs: the fewest arm joints; reach m: the least reach (RobotFrame.reach); hinge: a robot
+    joint (name) the task uses as a hinge ("" none); robots: the robots the task is tied to (()
+    any robot that has the rest), why: the reason it is tied to them."""
 
     dofs: int = 1
     reach: float = 0.0
