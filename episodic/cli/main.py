@@ -213,11 +213,20 @@ def info(log: str) -> None:
     foreign file is refused with the reason."""
     import h5py
 
+    from episodic.interface.files import member
     from episodic.interface.vocabulary import Flag
     from episodic.logs import read_metadata, read_summary
 
     path = _open_log(log)
-    meta = read_metadata(path)
+    try:
+        meta = read_metadata(path)
+        rows, partial = read_summary(path)
+        with h5py.File(path, "r") as f:
+            table = member(f, "rejected")  # an external link is refused, not followed
+            rejected = table.shape[0] if isinstance(table, h5py.Dataset) and table.ndim else None
+            run_timing = _timing(dict(f.attrs))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise click.ClickException(f"{path}: {exc}" if str(path) not in str(exc) else str(exc)) from None
     rate = meta.get("control_rate")
     fields = [
         ("file", str(path)),
@@ -237,10 +246,6 @@ def info(log: str) -> None:
     for key, value in fields:
         click.echo(f"{key + ':':<{width + 1}} {value}")
 
-    rows, partial = read_summary(path)
-    with h5py.File(path, "r") as f:
-        rejected = f["rejected"].shape[0] if "rejected" in f else None
-        run_timing = _timing(dict(f.attrs))
     if len(rows):
         timed, batched = bool(rows["timing_ticks"].any()), bool((rows["batch"] >= 0).any())
         head = f"{'episode':>7} {'id':>8} {'return':>12} {'flag':<18} {'success':>7} {'steps':>7} {'wall ms':>9}"

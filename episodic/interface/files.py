@@ -93,7 +93,8 @@ def read_array(dset: h5py.Dataset) -> np.ndarray:
     stored = dset.id.get_storage_size()
     where = f"{dset.file.filename}: {dset.name}"
     if declared > MAX_ARRAY_BYTES:
-        raise HostileFileError(f"{where} declares {declared} bytes (shape {dset.shape}, {dset.dtype}), over "
+        raise HostileFileError(f"{where} declares {declared} bytes (shape {dset.shape} of {dset.dtype.itemsize}-byte "
+                               f"values), over "
                                f"the {MAX_ARRAY_BYTES >> 20} MiB read at once; the file is damaged or not one of ours")
     if declared > SMALL_ARRAY_BYTES and declared > MAX_RATIO * stored:
         raise HostileFileError(f"{where} declares {declared} bytes stored in {stored}; a file whose data "

@@ -84,9 +84,19 @@ def read_metadata(path: str | Path, *, count_episodes: bool = True) -> dict:
     0.5 µs per episode), which a reader of a few episodes of a long log can leave out."""
     with _open_read(path) as f:
         meta = {k: decode_attr(v) for k, v in f.attrs.items()}
+        wrong = [f"{key} is not {kind}" for key, kind, types in METADATA_TYPES
+                 if key in meta and not isinstance(meta[key], types)]
+        if wrong:
+            raise ValueError(f"{path}: the run's metadata is damaged ({', '.join(wrong)}); it cannot be read")
         if count_episodes:
             meta["n_episodes"] = len(_episodes(f)) if "episodes" in f else 0
         return meta
+
+
+# what the structured root attributes of a log are: (name, what to call it, Python types)
+METADATA_TYPES = (("robot_settings", "a JSON object", dict), ("task_params", "a JSON object", dict),
+                  ("versions", "a JSON object", dict), ("robot", "text", str), ("task", "text", str),
+                  ("control_rate", "a number", (int, float)), ("seed", "a whole number", int))
 
 
 def episode_problem(g: h5py.Group | None) -> str:
@@ -148,8 +158,8 @@ def read_summary(path: str | Path) -> tuple[np.ndarray, dict[str, str]]:
         known = set(rows["number"].tolist())
         extra = []
         for name in sorted(episodes):
-            number = int_or(name)
-            if number in known or number < 0:
+            number = int_or(name) if name.isdigit() else -1
+            if number in known or not 0 <= number < 1 << 62:  # a name that is not an episode's number
                 continue
             g = _episode_group(episodes, name)
             problem = episode_problem(g)

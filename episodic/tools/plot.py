@@ -230,9 +230,12 @@ def plot(path: str | Path, number: int | None = None, out: str | Path | None = N
     path = Path(path)
     if out is not None and Path(out).suffix.lower() != ".png":
         raise PlotError(f"--out {out}: give a .png file")
-    meta = read_metadata(path)
-    if number is None:
-        rows, partial = read_summary(path)
+    try:
+        meta = read_metadata(path)
+        rows, partial = read_summary(path) if number is None else (None, {})
+    except ValueError as exc:
+        raise PlotError(str(exc)) from None
+    if rows is not None:
         whole = rows[~np.isin([f"{int(n):06d}" for n in rows["number"]], list(partial))] if len(rows) else rows
         if len(whole) == 1:
             number = int(whole["number"][0])

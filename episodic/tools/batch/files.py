@@ -10,6 +10,7 @@ import h5py
 import numpy as np
 
 from episodic.interface.commands import Command
+from episodic.interface.files import HostileFileError, check_links, check_regular, read_array
 from episodic.interface.vocabulary import Kind
 from episodic.logs.layout import COMMAND_ARRAYS, COMMAND_ATTRS, command_from_record, decode_attr
 
@@ -31,6 +32,8 @@ class BatchFile:
 
 
 SETUP_ATTRS = ("task", "task_source", "task_params", "robot", "seed")  # task_source: a log's (episodic.tasks)
+SETUP_TYPES = (("task", "text", str), ("task_source", "text", str), ("robot", "text", str),
+               ("task_params", "a JSON object", dict), ("seed", "a whole number", int))
 KINDS = {k.value: k for k in (Kind.START, Kind.TRAJECTORY, Kind.GAINS, Kind.RESET, Kind.MALFORMED)}
 
 
@@ -45,7 +48,7 @@ def _scalar_field(group: h5py.Group, name: str, where: str):
     if name in group.attrs:
         value = decode_attr(group.attrs[name])
     elif name in group:
-        value = group[name][()]
+        value = read_array(group[name]) if isinstance(group[name], h5py.Dataset) else group[name]
     else:
         return None
     if isinstance(value, (str, bytes)):
@@ -58,7 +61,7 @@ def _scalar_field(group: h5py.Group, name: str, where: str):
 
 def _array_field(dataset: h5py.Dataset, name: str, where: str) -> np.ndarray:
     """A command's array (float64); a vector written as a row or a column (1 x n, n x 1) flattened."""
-    value = np.asarray(dataset[()])
+    value = np.asarray(read_array(dataset))
     if value.dtype.kind not in "biuf":
         raise BatchFileError(f"{where}: '{name}' must be numeric, got {value.dtype}")
     value = value.astype(float)
@@ -95,7 +98,10 @@ def read_batch(path: str | Path) -> BatchFile:
     """The episodes of a BATCH.h5 file (docs/log-format.md: batch files; a run log is one), in the order of
     their group names' numbers; BatchFileError saying what is wrong and where."""
     try:
+        check_regular(path)  # a FIFO would block the open
         f = h5py.File(path, "r")
+    except HostileFileError as exc:
+        raise BatchFileError(str(exc)) from None
     except FileNotFoundError:
         raise BatchFileError(f"{path}: no such file") from None
     except BlockingIOError:
@@ -105,27 +111,45 @@ def read_batch(path: str | Path) -> BatchFile:
         raise BatchFileError(f"{path} is not an HDF5 file ({exc}); a batch is an HDF5 file of "
                              f"/episodes/<n>/commands/<k>/ groups (episodic evaluate --help)") from None
     with f:
-        if not isinstance(f.get("episodes"), h5py.Group):
-            raise BatchFileError(f"{path} has no /episodes group: a batch holds /episodes/<n>/commands/<k>/ "
-                                 f"groups, one per episode and command (episodic evaluate --help)")
-        metadata = {k: decode_attr(f.attrs[k]) for k in SETUP_ATTRS if k in f.attrs}
-        episodes, skipped = [], {}
-        for n, name in enumerate(_by_number(f["episodes"])):
-            g = f["episodes"][name]
-            if not g.attrs.get("complete", True):
-                skipped[name] = "it was not written whole"
-                continue
-            where = f"{path}: /episodes/{name}"
-            if not isinstance(g.get("commands"), h5py.Group) or not len(g["commands"]):
-                raise BatchFileError(f"{where} has no commands/ group of commands (commands/000/, commands/001/, ...)")
-            cmds = _by_number(g["commands"])
-            try:
-                episodes.append([_read_command(g["commands"][c], k, len(cmds), n + 1, f"{where}/commands/{c}")
-                                 for k, c in enumerate(cmds)])
-            except (TypeError, ValueError, KeyError) as exc:
-                if isinstance(exc, BatchFileError):
-                    raise
-                raise BatchFileError(f"{where}: cannot read its commands ({exc})") from None
+        try:
+            return _read_episodes(f, path)
+        except HostileFileError as exc:
+            raise BatchFileError(str(exc)) from None
+        except (OSError, TypeError, ValueError, KeyError, AttributeError) as exc:
+            if isinstance(exc, BatchFileError):
+                raise
+            raise BatchFileError(f"{path} is damaged ({str(exc).splitlines()[0]}); a batch is an HDF5 file of "
+                                 f"/episodes/<n>/commands/<k>/ groups (episodic evaluate --help)") from None
+
+
+def _read_episodes(f: h5py.File, path: str | Path) -> BatchFile:
+    """read_batch's reading of the open file ``f``, raising what a damaged part raises."""
+    check_links(f)  # an external link could lead to a FIFO, which would block the reader
+    if not isinstance(f.get("episodes"), h5py.Group):
+        raise BatchFileError(f"{path} has no /episodes group: a batch holds /episodes/<n>/commands/<k>/ "
+                             f"groups, one per episode and command (episodic evaluate --help)")
+    metadata = {k: decode_attr(f.attrs[k]) for k in SETUP_ATTRS if k in f.attrs}
+    wrong = [f"'{k}' is not {what}" for k, what, types in SETUP_TYPES
+             if k in metadata and not isinstance(metadata[k], types)]
+    if wrong:
+        raise BatchFileError(f"{path}: {', '.join(wrong)}; fix or remove the attribute (episodic evaluate --help)")
+    episodes, skipped = [], {}
+    for n, name in enumerate(_by_number(f["episodes"])):
+        g = f["episodes"][name]
+        if not g.attrs.get("complete", True):
+            skipped[name] = "it was not written whole"
+            continue
+        where = f"{path}: /episodes/{name}"
+        if not isinstance(g.get("commands"), h5py.Group) or not len(g["commands"]):
+            raise BatchFileError(f"{where} has no commands/ group of commands (commands/000/, commands/001/, ...)")
+        cmds = _by_number(g["commands"])
+        try:
+            episodes.append([_read_command(g["commands"][c], k, len(cmds), n + 1, f"{where}/commands/{c}")
+                             for k, c in enumerate(cmds)])
+        except (TypeError, ValueError, KeyError) as exc:
+            if isinstance(exc, BatchFileError):
+                raise
+            raise BatchFileError(f"{where}: cannot read its commands ({exc})") from None
     if not episodes:
         raise BatchFileError(f"{path} holds no episode to evaluate"
                              + (f" (skipped: {', '.join(sorted(skipped))})" if skipped else ""))

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from episodic.interface.commands import TrajectoryCommand
+from episodic.interface.commands import Limits, TrajectoryCommand
 from episodic.interface.files import SHARED, check_regular, replacing
 from episodic.interface.robot import Robot, load_robot
 from episodic.interface.trajectory import resample
@@ -284,6 +284,12 @@ def trajectory_from_mrdplot(path: str | Path, robot: Robot | str, *, episode_id:
         raise MrdplotError(f"{path}: has accelerations ({joints[0]}_{family[2]} ...) but no velocities "
                            f"({joints[0]}_{family[1]} ...); a trajectory gives velocities with accelerations")
     if freq != robot.control_rate and len(q) > 1:
+        samples = (len(q) - 1) * robot.control_rate / freq + 1  # what resampling would allocate, per column
+        if samples > Limits().max_segment_steps:
+            raise MrdplotError(f"{path}: {len(q)} rows at {freq:g} Hz last {(len(q) - 1) / freq:g} s, "
+                               f"{samples:.4g} samples at the control rate of {robot.control_rate:g} Hz; "
+                               f"a trajectory holds at most {Limits().max_segment_steps} (check the sampling "
+                               f"frequency in the header)")
         desired = resample(q, qd, qdd, freq, robot.control_rate)
         q, qd, qdd = desired.q, None if qd is None else desired.qd, None if qdd is None else desired.qdd
     return TrajectoryCommand(episode_id, index, max_commands, q, qd, qdd, rate=robot.control_rate,
