@@ -39,10 +39,12 @@ def test_the_writer_queue_is_bounded_in_writes_and_bytes(tmp_path, finished_epis
     log = RunLog(tmp_path / "bounded.h5", {}, "thread")
     per_block = sum(v.nbytes for v in finished_episode.blocks[0].values())
     # 0.6 QUEUE_BYTES of steps each: two never fit in the queue together
-    big = dataclasses.replace(finished_episode, blocks=finished_episode.blocks[:1] * int(0.6 * QUEUE_BYTES / per_block))
+    reps = int(0.6 * QUEUE_BYTES / per_block)
+    big = dataclasses.replace(finished_episode, blocks=[{k: np.repeat(v, reps, axis=0)
+                                                         for k, v in finished_episode.blocks[0].items()}])
     most = 0
     for number in range(40):
-        log.write_episode(dataclasses.replace(big if number % 10 >= 8 else finished_episode, number=number))
+        log.write_episode(dataclasses.replace(big if number % 20 >= 18 else finished_episode, number=number))
         most = max(most, len(log._pending))
         assert len(log._pending) <= QUEUE_WRITES
         assert log._queued_bytes <= QUEUE_BYTES or len(log._pending) == 1
