@@ -32,7 +32,7 @@ def reference_commands(robot: Robot, episode_id: int = 1, context=None, duration
                        task_gains=TASK_GAINS) -> list:
     """Start + one gains command holding the start posture under the task's feedback law."""
     kp, kd = robot.kp.copy(), robot.kd.copy()
-    kp[6], kd[6] = KP7, KD7
+    kp[-1], kd[-1] = KP7, KD7
     start = StartCommand(episode_id, 1, context=np.zeros(0) if context is None else np.asarray(context, float))
     return [start, GainsCommand(episode_id, 1, 1, kp, kd, wait_time=duration, task_gains=np.asarray(task_gains, float))]
 

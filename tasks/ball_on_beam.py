@@ -10,7 +10,10 @@ ball's centre rolls along) crosses the flange axis 0.05 m + half the channel wid
 of the flange, so j7 turns the beam about its own centre. At the default start posture
 ``[0, 0.8, 0, 1.6, 0, pi/2 - 2.4, 0]`` the flange axis points horizontally forward (world +x);
 with j7 = 0 the beam is level and runs sideways (world y), and j7 tilts it about the flange axis:
-near this posture the beam angle equals q7. The ball (``ball_radius`` m, ``ball_mass`` kg, a
+near this posture the beam angle equals q7. Another arm whose last joint turns about its flange's
+axis (``needs``) starts with the flange where the WAM's is, placed in its frame
+(episodic.task.frame), and its last joint turned until the beam is level (the law and the reward
+use the last joint, j7 on the WAM). The ball (``ball_radius`` m, ``ball_mass`` kg, a
 solid sphere, inertia 2/5 m r^2) is a free body lying in the channel; it rolls on the plank
 without slipping (Coulomb friction ``friction``), so on a beam tilted by theta it accelerates
 at (5/7) g sin(theta) (tested); the side rails are frictionless guides that only keep it in
@@ -77,7 +80,7 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.interface.robot import Robot
+from episodic.interface.robot import Robot, load_robot
 from episodic.native import CompiledLaw
 from episodic.native.sensing import Sensing, add_control_period
 from episodic.task import (
@@ -94,6 +97,8 @@ from episodic.task import (
     place_free_ball,
 )
 from episodic.task.contact import MATERIALS, ROLLING_SOLIMP, add_bouncing_pairs
+from episodic.task.frame import REFERENCE_ROBOT, RobotFrame
+from episodic.task.kinematics import SiteIK
 
 BEAM = "beam"
 BALL = "ball"
@@ -105,6 +110,14 @@ BALL_SURFACES = MATERIALS["golf_ball_on_hard"]
 # beam frame (x along the beam, y = -flange axis, z = up at the start posture) in the flange frame
 _BEAM_QUAT = np.empty(4)
 mujoco.mju_mat2Quat(_BEAM_QUAT, np.array([[0.0, 0.0, -1.0], [1.0, 0.0, 0.0], [0.0, -1.0, 0.0]]).ravel())
+
+
+def _flange_axis(ik: SiteIK) -> np.ndarray:
+    """(3,) the z axis of the body holding the end-effector site (what the beam is bolted along),
+    in the site's frame."""
+    rotation = np.empty(9)
+    mujoco.mju_quat2Mat(rotation, ik.model.site_quat[ik.site])
+    return rotation.reshape(3, 3).T @ np.array([0.0, 0.0, 1.0])
 
 
 @dataclass
@@ -125,9 +138,7 @@ class BallOnBeam(Task[BeamEpisode]):
         learner="examples.learning.ball_on_beam",
     )
     summary: ClassVar[str] = "keep a ball rolling on a beam at the beam's centre with little effort."
-    needs: ClassVar[Needs] = Needs(robots=("wam",), why=(
-            "the beam turns on the WAM's j7 at a start posture of WAM joint angles; not yet placed in "
-            "another robot's frame"))
+    needs: ClassVar[Needs] = Needs(dofs=6, flange_hinge=True)  # the beam level, turned by the last joint
     camera: ClassVar[Camera] = {"azimuth": 140, "elevation": -20}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_xd", "beam_angle", "on_beam")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 1, 2)
@@ -180,8 +191,44 @@ class BallOnBeam(Task[BeamEpisode]):
         return 0.05 + 0.5 * self.channel_width
 
     def start_posture(self, robot: Robot) -> np.ndarray:
+        """On the WAM ``[0, 0.8, 0, 1.6, 0, pi/2 - 2.4, 0]`` (module docstring); on another arm the
+        posture nearest its home that puts the flange where the WAM's is, placed in the arm's
+        frame (episodic.task.frame), its axis along the WAM's turned with the arm, then the last
+        joint turned until the beam is level and its channel faces up."""
         q2, q4 = 0.8, 1.6
-        return np.array([0.0, q2, 0.0, q4, 0.0, 0.5 * np.pi - q2 - q4, 0.0])
+        wam = np.array([0.0, q2, 0.0, q4, 0.0, 0.5 * np.pi - q2 - q4, 0.0])
+        frame = RobotFrame.of(robot)
+        if frame.is_reference():
+            return wam
+        reference = self._flange_ik(load_robot(REFERENCE_ROBOT))
+        flange_wam, axis_wam = reference.pose(wam, _flange_axis(reference))
+        ik = self._flange_ik(robot)
+        q, error = ik.solve(robot.home, frame.from_wam(flange_wam), frame.direction_from_wam(axis_wam),
+                            iterations=1000, axis=_flange_axis(ik))
+        if error > 1e-6:
+            raise TaskError(f"ball_on_beam cannot hold the beam where it is placed on '{robot.name}' "
+                            f"(inverse kinematics error {error:.2g}); choose an arm that reaches it")
+        # turn the last joint about the flange's axis a until the beam's up direction u points up
+        ik.pose(q)
+        beam = ik.data.xmat[ik.model.body(BEAM).id].reshape(3, 3)
+        flange = ik.data.xmat[ik.model.site(robot.end_effector_site).bodyid[0]].reshape(3, 3)
+        a, u = flange[:, 2], beam[:, 2]
+        q[-1] += np.arctan2(np.cross(a, u)[2], u[2]) * np.sign(frame.last_axis[2])
+        middle = 0.5 * (robot.range_lower[-1] + robot.range_upper[-1])
+        q[-1] -= 2 * np.pi * np.round((q[-1] - middle) / (2 * np.pi))  # the same turn, nearest mid-range
+        if not robot.range_lower[-1] + self.max_tilt <= q[-1] <= robot.range_upper[-1] - self.max_tilt:
+            raise TaskError(f"on '{robot.name}' the beam is level with {robot.joint_names[-1]} at {q[-1]:.3f} rad, "
+                            f"less than max_tilt from its range; ball_on_beam cannot tilt it both ways there")
+        return q
+
+    def _flange_ik(self, robot: Robot) -> SiteIK:
+        """Inverse kinematics of the end-effector site on ``robot`` with this beam (no scene)."""
+        spec = mujoco.MjSpec.from_file(str(robot.mjcf))
+        self.add_tool(spec, robot)
+        model = spec.compile()
+        joints = [model.joint(name) for name in robot.joint_names]
+        return SiteIK(model, robot.end_effector_site, [j.qposadr[0] for j in joints], [j.dofadr[0] for j in joints],
+                      robot.range_lower, robot.range_upper)
 
     def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
         flange = spec.site(robot.end_effector_site).parent

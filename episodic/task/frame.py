@@ -47,13 +47,15 @@ class RobotFrame:
     farthest the site is from the anchor over REACH_SAMPLES postures drawn uniformly within the
     joint range (seeded: the same every time; a little short of the true reach, alike for every
     arm). A scene placed relative to the anchor and this facing keeps its place relative to where
-    the arm starts."""
+    the arm starts. last_axis (3,): the last joint's axis in the frame of the body that holds the
+    end-effector site (a tool is bolted to that body)."""
 
     robot: str
     anchor: np.ndarray
     rotation: np.ndarray
     flange: np.ndarray
     reach: float
+    last_axis: np.ndarray
 
     @classmethod
     def of(cls, robot: Robot) -> RobotFrame:
@@ -109,7 +111,10 @@ def _frame(name: str, mjcf: str, sha256: str, joints: tuple[str, ...], site: str
     heading = np.arctan2(y, x)
     turn = np.array([[np.cos(heading), -np.sin(heading), 0.0], [np.sin(heading), np.cos(heading), 0.0],
                      [0.0, 0.0, 1.0]])
-    return RobotFrame(name, anchor, base @ turn, flange, reach)
+    last = model.joint(joints[-1])
+    holder = int(model.site(site).bodyid[0])
+    axis = data.xmat[holder].reshape(3, 3).T @ data.xmat[int(last.bodyid[0])].reshape(3, 3) @ last.axis
+    return RobotFrame(name, anchor, base @ turn, flange, reach, axis)
 
 
 def _farthest(model: mujoco.MjModel, joints: tuple[str, ...], site: str, anchor: np.ndarray,
@@ -139,11 +144,14 @@ class Needs:
 
     dofs: the fewest arm joints; reach m: the least reach (RobotFrame.reach); hinge: a robot
     joint (name) the task uses as a hinge ("" none); robots: the robots the task is tied to (()
-    any robot that has the rest), why: the reason it is tied to them."""
+    any robot that has the rest), why: the reason it is tied to them; flange_hinge: the last
+    joint must turn about the z axis of the body holding the end-effector site (the axis a tool
+    bolted along the flange turns about)."""
 
     dofs: int = 1
     reach: float = 0.0
     hinge: str = ""
+    flange_hinge: bool = False
     robots: tuple[str, ...] = ()
     why: str = ""
 
@@ -155,6 +163,11 @@ class Needs:
             return f"needs {self.dofs} arm joints, '{robot.name}' has {robot.n_dofs}"
         if self.hinge and self.hinge not in robot.joint_names:
             return f"needs the wrist joint '{self.hinge}' as a hinge, which '{robot.name}' lacks"
+        axis = RobotFrame.of(robot).last_axis
+        if self.flange_hinge and abs(axis[2]) < 1 - 1e-9:
+            return (f"needs its last joint to turn about the flange's z axis (a tool is bolted along it); "
+                    f"'{robot.name}''s {robot.joint_names[-1]} turns about {np.round(axis, 3).tolist()} of the "
+                    f"flange's frame")
         if self.reach > 0 and RobotFrame.of(robot).reach < self.reach:
             return f"needs a reach of {self.reach:g} m, '{robot.name}' reaches {RobotFrame.of(robot).reach:.2f} m"
         return ""
@@ -164,5 +177,6 @@ class Needs:
         if self.robots:
             return f"the {' or '.join(self.robots)} robot ({self.why})"
         parts = [f"{self.dofs}+ arm joints"] + ([f"reach {self.reach:g} m"] if self.reach else []) \
-            + ([f"wrist hinge '{self.hinge}'"] if self.hinge else [])
+            + ([f"wrist hinge '{self.hinge}'"] if self.hinge else []) \
+            + (["the last joint turning about the flange's axis"] if self.flange_hinge else [])
         return ", ".join(parts)

@@ -22,11 +22,13 @@ class SiteIK:
         self.site = model.site(site).id
         self._jp, self._jr = np.zeros((3, model.nv)), np.zeros((3, model.nv))
 
-    def pose(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The site's position (3,) m and x axis (3,) at posture q (n_dofs,) rad."""
+    def pose(self, q: np.ndarray, axis: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The site's position (3,) m and x axis (3,) at posture q (n_dofs,) rad (or, given
+        ``axis`` (3,), that direction of the site's frame, in the world)."""
         self.data.qpos[self.qpos_adr] = q
         mujoco.mj_kinematics(self.model, self.data)
-        return self.data.site_xpos[self.site].copy(), self.data.site_xmat[self.site].reshape(3, 3)[:, 0].copy()
+        frame = self.data.site_xmat[self.site].reshape(3, 3)
+        return self.data.site_xpos[self.site].copy(), (frame[:, 0] if axis is None else frame @ axis).copy()
 
     def jacobian(self, q: np.ndarray) -> np.ndarray:
         """(6, n_dofs) at posture q: the site's velocity m/s and angular velocity rad/s per joint rate rad/s."""
@@ -37,13 +39,13 @@ class SiteIK:
 
     def solve(self, q0: np.ndarray, position: np.ndarray, normal: np.ndarray | None = None,
               iterations: int = 200, tolerance: float = 1e-7, damping: float = 0.02,
-              normal_weight: float = 0.3) -> tuple[np.ndarray, float]:
+              normal_weight: float = 0.3, axis: np.ndarray | None = None) -> tuple[np.ndarray, float]:
         """A posture (n_dofs,) rad near q0 within the joint range putting the site at ``position``
-        (3,) m (and its x axis along ``normal``, either way round, when given); returns it and
-        the remaining error (m + rad)."""
+        (3,) m (and its x axis, or the direction ``axis`` (3,) of its frame, along ``normal``,
+        either way round, when given); returns it and the remaining error (m + rad)."""
         q = np.clip(np.asarray(q0, float).copy(), self.lower, self.upper)
         for _ in range(iterations):
-            p, x = self.pose(q)
+            p, x = self.pose(q, axis)
             errors = [position - p]
             if normal is not None:
                 errors.append(normal_weight * np.cross(x, normal if x @ normal >= 0 else -normal))
@@ -55,7 +57,7 @@ class SiteIK:
             dq = J.T @ np.linalg.solve(J @ J.T + damping**2 * np.eye(len(e)), e)
             dq *= min(1.0, 0.2 / max(np.max(np.abs(dq)), 1e-12))
             q = np.clip(q + dq, self.lower, self.upper)
-        p, x = self.pose(q)
+        p, x = self.pose(q, axis)
         error = float(np.linalg.norm(position - p))
         if normal is not None:
             error += float(np.linalg.norm(np.cross(x, normal)))
