@@ -166,7 +166,7 @@ class Task(Generic[EpisodeT]):
 
     def __post_init__(self) -> None:
         self._episode: EpisodeT | None = None
-        self._frame: RobotFrame | None = None  # the robot's whose scene was last built (check_robot)
+        self._robot: Robot | None = None  # the robot the scene was last built for (check_robot)
         for key, spec in self.declared().items():
             setattr(self, key, self._checked(key, spec, getattr(self, key)))
         self.check_params()
@@ -241,13 +241,13 @@ class Task(Generic[EpisodeT]):
         if unmet:
             raise TaskError(f"task '{self.name}' cannot run on '{robot.name}': it {unmet}; choose another robot "
                             f"(`episodic tasks` shows which suit it)")
-        self._frame = RobotFrame.of(robot)
+        self._robot = robot
 
     def from_wam(self, point: np.ndarray) -> np.ndarray:
         """A point (3,) m of the task's scene numbers (given for the WAM) placed in the frame of
         the robot the scene was last built for (:meth:`RobotFrame.from_wam`: the point itself on
         the WAM, and before any scene is built)."""
-        return np.asarray(point, float).copy() if self._frame is None else self._frame.from_wam(point)
+        return np.asarray(point, float).copy() if self._robot is None else RobotFrame.of(self._robot).from_wam(point)
 
     def add_tool(self, spec: mujoco.MjSpec, robot: Robot) -> None:
         """Add bodies rigidly attached to the end effector (part of the arm's dynamics)."""
