@@ -186,7 +186,10 @@ def record(path: str | Path, number: int, robot: str | None = None) -> Recording
     robot is not found by its name: episodic.tools.replay.runner_for); RenderError when that
     cannot be done."""
     path = Path(path)
-    meta = read_metadata(path)
+    try:
+        meta = read_metadata(path)
+    except ValueError as exc:
+        raise RenderError(str(exc)) from None
     try:
         check_replayable(path, meta)
     except ValueError as exc:

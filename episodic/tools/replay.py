@@ -104,9 +104,19 @@ def runner_for(path: str | Path, meta: dict, robot: str | None = None) -> Runner
     episodic.interface.robot.load_recorded_robot). The robot is found by the name the log records,
     or at the path ``robot`` when the user gives one."""
     check_replayable(path, meta)
+    lacking = [key for key in ("robot", "seed", "task") if key not in meta]
+    if lacking:
+        raise ValueError(f"{path} records no {', '.join(lacking)} (a damaged log, or not a run's); its episodes "
+                         f"cannot be re-run")
+    limits = meta.get("limits", {})
+    try:
+        limits = Limits(**limits)
+    except TypeError:
+        raise ValueError(f"{path} records limits this version does not know ({limits!r}); use the episodic "
+                         f"version that wrote it") from None
     recorded = load_recorded_robot(meta["robot"], meta.get("robot_settings") or {}, robot)
     return Runner(logged_task(meta).with_params(meta.get("task_params") or {}), recorded, seed=meta["seed"],
-                  limits=Limits(**meta.get("limits", {})), keep_episodes=False)
+                  limits=limits, keep_episodes=False)
 
 
 def replay_commands(runner: Runner, ep: StoredEpisode) -> list[EpisodeBuffer]:

@@ -13,6 +13,7 @@ from episodic.interface.commands import Command
 from episodic.interface.files import HostileFileError, check_links, check_regular, read_array
 from episodic.interface.vocabulary import Kind
 from episodic.logs.layout import COMMAND_ARRAYS, COMMAND_ATTRS, command_from_record, decode_attr
+from episodic.logs.reader import episode_problem
 
 
 class BatchFileError(ValueError):
@@ -32,7 +33,7 @@ class BatchFile:
 
 
 SETUP_ATTRS = ("task", "task_source", "task_params", "robot", "seed")  # task_source: a log's (episodic.tasks)
-SETUP_TYPES = (("task", "text", str), ("task_source", "text", str), ("robot", "text", str),
+SETUP_TYPES = (("task", "text", str), ("task_source", "a JSON object", dict), ("robot", "text", str),
                ("task_params", "a JSON object", dict), ("seed", "a whole number", int))
 KINDS = {k.value: k for k in (Kind.START, Kind.TRAJECTORY, Kind.GAINS, Kind.RESET, Kind.MALFORMED)}
 
@@ -134,10 +135,13 @@ def _read_episodes(f: h5py.File, path: str | Path) -> BatchFile:
     if wrong:
         raise BatchFileError(f"{path}: {', '.join(wrong)}; fix or remove the attribute (episodic evaluate --help)")
     episodes, skipped = [], {}
+    is_log = "format" in f.attrs  # a run log: an episode not written whole is skipped, as its readers do
     for n, name in enumerate(_by_number(f["episodes"])):
         g = f["episodes"][name]
-        if not g.attrs.get("complete", True):
-            skipped[name] = "it was not written whole"
+        problem = "it is not a group" if not isinstance(g, h5py.Group) \
+            else episode_problem(g) if is_log else "" if g.attrs.get("complete", True) else "its write did not finish"
+        if problem:
+            skipped[name] = f"it was not written whole ({problem})"
             continue
         where = f"{path}: /episodes/{name}"
         if not isinstance(g.get("commands"), h5py.Group) or not len(g["commands"]):
