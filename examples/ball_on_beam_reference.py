@@ -24,7 +24,7 @@ from episodic.tasks import make_task
 # k_x rad/m, k_v rad s/m: with x'' = (5/7) g theta, about 3.2 rad/s and 0.55 damping (chosen from
 # a small grid over k_x, k_v, kp7, kd7 for the lowest return from x0 = 0.1 m)
 TASK_GAINS = np.array([1.5, 0.5])
-KP7, KD7 = 5.0, 0.4  # j7 servo: N m/rad, N m s/rad
+KP7, KD7 = 5.0, 0.4  # j7 servo: N m/rad, N m s/rad (another arm's last joint: its own gains if stiffer)
 DURATION = 10.0                     # s
 
 
@@ -32,7 +32,7 @@ def reference_commands(robot: Robot, episode_id: int = 1, context=None, duration
                        task_gains=TASK_GAINS) -> list:
     """Start + one gains command holding the start posture under the task's feedback law."""
     kp, kd = robot.kp.copy(), robot.kd.copy()
-    kp[-1], kd[-1] = KP7, KD7
+    kp[-1], kd[-1] = max(kp[-1], KP7), max(kd[-1], KD7)  # the last joint (j7) at least this stiff
     start = StartCommand(episode_id, 1, context=np.zeros(0) if context is None else np.asarray(context, float))
     return [start, GainsCommand(episode_id, 1, 1, kp, kd, wait_time=duration, task_gains=np.asarray(task_gains, float))]
 

@@ -21,7 +21,7 @@ from episodic.tools.replay import replay
 from episodic.tools.robot_import import import_robot
 from tests.test_robot_import import PANDA, PANDA_READY, UR5
 
-ARMS = ("panda", "ur5")
+ARMS = ("panda", "ur5", "puma560")  # the two imported arms and the built-in Puma
 CELLS = [(task, arm) for task in registry() for arm in ARMS]
 # the cells of a task tied to other robots by definition (refused at once); the rest run a reference
 TIED = [(task, arm) for task, arm in CELLS if arm not in (registry()[task].needs.robots or ARMS)]
@@ -37,7 +37,7 @@ def arms(tmp_path_factory):
         import_robot(PANDA, home=PANDA_READY, hold={"panda_finger_joint1": 0.04, "panda_finger_joint2": 0.04},
                      echo=str)
         import_robot(UR5, name="ur5", echo=str)
-        yield {name: load_robot(name) for name in ARMS}
+        yield {name: load_robot(name) for name in ARMS}  # the Puma is built in
 
 
 def test_the_wam_frame_leaves_the_scene_numbers_as_they_are():
