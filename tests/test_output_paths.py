@@ -80,3 +80,12 @@ def test_replacing_never_replaces_what_appeared_meanwhile_without_overwrite(tmp_
             tmp.write_bytes(b"new")
             target.write_text("someone else's")  # appeared between the check and the rename
     assert target.read_text() == "someone else's" and os.listdir(tmp_path) == ["out.bin"]
+
+
+@pytest.mark.slow  # render probes OpenGL in a process
+def test_a_rendered_picture_replaces_a_planted_link(log, tmp_path):
+    link, victim = planted(tmp_path, "still.png")
+    result = CliRunner().invoke(main, ["render", str(log), "--at", "0.1", "--size", "64x48", "--out", str(link)])
+    assert result.exit_code == 0, result.output
+    assert victim.read_text() == VICTIM_TEXT and not link.is_symlink()
+    assert link.read_bytes().startswith(b"\x89PNG")

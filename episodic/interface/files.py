@@ -110,11 +110,11 @@ def create_exclusive(path: str | Path, mode: int = OWNER_ONLY) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
 
 
-def temporary_beside(path: str | Path, mode: int = OWNER_ONLY) -> Path:
-    """A new empty file in ``path``'s folder, named ``.<name>.<random>.partial``, created
+def temporary_beside(path: str | Path, mode: int = OWNER_ONLY, suffix: str = ".partial") -> Path:
+    """A new empty file in ``path``'s folder, named ``.<name>.<random><suffix>``, created
     exclusively and without following links (tempfile.mkstemp), with ``mode``."""
     path = Path(path)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     try:
         if mode != OWNER_ONLY:
             os.fchmod(fd, mode)
@@ -136,18 +136,20 @@ def publish(tmp: Path, path: str | Path, overwrite: bool) -> None:
 
 
 @contextlib.contextmanager
-def replacing(path: str | Path, overwrite: bool = True, mode: int = OWNER_ONLY) -> Iterator[Path]:
+def replacing(path: str | Path, overwrite: bool = True, mode: int = OWNER_ONLY,
+              suffix: str = ".partial") -> Iterator[Path]:
     """A temporary path in ``path``'s folder (``temporary_beside``) to write the new file to;
     when the block ends without an exception it is published at ``path`` (``publish``: one
     step, readers see the old file or the new, a link at ``path`` is replaced, not followed),
     else removed. Without ``overwrite`` an existing ``path`` is refused (HostileFileError), also
-    one that appeared while the file was written."""
+    one that appeared while the file was written. ``suffix`` ends the temporary name (a writer
+    that picks the format by the name's ending needs it)."""
     path = Path(path)
     if os.path.isdir(path):
         raise HostileFileError(f"{path} is a directory; give a file name")
     if os.path.lexists(path) and not overwrite:
         raise HostileFileError(f"{path} exists; choose another path, or replace it (--overwrite)")
-    tmp = temporary_beside(path, mode)
+    tmp = temporary_beside(path, mode, suffix)
     try:
         yield tmp
         try:

@@ -23,6 +23,7 @@ the picture.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import math
@@ -39,6 +40,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from episodic.interface.files import SHARED, replacing
 from episodic.logs import read_episodes, read_metadata
 from episodic.runtime.scene import ROLLOUT_SPEC
 from episodic.task import Task
@@ -387,8 +389,9 @@ def write_png(path: str | Path, image: np.ndarray) -> None:
         return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
 
     head = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8 bits per channel, RGB
-    Path(path).write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head)
-                           + chunk(b"IDAT", zlib.compress(rows.tobytes(), 9)) + chunk(b"IEND", b""))
+    with replacing(path, mode=SHARED) as tmp:  # a link planted at path is replaced, never written through
+        tmp.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head)
+                        + chunk(b"IDAT", zlib.compress(rows.tobytes(), 9)) + chunk(b"IEND", b""))
 
 
 def _imageio():
@@ -483,7 +486,7 @@ def render(path: str | Path, number: int = 0, out: str | Path | None = None, fps
     gl_backend()  # likewise without OpenGL
     rec = record(path, number, robot)
     writer = None
-    try:
+    with contextlib.ExitStack() as done:
         if kind == "still":
             assert at is not None  # output_kind says "still" only with a time
             steps = [rec.step_at(at)]
@@ -493,8 +496,9 @@ def render(path: str | Path, number: int = 0, out: str | Path | None = None, fps
             out.mkdir(parents=True, exist_ok=True)
         else:
             out.parent.mkdir(parents=True, exist_ok=True)
-        if kind == "video":
-            writer = video_writer(out, fps)
+        if kind == "video":  # written beside out and renamed onto it when whole
+            writer = video_writer(done.enter_context(replacing(out, mode=SHARED, suffix=f".partial{out.suffix}")), fps)
+            done.callback(writer.close)
         with EpisodeRenderer(rec, width, height, camera) as pictures:
             start = time.perf_counter()
             for i, step in enumerate(steps):
@@ -508,9 +512,6 @@ def render(path: str | Path, number: int = 0, out: str | Path | None = None, fps
                 if progress is not None:
                     progress(i + 1, len(steps))
             seconds = time.perf_counter() - start
-    finally:
-        if writer is not None:
-            writer.close()
     return Rendered(kind, out, len(steps), seconds, rec)
 
 
