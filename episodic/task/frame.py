@@ -78,12 +78,7 @@ class RobotFrame:
             return point.copy()
         wam = reference_frame()
         offset = wam.rotation.T @ (point - wam.anchor)
-        return self.anchor + self.scale() * (self.rotation @ offset)
-
-    def scale(self) -> float:
-        """This robot's reach over the WAM's (1 on the WAM): how much a length of a WAM scene
-        (a distance from the base) becomes."""
-        return 1.0 if self.is_reference() else self.reach / reference_frame().reach
+        return self.anchor + self.reach / wam.reach * (self.rotation @ offset)
 
     def direction_from_wam(self, direction: np.ndarray) -> np.ndarray:
         """A direction (3,) of a WAM scene turned with this robot's facing (itself on the WAM)."""
