@@ -72,9 +72,12 @@ class MrdplotError(ValueError):
 
 
 # -- writing -------------------------------------------------------------------
-def write_mrdplot(path: str | Path, columns, units, freq: float, data: np.ndarray) -> None:
+def write_mrdplot(path: str | Path, columns, units, freq: float, data: np.ndarray, overwrite: bool = True) -> None:
     """Write ``data`` (rows, cols) as an MRDPLOT file at ``path``: column names and units
-    (strings without blanks), ``freq`` Hz. The values are stored as big-endian float32."""
+    (strings without blanks), ``freq`` Hz. The values are stored as big-endian float32. The
+    file is written beside ``path`` and renamed onto it when whole (a link planted at ``path``
+    is replaced, never written through); without ``overwrite`` an existing ``path`` is refused
+    (episodic.interface.files.HostileFileError)."""
     data = np.asarray(data)
     columns, units = [str(c) for c in columns], [str(u) if str(u) else "-" for u in units]
     if data.ndim != 2 or data.shape[1] != len(columns) or len(units) != len(columns):
@@ -92,7 +95,8 @@ def write_mrdplot(path: str | Path, columns, units, freq: float, data: np.ndarra
     header = f"{rows * cols}  {cols}  {rows}  {rate}\n" + "".join(f"{c}  {u}  " for c, u in zip(columns, units)) + "\n"
     with np.errstate(over="ignore"):
         values = data.astype(FLOAT)
-    Path(path).write_bytes(header.encode("ascii") + values.tobytes())
+    with replacing(path, overwrite, mode=SHARED) as tmp:
+        tmp.write_bytes(header.encode("ascii") + values.tobytes())
 
 
 def episode_table(episode: StoredEpisode, joint_names) -> tuple[list[str], list[str], np.ndarray]:
@@ -164,8 +168,7 @@ def export_mrdplot(log: str | Path, out_dir: str | Path | None = None, numbers: 
     for episode in iter_episodes(log, wanted):
         names, units, data = episode_table(episode, joints)
         path = targets[int(episode.name)]
-        with replacing(path, overwrite, mode=SHARED) as tmp:  # never through a link planted at path
-            write_mrdplot(tmp, names, units, freq, data)
+        write_mrdplot(path, names, units, freq, data, overwrite)
         result.files.append(path)
         if progress is not None:
             progress(len(result.files), len(wanted))
