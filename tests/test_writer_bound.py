@@ -18,7 +18,7 @@ from episodic.bridge import Client
 from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.logs import RunLog, read_episodes
 from episodic.logs.writer import PARTIAL, QUEUE_BYTES, QUEUE_SECONDS, QUEUE_WRITES
-from episodic.runtime.runner import Runner
+from episodic.runtime.runner import STREAM_BYTES, Runner
 from episodic.tasks import make_task
 from tests.helpers import Served, channel_name
 
@@ -107,3 +107,45 @@ def test_a_sigkill_loses_no_episode_finished_more_than_the_bound_before(tmp_path
     assert not {k for k in lost if kill - ends[k] > QUEUE_SECONDS}
     assert len(lost) <= QUEUE_WRITES + 1  # what was queued, and the one being written
     assert [e.name for e in read_episodes(tmp_path / "killed.h5")] == [f"{k:06d}" for k in sorted(written)]
+
+
+def episode_contents(path: Path) -> dict[str, object]:
+    """Every attribute and dataset value under /episodes of the log at ``path`` and /summary, by
+    HDF5 path, but the wall-clock times (which differ from run to run)."""
+    out: dict[str, object] = {}
+    with h5py.File(path, "r") as f:
+        def visit(name, obj):
+            out.update({f"{name}@{k}": np.asarray(v).tolist() for k, v in obj.attrs.items() if k != "wall_time"})
+            if isinstance(obj, h5py.Dataset):
+                out[name] = obj[()].tobytes()
+        f["episodes"].visititems(visit)
+        summary = f["summary"][()]
+        out["summary"] = {k: summary[k].tobytes() for k in summary.dtype.names if k != "wall_time"}
+        out["roots"] = sorted(f)
+    return out
+
+
+@pytest.mark.slow  # about 20,000 simulated steps, twice
+def test_a_long_episode_streams_its_steps_to_the_log_with_the_same_contents(tmp_path):
+    n_samples = 6_000  # a segment's steps: about 4.5 MB held, past STREAM_BYTES after each segment
+    logs, episodes, held = {}, {}, []
+    for name, keep in (("streamed", False), ("whole", True)):
+        with Runner(make_task("reach"), log=tmp_path / f"{name}.h5", keep_episodes=keep) as runner:
+            posture = runner.start_episode(1).posture
+            runner.send_trajectory(np.tile(posture, (2, 1)))
+            runner.start_episode(3)
+            for _ in range(3):
+                runner.send_trajectory(np.tile(posture, (n_samples, 1)))
+                held.append(runner.machine.last_episode.held_bytes)
+            episodes[name] = runner.get_episode()
+            assert bool(runner.machine.last_episode.streamed_blocks) == (name == "streamed")
+        logs[name] = episode_contents(tmp_path / f"{name}.h5")
+    assert max(held[:3]) < STREAM_BYTES + 2 * n_samples * 800  # never more than that and a segment's
+    assert logs["streamed"] == logs["whole"]  # the same log, values and attributes
+    assert episodes["streamed"].keys() == episodes["whole"].keys()
+    for name, values in episodes["whole"].items():
+        np.testing.assert_array_equal(episodes["streamed"][name], values, err_msg=name)
+    with h5py.File(tmp_path / "streamed.h5", "r") as f:
+        assert f["episodes/000001/steps/q"].chunks is not None  # streamed: appended as it ran
+        assert f["episodes/000000/steps/q"].chunks is None      # a short one is written whole as before
+    assert [e.name for e in read_episodes(tmp_path / "streamed.h5")] == ["000000", "000001"]

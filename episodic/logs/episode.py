@@ -22,7 +22,9 @@ class EpisodeBuffer:
     initial_state: np.ndarray
     rng_seed: tuple[int, int]
     state_columns: tuple[str, ...]
-    blocks: list[dict[str, np.ndarray]] = field(default_factory=list)
+    blocks: list[dict[str, np.ndarray]] = field(default_factory=list)  # held: not yet handed to the log
+    streamed_blocks: int = 0  # blocks handed to the log while the episode ran (RunLog.write_steps), before ``blocks``
+    streamed_steps: int = 0   # their steps
     # a row per segment: SEGMENT_FIELDS' numbers and the task's "state" (n_state,) after it
     segments: list[dict[str, Any]] = field(default_factory=list)
     commands: list[Any] = field(default_factory=list)  # as received: command dataclasses, or whatever arrived
@@ -38,7 +40,17 @@ class EpisodeBuffer:
 
     @property
     def n_steps(self) -> int:
+        return self.streamed_steps + self.held_steps
+
+    @property
+    def held_steps(self) -> int:
+        """Steps of the blocks held in memory (``blocks``)."""
         return sum(len(b["time"]) for b in self.blocks)
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the per-step blocks held in memory."""
+        return sum(v.nbytes for b in self.blocks for v in b.values())
 
     @property
     def timing(self) -> dict[str, float | int]:
@@ -53,11 +65,11 @@ class EpisodeBuffer:
         return float(sum(s["reward"] for s in self.segments)) + self.early_end
 
     def column(self, name: str) -> np.ndarray:
-        """One per-step column over the episode."""
+        """One per-step column over the blocks held (the whole episode unless some were streamed)."""
         return np.concatenate([b[name] for b in self.blocks])
 
     def steps(self) -> dict[str, np.ndarray]:
-        """Per-step columns concatenated over the episode."""
+        """Per-step columns concatenated over the blocks held (see ``column``)."""
         return {k: self.column(k) for k in self.blocks[0]} if self.blocks else {}
 
     def segment_table(self) -> dict[str, np.ndarray]:

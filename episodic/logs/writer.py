@@ -42,6 +42,7 @@ QUEUE_WRITES = 8          # writes (episodes, refusals, attributes) queued at mo
 QUEUE_BYTES = 8 << 20     # bytes of episode data queued at most
 QUEUE_SECONDS = 1.0       # s: the bound stated and tested for writing a full queue (tests/test_writer_bound.py)
 PARTIAL = "partial"       # name prefix of an episode's group at the file's root while it is written
+STREAM_CHUNK_BYTES = 1 << 16  # bytes per HDF5 chunk of a streamed episode's step columns (RunLog.write_steps)
 
 
 class LogError(Exception):
@@ -50,6 +51,15 @@ class LogError(Exception):
 
 
 WRITERS = ("inline", "thread", "ticks")  # how a RunLog writes (RunLog's docstring)
+
+
+@dataclass
+class _Stream:
+    """An episode whose steps are written as it runs: its group (still PARTIAL_NNNNNN) and its
+    step columns, resizable, by name."""
+
+    group: h5py.h5g.GroupID
+    columns: dict[str, h5py.h5d.DatasetID]
 
 
 @dataclass
@@ -103,6 +113,8 @@ class RunLog:
         self._lock = threading.Lock()  # guards the queue's bookkeeping, the failures and the writer thread
         self._room = threading.Condition(self._lock)  # notified when a queued write is done
         self._thread: threading.Thread | None = None
+        # episodes whose steps are being streamed, by number (None: a streamed write failed)
+        self._streams: dict[int, _Stream | None] = {}
         self._file = _create(self.path, overwrite)
         for key, value in metadata.items():
             if key == "model_xml":
@@ -191,6 +203,57 @@ class RunLog:
         that ends an episode does not wait for it); refused here if the disk has no room for it."""
         self._submit(f"episode {ep.number:06d} (id {ep.episode_id})", self._write_episode(ep), _data_bytes(ep))
 
+    def write_steps(self, ep: EpisodeBuffer) -> None:
+        """Hand the steps ``ep`` holds (``ep.blocks``) to the log while ``ep`` still runs (queued
+        like an episode, and waiting for room the same way), so a long episode's memory stays
+        bounded: they are appended to its group (PARTIAL_NNNNNN, step columns chunked and
+        resizable) and ``ep`` keeps only their count; ``write_episode`` adds the rest. The log's
+        contents are those of an episode written whole."""
+        blocks, n = ep.blocks, ep.held_steps
+        if not n:
+            return
+        ep.blocks, ep.streamed_blocks, ep.streamed_steps = [], ep.streamed_blocks + len(blocks), ep.streamed_steps + n
+        self._submit(f"steps of episode {ep.number:06d} (id {ep.episode_id})",
+                     self._stream_steps(ep.number, blocks, ep.state_columns),
+                     sum(v.nbytes for b in blocks for v in b.values()))
+
+    def read_streamed(self, number: int, n_steps: int) -> dict[str, np.ndarray]:
+        """The first ``n_steps`` rows of each step column of episode ``number``, one that
+        streamed them (``write_steps``), once written (waits for the queue); empty when the log
+        does not have them (a write failed)."""
+        self._wait()
+        stream = self._streams.get(number)
+        if stream is not None:
+            return {name: h5py.Dataset(dset)[:n_steps] for name, dset in stream.columns.items()}
+        path = f"episodes/{number:06d}/steps"
+        return {name: d[:n_steps] for name, d in self._file[path].items()} if path in self._file else {}
+
+    def _stream_steps(self, number: int, blocks: list[dict[str, np.ndarray]],
+                      state_columns: tuple[str, ...]) -> Iterator[None]:
+        """Append ``blocks`` to episode ``number``'s streamed step columns (made with its group
+        on the first call); on a failure the group is deleted and the episode's write fails."""
+        if number in self._streams and self._streams[number] is None:
+            return  # an earlier piece failed: the episode is not logged (write_episode says so)
+        name = f"{PARTIAL}_{number:06d}"
+        stream = self._streams.get(number)
+        try:
+            if stream is None:
+                g = _group(self._file.id, name)
+                steps = _group(g, "steps")
+                stream = _Stream(g, {column: _growing(steps, column, values)
+                                     for column, values in blocks[0].items()})
+                yield from _attrs(stream.columns["task_state"], {"columns": list(state_columns)})
+                self._streams[number] = stream
+            for column, dset in stream.columns.items():
+                for block in blocks:
+                    _append_rows(dset, np.ascontiguousarray(block[column], _dtype(column)))
+                yield
+        except BaseException:
+            self._streams[number] = None
+            if name.encode() in self._file.id:
+                self._file.id.unlink(name.encode())
+            raise
+
     def reject(self, episode_id, index, flag: int) -> None:
         """Note a command refused while no episode ran (a row appended to /rejected)."""
         self._submit(f"the refusal of command {index} of episode {episode_id}", self._reject(episode_id, index, flag),
@@ -220,9 +283,12 @@ class RunLog:
                 "wall_time": ep.wall_time, "rng_seed": list(ep.rng_seed), "batch": ep.batch,
                 "batch_position": ep.batch_position, **ep.timing}
         name = f"{ep.number:06d}"
-        g = _group(self._file.id, f"{PARTIAL}_{name}")
+        stream = self._streams.pop(ep.number, None) if ep.streamed_blocks else None
+        if ep.streamed_blocks and stream is None:
+            raise OSError("some of its steps could not be written as it ran; it is left out")
+        g = _group(self._file.id, f"{PARTIAL}_{name}") if stream is None else stream.group
         try:
-            yield from self._episode_parts(g, ep, head)
+            yield from self._episode_parts(g, ep, head, stream)
         except BaseException:  # GeneratorExit or a failed write: no half-written episode stays
             self._file.id.unlink(f"{PARTIAL}_{name}".encode())
             raise
@@ -232,13 +298,20 @@ class RunLog:
         yield
         self._file.flush()
 
-    def _episode_parts(self, g: h5py.h5g.GroupID, ep: EpisodeBuffer, head: dict) -> Iterator[None]:
-        """Write ``ep`` into its group ``g``: attributes (``head``), datasets, commands, and the
-        attribute ``complete`` set last."""
+    def _episode_parts(self, g: h5py.h5g.GroupID, ep: EpisodeBuffer, head: dict,
+                       stream: _Stream | None) -> Iterator[None]:
+        """Write ``ep`` into its group ``g``: attributes (``head``), datasets (the steps it holds
+        appended to ``stream``'s columns when it streamed some), commands, and the attribute
+        ``complete`` set last."""
         yield from _attrs(g, {**head, "complete": False})
         yield from self._dataset(g, "initial_state", [ep.initial_state])
-        steps = _group(g, "steps")
-        for name in ep.blocks[0] if ep.blocks else ():
+        if stream is not None:
+            for name, dset in stream.columns.items():
+                for block in ep.blocks:
+                    _append_rows(dset, np.ascontiguousarray(block[name], _dtype(name)))
+                yield
+        steps = _group(g, "steps") if stream is None else None
+        for name in ep.blocks[0] if ep.blocks and steps is not None else ():
             column = yield from self._dataset(steps, name, [b[name] for b in ep.blocks], STEP_DTYPES[name])
             if name == "task_state":
                 yield from _attrs(column, {"columns": list(ep.state_columns)})
@@ -295,12 +368,18 @@ class RunLog:
         self._file.flush()
         yield
 
-    def close(self) -> None:
-        """Finish pending writes (waiting for the writer thread) and close the file."""
+    def _wait(self) -> None:
+        """Wait until every queued write is done (on the writer thread, or here)."""
         with self._lock:
             thread = self._thread
         if thread is not None:
             thread.join()
+        if self._file.id.valid:
+            self.work()
+
+    def close(self) -> None:
+        """Finish pending writes (waiting for the writer thread) and close the file."""
+        self._wait()
         if self._file.id.valid:
             self.work()
             self._file.close()
@@ -373,11 +452,33 @@ def _data_bytes(ep: EpisodeBuffer) -> int:
     return ep.initial_state.nbytes + sum(v.nbytes for b in ep.blocks for v in b.values())
 
 
+def _dtype(column: str) -> np.dtype:
+    """A step column's log dtype."""
+    return np.dtype(STEP_DTYPES[column])
+
+
+def _growing(parent: h5py.h5g.GroupID, name: str, like: np.ndarray) -> h5py.h5d.DatasetID:
+    """A new empty step column ``name`` of ``parent``, resizable along its first axis, its rows
+    shaped and typed as ``like``'s in the log (chunks of about STREAM_CHUNK_BYTES)."""
+    dtype, row = _dtype(name), like.shape[1:]
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_obj_track_times(False)
+    dcpl.set_chunk((max(STREAM_CHUNK_BYTES // max(dtype.itemsize * int(np.prod(row)), 1), 1), *row))
+    space = h5py.h5s.create_simple((0, *row), (h5py.h5s.UNLIMITED, *row))
+    return h5py.h5d.create(parent, name.encode(), _types(dtype)[0], space, dcpl=dcpl, lcpl=_LINK_CREATION)
+
+
+def _append_rows(dataset: h5py.h5d.DatasetID, rows: np.ndarray) -> None:
+    """Append ``rows`` (n, ...) to a dataset resizable along its first axis."""
+    n, *rest = dataset.shape
+    if len(rows):
+        dataset.set_extent((n + len(rows), *rest))
+        _write_rows(dataset, n, rows)
+
+
 def _append(dataset: h5py.h5d.DatasetID, row: np.ndarray) -> None:
     """Append one row to a dataset resizable along its first axis."""
-    n, *rest = dataset.shape
-    dataset.set_extent((n + 1, *rest))
-    _write_rows(dataset, n, row[None])
+    _append_rows(dataset, row[None])
 
 
 # HDF5 objects are made through h5py's low-level API, with each type, dataspace and property

@@ -40,6 +40,9 @@ TICK_LOG_SHARE = 0.1
 _log = logging.getLogger("episodic.runtime.runner")
 
 
+STREAM_BYTES = 4 << 20  # bytes of a running episode's steps held before they go to the log (Runner._stream_steps)
+
+
 class StepCursor(NamedTuple):
     """How far a reader has read the per-step blocks of an episode (see ``Runner.steps_since``)."""
 
@@ -145,11 +148,22 @@ class Runner(Sender):
     def _deliver(self, command: Command | MalformedCommand) -> Reply:
         """Run one command; never raises on any input (the reply's flag says what went wrong, its
         message also what could not be logged since the previous reply)."""
+        self._stream_steps()
         reply = self.machine.handle(command)
         lost = self.log.pop_failures() if self.log is not None else []
         if not lost:
             return reply
         return dataclasses.replace(reply, message="; ".join([reply.message, *lost] if reply.message else lost))
+
+    def _stream_steps(self) -> None:
+        """Hand the running episode's held steps to the log once they pass STREAM_BYTES (blocking
+        mode, episodes not kept), before the next command runs (the reply to the last one has
+        carried them): what a runner holds of an episode stays below STREAM_BYTES and one
+        command's steps, however long the episode."""
+        ep = self.machine.episode
+        if self.log is not None and self.log.writer == "thread" and not self.keep_episodes and ep is not None \
+                and ep.held_bytes > STREAM_BYTES:
+            self.log.write_steps(ep)
 
     def abort(self, flag: Flag, message: str) -> None:
         """Abort the running episode (e.g. a silent learner: Flag.TIMEOUT)."""
@@ -195,8 +209,8 @@ class Runner(Sender):
         ep = self.machine.last_episode
         if ep is None:
             return cursor, []
-        start = cursor.blocks if cursor.episode == ep.number else 0
-        return StepCursor(ep.number, len(ep.blocks)), ep.blocks[start:]
+        start = max(cursor.blocks - ep.streamed_blocks, 0) if cursor.episode == ep.number else 0
+        return StepCursor(ep.number, ep.streamed_blocks + len(ep.blocks)), ep.blocks[start:]
 
     def get_episode(self, *, copy: bool = True) -> dict[str, np.ndarray]:
         """As ``Sender.get_episode``; the columns are always fresh arrays (the episode's per-step
@@ -205,6 +219,9 @@ class Runner(Sender):
         widths = step_widths(self.n_dofs, len(self.state_names))
         steps = ep.steps() if ep is not None and ep.blocks else {
             name: np.zeros((0, width))[:, 0] if width == 1 else np.zeros((0, width)) for name, width in widths}
+        if ep is not None and ep.streamed_blocks and self.log is not None:  # the first steps are in the log
+            streamed = self.log.read_streamed(ep.number, ep.streamed_steps)
+            steps = {k: np.concatenate([v, steps[k].astype(v.dtype)]) for k, v in streamed.items()} or steps
         for i, name in enumerate(self.state_names):
             steps[name] = steps["task_state"][:, i]
         return steps
