@@ -168,9 +168,12 @@ def assert_no_traceback(result, what: str) -> None:
 @pytest.mark.parametrize("case", sorted(HOSTILE_LOGS))
 def test_a_hostile_log_is_refused_by_every_tool_that_reads_it_with_one_line(base, tmp_path, case):
     log = crafted(base, tmp_path, HOSTILE_LOGS[case])
+    must = MUST_REFUSE.get(case, ALL_EPISODES)
     for tool, args in LOG_TOOLS.items():
+        if tool.startswith("plot") and tool not in must:
+            continue  # it would draw a plot of the parts that are whole, which takes seconds
         result = run_tool(args, log, tmp_path)
-        if tool in MUST_REFUSE.get(case, ALL_EPISODES):
+        if tool in must:
             assert_one_line_refusal(result, f"{case}, {tool}")
         else:
             assert_no_traceback(result, f"{case}, {tool}")
