@@ -158,8 +158,8 @@ class BallPaddling(Task[Rally]):
     summary: ClassVar[str] = "paddle a ball tied to the racket by an elastic string, in a steady rhythm."
     needs: ClassVar[Needs] = Needs(robots=("wam",), why=(
             "its start posture is WAM joint angles and its stroke was found for the WAM: with the face "
-            "placed in the Panda's or the UR5's frame by inverse kinematics the serve drives a wrist "
-            "joint past its velocity limit"))
+            "placed in the Panda's or the UR5's frame by inverse kinematics the serve drives a joint past "
+            "its velocity limit (the Panda's wrist)"))
     camera: ClassVar[Camera] = {"azimuth": 120, "elevation": -5}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = (
         "ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz", "face_x", "face_y", "face_z",

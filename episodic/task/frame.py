@@ -161,7 +161,7 @@ class Needs:
         axis = RobotFrame.of(robot).last_axis
         if self.flange_hinge and abs(axis[2]) < 1 - 1e-9:
             return (f"needs its last joint to turn about the flange's z axis (a tool is bolted along it); "
-                    f"'{robot.name}''s {robot.joint_names[-1]} turns about {np.round(axis, 3).tolist()} of the "
+                    f"{robot.name}'s {robot.joint_names[-1]} turns about {np.round(axis, 3).tolist()} of the "
                     f"flange's frame")
         if self.reach > 0 and RobotFrame.of(robot).reach < self.reach:
             return f"needs a reach of {self.reach:g} m, '{robot.name}' reaches {RobotFrame.of(robot).reach:.2f} m"
