@@ -7,6 +7,9 @@ The WAM keeps its scene numbers exactly (tests/test_history.py and the per-task 
 results)."""
 from __future__ import annotations
 
+import itertools
+from pathlib import Path
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -21,6 +24,7 @@ from episodic.tools.replay import replay
 from episodic.tools.robot_import import import_robot
 from tests.test_robot_import import PANDA, PANDA_READY, UR5
 
+ROOT = Path(__file__).resolve().parents[1]
 ARMS = ("panda", "ur5", "puma560")  # the two imported arms and the built-in Puma
 CELLS = [(task, arm) for task in registry() for arm in ARMS]
 # the cells of a task tied to other robots by definition (refused at once); the rest run a reference
@@ -87,6 +91,36 @@ def test_each_cell_runs_its_reference_or_says_why_not(arms, task, arm, tmp_path)
     assert replies[-1].episode_done and replies[-1].success, [(r.flag, r.message) for r in replies]
     report = replay(log)
     assert report.identical, report.differences
+    shown = doc_table(ROOT / "docs" / "tasks.md", "## On other arms")[task][arm].split()
+    number = shown[1].replace("−", "-")  # as printed: rounded to the decimals shown
+    assert shown[0] == "✔" and float(number) == round(replies[-1].episode_return, len(number.split(".")[1])), \
+        f"docs/tasks.md shows {shown} for {task} on {arm}; the reference returns {replies[-1].episode_return}"
+
+
+def doc_table(path: Path, heading: str) -> dict[str, dict[str, str]]:
+    """The task x robot table after ``heading`` in a Markdown file: task -> robot -> cell (a row
+    may name several tasks)."""
+    text = path.read_text().split(heading, 1)[1]
+    start = text.index("\n|") + 1
+    lines = list(itertools.takewhile(lambda line: line.startswith("|"), text[start:].splitlines()))
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    table: dict[str, dict[str, str]] = {}
+    for line in lines[2:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        for task in cells[0].replace("`", "").split(", "):
+            table[task] = dict(zip(header[1:], cells[1:]))
+    return table
+
+
+def test_the_readme_table_is_what_the_tasks_need(arms):
+    """README's task x robot table: ✔ exactly where the task's needs are met (each ✔ of an arm
+    other than the WAM is then run by the test above), every task of the registry in it."""
+    table = doc_table(ROOT / "README.md", "**The benchmark on other arms:**")
+    assert set(table) == set(registry())
+    robots = {**arms, "wam": load_robot("wam")}
+    for task, row in table.items():
+        for arm, cell in row.items():
+            assert (cell == "✔") == (not registry()[task].needs.unmet(robots[arm])), (task, arm, cell)
 
 
 def test_episodic_tasks_shows_the_table(arms):
