@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -149,3 +152,15 @@ def test_a_long_episode_streams_its_steps_to_the_log_with_the_same_contents(tmp_
         assert f["episodes/000001/steps/q"].chunks is not None  # streamed: appended as it ran
         assert f["episodes/000000/steps/q"].chunks is None      # a short one is written whole as before
     assert [e.name for e in read_episodes(tmp_path / "streamed.h5")] == ["000000", "000001"]
+
+
+@pytest.mark.slow  # 480,000 simulated steps in a subprocess, 7 to 20 s
+def test_the_worst_long_episode_holds_a_bounded_memory():
+    # 16 one-sample segments held max_wait_time each: about 370 MB if held until the episode
+    # ends (benchmarks/memory.py --held-whole); streamed, the runner holds STREAM_BYTES, one
+    # command's steps and the writer's queue (about 150 MiB at its peak, however many segments)
+    done = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "memory.py"),
+                           "--segments", "16"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    grew = float(re.search(r"peak RSS grew (\d+) MiB", done.stdout).group(1))
+    assert int(re.search(r"(\d+) steps", done.stdout).group(1)) > 16 * 30_000 and grew < 250, done.stdout
