@@ -484,9 +484,17 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
     a context or task-gain vector has at most 64 values; array values are at most 1e6 in
     magnitude. docs/protocol.md describes the channel for clients in other languages.
 
-    --log is a new file: an existing one is refused unless --overwrite, and a symbolic link is
-    refused, not followed. A reply whose command ended an episode that could not be logged
-    (e.g. a full disk) says so in its message.
+    --log is a new file, readable by its owner only: an existing file or symbolic link there is
+    refused unless --overwrite, which replaces it (a link is replaced, never written through). A
+    reply whose command ended an episode that could not be logged (e.g. a full disk) says so in
+    its message. A learner faster than the disk waits for the log's writer (at most 8 episodes
+    and 8 MiB queued), so every episode finished over a second before the runner is killed is on
+    disk.
+
+    Memory: with --log, a long episode's steps go to the log as it runs, so the runner holds at
+    most about 50 MB of an episode (4 MiB of earlier steps, one command's steps: a segment and a
+    wait_time hold, and the writer's 8 MiB queue). Without --log, and for a batch until it ends,
+    every step is held: about 0.8 kB per control step.
 
     Each finished episode prints a line (unless --quiet): its number in the log, the learner's
     episode id, the return, the flag, the control steps and whether it succeeded. A line that
