@@ -1,7 +1,6 @@
 """Shared fixtures (helpers shared by several modules are in tests/helpers.py), the fast loop's
 rule: a test not marked ``slow`` starts no process (subprocess, ``episodic serve``, fork), and the
-rule for several workers (pytest-xdist, ``-n``): a test marked ``serial`` runs alone, and all of them
-run one after another on one worker (so the others wait for them once, not once per serial test)."""
+rule for several workers (pytest-xdist, ``-n``): a test marked ``serial`` runs alone."""
 from __future__ import annotations
 
 import fcntl
@@ -47,8 +46,8 @@ class _Alone:
     exclusive side, so it runs with no other test beside it (its wall-clock bounds and real-time
     pacing then measure the code, not the other worker). The turnstile, taken briefly by every
     test and held by a serial test while it waits, keeps the workers from starving it. A serial
-    test followed by another on this worker (they are scheduled as one unit) keeps the exclusive
-    side for it, so the other workers wait once for the whole run of serial tests."""
+    test followed by another on this worker (e.g. the next of its module) keeps the exclusive side
+    for it, so the other workers wait once for such a run of serial tests."""
 
     def __init__(self, run_id: str) -> None:
         base = Path(tempfile.gettempdir()) / f"episodic-tests-{run_id}"
@@ -113,32 +112,6 @@ def _watching_processes(item: pytest.Item) -> Iterator[None]:
 
 def _serial(item: pytest.Item) -> bool:
     return item.get_closest_marker("serial") is not None
-
-
-SERIAL_SCOPE = "@serial"  # the node id suffix that schedules a test with the other serial ones
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With several workers, mark each serial test's node id so the scheduler below sends them
-    all to one worker as one unit (as pytest-xdist's own ``--dist loadgroup`` marks a group)."""
-    if hasattr(config, "workerinput"):
-        for item in items:
-            if _serial(item) and not item.nodeid.endswith(SERIAL_SCOPE):
-                item._nodeid = item.nodeid + SERIAL_SCOPE
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """``--dist loadscope`` (a module's tests on one worker, so module fixtures are made once),
-    with every serial test in one more unit of its own."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class SerialTogether(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return SERIAL_SCOPE if nodeid.endswith(SERIAL_SCOPE) else super()._split_scope(nodeid)
-
-    return SerialTogether(config, log) if config.getoption("dist") == "loadscope" else None
 
 
 @pytest.hookimpl(hookwrapper=True)
