@@ -28,8 +28,9 @@ from episodic.logs.layout import software_versions
 from episodic.runtime.backend import Backend, DriverBackend, JointDriver
 from episodic.runtime.machine import INTERRUPTED_MESSAGE, EpisodeMachine
 from episodic.runtime.pacing import Pacer
-from episodic.runtime.scene import Scene, build_scene
+from episodic.runtime.scene import Scene
 from episodic.runtime.simulation import Simulation
+from episodic.runtime.startable import build_startable_scene
 from episodic.task import Task, task_source
 
 MODES = ("blocking", "realtime")
@@ -87,7 +88,7 @@ class Runner(Sender):
         self.mode = "realtime" if driver is not None else mode
         self.robot = load_robot(robot) if isinstance(robot, str) else robot
         self.task = task
-        self.scene = build_scene(self.robot, self.task)
+        self.scene = build_startable_scene(self.robot, self.task)
         self.sim: Backend
         if driver is not None:
             self.sim = DriverBackend(self.scene, driver(self.scene), self._between_ticks)

@@ -15,6 +15,14 @@ PARAM = "param"  # the metadata key under which a task parameter's field holds i
 WORKSPACE = {"x": (-3.0, 3.0), "y": (-3.0, 3.0), "z": (0.0, 3.0)}
 
 
+# The largest value a physical quantity of each unit may take when its declaration gives no upper
+# bound (:func:`param`): beyond these no task's scene is a physical one, and float geometry of
+# much larger values overflows. Lengths: the workspace's 3 m (WORKSPACE). Masses: 5 kg, the
+# largest rated payload of the arms episodic ships or imports (Universal Robots UR5: 5 kg, UR5
+# technical specifications; Barrett WAM: 4 kg, WAM arm data sheet; Franka Emika Panda: 3 kg).
+UNIT_CEILING = {"m": 3.0, "kg": 5.0}
+
+
 def format_number(value: float) -> str:
     """``value`` as the shortest text that reads back as it: 0.02, -1, 1e-05, nan, inf."""
     text = repr(value if isinstance(value, int) else float(value))
@@ -89,10 +97,13 @@ def param(default: float | int, unit: str, meaning: str = "", *, gt: float | Non
     """Declare a task parameter: a dataclass field with ``default`` (an int for a parameter that
     counts), its ``unit`` ("" for a pure number), its ``meaning`` in a line where the name does not
     say it, and its valid range: greater than ``gt`` or at least ``ge``, less than ``lt`` or at
-    most ``le`` (at most one of each pair; none: unbounded on that side). Every value given,
-    the default included, is checked against it when the task is built."""
+    most ``le`` (at most one of each pair; none: unbounded on that side, except for a length or a
+    mass: at most its :data:`UNIT_CEILING`). Every value given, the default included, is checked
+    against it when the task is built."""
     if gt is not None and ge is not None or lt is not None and le is not None:
         raise TypeError("a parameter takes at most one lower bound (gt or ge) and one upper bound (lt or le)")
+    if lt is None and le is None:
+        le = UNIT_CEILING.get(unit)
     spec = Param(default, unit, low=ge if gt is None else gt, high=le if lt is None else lt,
                  low_open=gt is not None, high_open=lt is not None, meaning=meaning)
     if not spec.admits(default):
