@@ -26,6 +26,7 @@ from gymnasium.utils.env_checker import check_env  # noqa: E402
 from episodic.bridge import Client  # noqa: E402
 from episodic.interface.vocabulary import MachineState  # noqa: E402
 from episodic.learning.gym_env import BlackBoxEnv, EnvError  # noqa: E402
+from episodic.learning.primitives import DMP, DMPPolicy, promp_basis  # noqa: E402
 from episodic.runtime.runner import Runner  # noqa: E402
 from episodic.task import add_target, place_target  # noqa: E402
 from episodic.tasks import make_task  # noqa: E402
@@ -226,3 +227,80 @@ def test_mistakes_are_named():
         BlackBoxEnv(lambda: object())
     with Runner(make_task("pole_balancing")) as runner:  # its passive j7 is no part of the action
         assert BlackBoxEnv(runner).action_space.shape == (3 * 6,)
+
+
+def checked_in_parameters(env: BlackBoxEnv) -> None:
+    """``checked``, but a primitive's action space is its parameters in rad and s, as fancy_gym's
+    ProMP and DMP spaces are, not normalised to [-1, 1]: Gymnasium's advice about that is the one
+    warning allowed."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", message=".*symmetric and normalized space")
+        check_env(env, skip_render_check=True)
+
+
+def test_a_dmp_action_is_its_weights_goal_and_duration():
+    """The segment sent is DMPPolicy's rollout of the action's weights towards its goal, over the
+    action's duration, then held; Gymnasium's checker passes."""
+    with Runner(make_task("reach")) as runner:
+        env = BlackBoxEnv(runner, primitive="dmp", n_weights=4, joints=["j2", "j4"], durations=(0.3, 1.0),
+                          hold=0.05, scale=0.4, contexts=CONTEXTS["reach"])
+        assert env.action_layout == {"weights": slice(0, 8), "goal": slice(8, 10), "duration": slice(10, 11)}
+        np.testing.assert_array_equal(env.action_space.high, [0.4] * 10 + [1.0])
+        checked_in_parameters(env)
+        env.reset(seed=0)
+        action = np.array([0.05, -0.05, 0.02, 0.1, 0.0, 0.05, 0.05, -0.02, 0.25, 0.9, 0.8])  # 0.9: clipped to 0.4
+        _, reward, _, _, info = env.step(action)
+        steps = runner.episodes[-1].steps()
+    home = runner.robot.home
+    goal = home[[1, 3]] + [0.25, 0.4]
+    policy = DMPPolicy(DMP(0.8, 4), home, goal, (1, 3), runner.robot.control_dt)
+    expected = policy.trajectory(action[:8])
+    motion = steps["q_d"][steps["machine_state"] == MachineState.DO_MOTION]
+    assert info["flag"] == "OK" and info["steps"] == len(motion) == 400 + 25
+    np.testing.assert_array_equal(motion[:400], expected.q[1:])
+    np.testing.assert_array_equal(motion[400:], np.repeat(expected.q[-1:], 25, axis=0))
+    assert np.abs(expected.q[-1, [1, 3]] - goal).max() < 0.05  # towards the goal: there within 5 % of the way
+    assert reward == runner.episodes[-1].episode_return
+
+
+def test_a_promp_action_starts_at_rest_and_follows_its_weights():
+    with Runner(make_task("reach")) as runner:
+        env = BlackBoxEnv(runner, primitive="promp", n_weights=3, joints=[0, 5], duration=0.5, hold=0.0,
+                          contexts=CONTEXTS["reach"])
+        assert env.action_layout == {"weights": slice(0, 6)} and env.action_space.shape == (6,)
+        checked_in_parameters(env)
+        env.reset(seed=0)
+        weights = np.array([[0.2, -0.1], [0.0, 0.3], [-0.25, 0.1]])  # (n_weights, n_joints)
+        q, qd, qdd = env.trajectory(weights.ravel(), runner.robot.home)
+        env.step(weights.ravel())
+        sent = runner.episodes[-1].steps()["q_d"][-250:]
+    home = runner.robot.home
+    np.testing.assert_array_equal(sent, q)
+    assert q.shape == (250, 7) and np.all(q[:, [1, 2, 3, 4, 6]] == home[[1, 2, 3, 4, 6]])
+    end = promp_basis(np.array([1.0]), 3)[0] @ weights  # s(1) = 1: the ProMP's own end
+    np.testing.assert_allclose(q[-1, [0, 5]], home[[0, 5]] + end[0], atol=1e-12)
+    assert np.abs(q[0] - home).max() < 1e-5 and np.abs(qd[0]).max() < 0.01  # from rest, one step in
+    dt = runner.robot.control_dt  # qd and qdd are the derivatives of q
+    np.testing.assert_allclose(np.gradient(q[:, [0, 5]], dt, axis=0)[1:-1], qd[1:-1, [0, 5]], atol=2e-3)
+    np.testing.assert_allclose(np.gradient(qd[:, [0, 5]], dt, axis=0)[1:-1], qdd[1:-1, [0, 5]], atol=2e-2)
+
+
+def test_via_points_with_a_learned_duration_and_named_parameters():
+    with Runner(make_task("reach")) as runner:
+        env = BlackBoxEnv(runner, n_via=2, durations=(0.2, 1.0), hold=0.0, joints=["j1"])
+        action = np.array([0.2, -0.2, 0.4])
+        parts = env.parameters(action)
+        np.testing.assert_allclose(parts["via_points"], [[0.06], [-0.06]], rtol=1e-15)
+        assert parts["duration"] == 0.4
+        env.reset(seed=0)
+        info = env.step(action)[4]
+        assert info["flag"] == "OK" and info["steps"] == 200
+        with pytest.raises(ValueError, match="3 values"):
+            env.parameters(action[:2])
+        with pytest.raises(ValueError, match="primitive must be one of"):
+            BlackBoxEnv(runner, primitive="spline")
+        with pytest.raises(ValueError, match="durations must be"):
+            BlackBoxEnv(runner, durations=(1.0, 0.5))
+        with pytest.raises(ValueError, match="n_weights"):
+            BlackBoxEnv(runner, primitive="dmp", n_weights=1)

@@ -10,14 +10,34 @@ library that speaks Gymnasium. Needs the optional extra ``episodic[gym]`` (gymna
     context, info = env.reset(seed=0)
     context, episode_return, terminated, truncated, info = env.step(env.action_space.sample())
 
-The motion. The action is ``n_via`` via-points of the chosen ``joints`` (default: every robot
-joint the task does not leave passive), each an offset of at most ``scale`` rad from the start
-posture: action (n_via * n_joints,) in [-1, 1] (values outside are clipped), via-point k joint j
-at ``action[k * n_joints + j] * scale``. The via-points are reached at t = k * duration / n_via
-s, k = 1..n_via; a cubic spline through the start posture (t = 0) and them, at rest at both ends,
-sampled at the control rate with its velocities and accelerations, is sent as the episode's one
-trajectory segment, whose last posture is then held ``hold`` s. Joints not chosen hold the start
-posture.
+The motion: one of three parametrisations (``primitive``), each on the chosen ``joints``
+(default: every robot joint the task does not leave passive; the others hold the start posture),
+from the start posture at rest, over ``duration`` s, sampled at the control rate (t = dt ..
+duration) with its velocities and accelerations and sent as the episode's one trajectory
+segment, whose last posture is then held ``hold`` s.
+
+- ``"via"`` (default): ``n_via`` via-points, each an offset of at most ``scale`` rad from the
+  start posture: action (n_via * n_joints,) in [-1, 1] (values outside are clipped), via-point k
+  joint j at ``action[k * n_joints + j] * scale``, reached at t = k * duration / n_via s, k =
+  1..n_via; a cubic spline through the start posture (t = 0) and them, at rest at both ends.
+- ``"dmp"``: one discrete DMP per joint (episodic.learning.primitives.DMP, ``n_weights`` basis
+  functions): action = [weights (n_weights, n_joints) row by row, in rad of joint displacement as
+  ``DMPPolicy.theta`` scales them; goal (n_joints,) rad, offsets of the goal from the start
+  posture], each within [-scale, scale] rad. The DMP runs from the start posture at rest towards
+  the goal for ``duration`` s.
+- ``"promp"``: a ProMP's mean motion per joint (episodic.learning.primitives.promp_basis,
+  ``n_weights`` normalised Gaussians over the phase z = t / duration): action = weights
+  (n_weights, n_joints) row by row, rad, within [-scale, scale]; joint j's offset from the start
+  posture is s(z) Phi(z) w_j with s(z) = z^2 (3 - 2 z), which starts it at rest at the start
+  posture (Phi(z) w_j itself, a ProMP's trajectory, need not) and leaves the rest of the motion
+  the ProMP's; it ends with the ProMP's own velocity (a throw's follow-through), and the hold
+  then holds its last posture.
+
+``durations=(low, high)`` s makes the duration part of the action as well, its last entry, within
+those bounds (a ProMP's or DMP's tau, as fancy_gym's ``learn_tau``; the via-points' times scale
+with it); by default it is the fixed ``duration``. ``action_layout`` names each part's slice of
+the action and ``parameters(action)`` returns them (clipped) by name: weights, goal, duration or
+via-points.
 
 The episode. ``step`` sends a start command (index 0, the task's start posture, the context),
 then that segment; the reward is the episode's return as the runner reckons it (the sum of its
@@ -63,6 +83,7 @@ from scipy.interpolate import CubicSpline
 from episodic.interface.robot import Robot, load_robot
 from episodic.interface.sender import Sender
 from episodic.interface.vocabulary import Flag
+from episodic.learning.primitives import DMP, DMPPolicy, promp_basis
 from episodic.task import Task
 
 Contexts = tuple[ArrayLike, ArrayLike] | Callable[[np.random.Generator], ArrayLike] | None
@@ -72,24 +93,32 @@ class EnvError(RuntimeError):
     """The runner refused an episode's start (e.g. a context the task does not take), or stopped."""
 
 
+PRIMITIVES = ("via", "dmp", "promp")  # the motion's parametrisations (module docstring)
+
+
 class BlackBoxEnv(gymnasium.Env):
-    """One step = one episode of ``task``: action = via-point offsets (module docstring),
-    observation = the context, reward = the episode's return, terminated after every step.
+    """One step = one episode of ``task``: action = the motion's parameters (via-point offsets,
+    a DMP's or a ProMP's; module docstring), observation = the context, reward = the episode's
+    return, terminated after every step.
 
     ``sender``: a Runner, a bridge Client, or a function returning one; ``task``: the Task the
     runner serves, or its name or ``module:Class`` spec (default parameters; taken from a Runner
     when None); ``robot``: a Robot or its name (a Runner's, or
-    the task's first robot, or "wam", when None); ``n_via``: via-points per episode; ``duration``
-    s from the start to the last via-point; ``hold`` s the last posture is held; ``scale`` rad:
-    the largest offset of a via-point from the start posture; ``joints``: the joints moved (names
-    or 0-based indices); ``contexts``: how reset draws the context; ``penalty``: added to the
-    reward of an episode that ended with a flag other than OK, on top of the runner's charge.
+    the task's first robot, or "wam", when None); ``primitive``: "via", "dmp" or "promp";
+    ``n_via``: via-points per episode; ``n_weights``: a DMP's or ProMP's basis functions per
+    joint; ``duration`` s of the motion (from the start to the last via-point); ``durations``:
+    (low, high) s, the duration then the action's last entry; ``hold`` s the last posture is
+    held; ``scale`` rad: the largest offset of a via-point from the start posture, and the bound
+    of a DMP's or ProMP's weights and goal; ``joints``: the joints moved (names or 0-based
+    indices); ``contexts``: how reset draws the context; ``penalty``: added to the reward of an
+    episode that ended with a flag other than OK, on top of the runner's charge.
     """
 
     metadata = {"render_modes": []}
 
     def __init__(self, sender: Sender | Callable[[], Sender], task: Task | str | None = None, *,
-                 robot: Robot | str | None = None, n_via: int = 3, duration: float = 2.0, hold: float = 0.5,
+                 robot: Robot | str | None = None, primitive: str = "via", n_via: int = 3, n_weights: int = 5,
+                 duration: float = 2.0, durations: tuple[float, float] | None = None, hold: float = 0.5,
                  scale: float = 0.3, joints: Sequence[str | int] | None = None, contexts: Contexts = None,
                  penalty: float = 0.0):
         self._owned = not isinstance(sender, Sender)
@@ -118,16 +147,24 @@ class BlackBoxEnv(gymnasium.Env):
                 raise ValueError(f"the runner drives {self.sender.n_dofs} joints, robot '{self.robot.name}' has "
                                  f"{self.robot.n_dofs}: pass the robot it serves")
             self.joints = self._joint_indices(joints)
-            if not (isinstance(n_via, int) and n_via >= 1):
-                raise ValueError(f"n_via must be a whole number >= 1, got {n_via!r}")
+            if primitive not in PRIMITIVES:
+                raise ValueError(f"primitive must be one of {PRIMITIVES}, got {primitive!r}")
+            for name, count, least in (("n_via", n_via, 1), ("n_weights", n_weights, 2)):
+                if not (isinstance(count, int) and count >= least):
+                    raise ValueError(f"{name} must be a whole number >= {least}, got {count!r}")
             if not (duration > 0 and hold >= 0 and scale > 0):
                 raise ValueError(f"duration and scale must be > 0 and hold >= 0, got {duration}, {scale}, {hold}")
-            self.n_via, self.duration, self.hold, self.scale = n_via, float(duration), float(hold), float(scale)
+            self.primitive, self.n_via, self.n_weights = primitive, n_via, n_weights
+            self.duration, self.hold, self.scale = float(duration), float(hold), float(scale)
+            self.durations = None if durations is None else (float(durations[0]), float(durations[1]))
             self.penalty = float(penalty)
-            self._steps = int(round(self.duration * self.robot.control_rate))
-            if self._steps < n_via:
-                raise ValueError(f"{duration} s is under one control step per via-point")
-            self.action_space = spaces.Box(-1.0, 1.0, (n_via * len(self.joints),), np.float64)
+            shortest = self.duration if self.durations is None else self.durations[0]
+            if self.durations is not None and not 0 < self.durations[0] <= self.durations[1] < np.inf:
+                raise ValueError(f"durations must be (low, high) s with 0 < low <= high, got {durations}")
+            if self._motion_steps(shortest) < (n_via if primitive == "via" else 2):
+                raise ValueError(f"{shortest} s is under one control step per via-point, or a primitive's two")
+            box, self.action_layout = self._action_space()
+            self.action_space, self._bounds = box, (box.low, box.high)
             self._default = np.asarray(self.task.default_context(), float).ravel()
             self._sample = self._sampler(contexts)
         except Exception:
@@ -136,6 +173,31 @@ class BlackBoxEnv(gymnasium.Env):
         self._context = self._default.copy()
 
     # -- set-up ----------------------------------------------------------------
+    def _action_space(self) -> tuple[spaces.Box, dict[str, slice]]:
+        """The Box of actions and each part's slice of it (module docstring)."""
+        n_j = len(self.joints)
+        if self.primitive == "via":
+            parts = {"via_points": (self.n_via * n_j, 1.0)}
+        else:
+            parts = {"weights": (self.n_weights * n_j, self.scale)}
+            if self.primitive == "dmp":
+                parts["goal"] = (n_j, self.scale)
+        layout, low, high, at = {}, [], [], 0
+        for name, (size, bound) in parts.items():
+            layout[name] = slice(at, at + size)
+            low.append(np.full(size, -bound))
+            high.append(np.full(size, bound))
+            at += size
+        if self.durations is not None:
+            layout["duration"] = slice(at, at + 1)
+            low.append(np.array([self.durations[0]]))
+            high.append(np.array([self.durations[1]]))
+        return spaces.Box(np.concatenate(low), np.concatenate(high), dtype=np.float64), layout
+
+    def _motion_steps(self, duration: float) -> int:
+        """Control steps of a motion of ``duration`` s."""
+        return int(round(duration * self.robot.control_rate))
+
     def _joint_indices(self, joints: Sequence[str | int] | None) -> np.ndarray:
         names = list(self.robot.joint_names)
         if joints is None:
@@ -206,16 +268,55 @@ class BlackBoxEnv(gymnasium.Env):
             self._owned = False  # closed: closing again does nothing
 
     # -- the motion ----------------------------------------------------------------
+    def parameters(self, action: ArrayLike) -> dict[str, Any]:
+        """The parts of ``action`` by name, clipped to the action space: ``via_points`` (n_via,
+        n_joints) rad offsets, or ``weights`` (n_weights, n_joints) and for a DMP ``goal``
+        (n_joints,) rad offsets; ``duration`` s."""
+        low, high = self._bounds
+        a = np.asarray(action, float).ravel()
+        if a.shape != low.shape:
+            raise ValueError(f"an action here has {low.size} values ({', '.join(self.action_layout)}), got {a.size}")
+        a = np.clip(a, low, high)
+        n_j, parts = len(self.joints), self.action_layout
+        out: dict[str, Any] = {"duration": float(a[parts["duration"]][0]) if "duration" in parts else self.duration}
+        if self.primitive == "via":
+            out["via_points"] = a[parts["via_points"]].reshape(self.n_via, n_j) * self.scale
+        else:
+            out["weights"] = a[parts["weights"]].reshape(self.n_weights, n_j)
+        if "goal" in parts:
+            out["goal"] = a[parts["goal"]]
+        return out
+
     def trajectory(self, action: ArrayLike, posture: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """q, qd, qdd (n, n_dofs) rad, rad/s, rad/s^2 at the control rate (t = dt .. duration) of
         ``action`` from the start ``posture`` (n_dofs,) rad (module docstring)."""
-        offsets = np.clip(np.asarray(action, float).reshape(self.n_via, len(self.joints)), -1.0, 1.0) * self.scale
+        p = self.parameters(action)
         posture = np.asarray(posture, float)
-        start = posture[self.joints]
-        knots = np.vstack([start, start + offsets])
-        spline = CubicSpline(np.arange(self.n_via + 1) * (self.duration / self.n_via), knots, bc_type="clamped", axis=0)
-        t = np.arange(1, self._steps + 1) * self.robot.control_dt
-        q = np.tile(posture, (self._steps, 1))
+        start, duration, dt = posture[self.joints], p["duration"], self.robot.control_dt
+        n = self._motion_steps(duration)
+        if self.primitive == "dmp":
+            policy = DMPPolicy(DMP(n * dt, self.n_weights), posture, start + p["goal"], tuple(self.joints), dt)
+            motion = policy.trajectory(p["weights"].ravel())
+            return motion.q[1:], motion.qd[1:], motion.qdd[1:]
+        t = np.arange(1, n + 1) * dt
+        if self.primitive == "via":
+            knots = np.vstack([start, start + p["via_points"]])
+            spline = CubicSpline(np.arange(self.n_via + 1) * (duration / self.n_via), knots, bc_type="clamped", axis=0)
+            moved = spline(t), spline(t, 1), spline(t, 2)
+        else:
+            moved = self._promp(t / (n * dt), n * dt, start, p["weights"])
+        q = np.tile(posture, (n, 1))
         qd, qdd = np.zeros_like(q), np.zeros_like(q)
-        q[:, self.joints], qd[:, self.joints], qdd[:, self.joints] = spline(t), spline(t, 1), spline(t, 2)
+        q[:, self.joints], qd[:, self.joints], qdd[:, self.joints] = moved
         return q, qd, qdd
+
+    def _promp(self, z: np.ndarray, duration: float, start: np.ndarray,
+               weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """q, qd, qdd (n, n_joints) of the chosen joints at phases z (n,): start + s(z) Phi(z) w
+        (module docstring), ``duration`` s, ``weights`` (n_weights, n_joints) rad."""
+        basis = promp_basis(z, self.n_weights)
+        d, dd, ddd = (b @ weights for b in basis)  # the ProMP's offsets and their derivatives in z
+        z = z[:, None]
+        s, ds, dds = z**2 * (3 - 2 * z), 6 * z * (1 - z), 6 - 12 * z
+        return (start + s * d, (ds * d + s * dd) / duration,
+                (dds * d + 2 * ds * dd + s * ddd) / duration**2)
