@@ -2,7 +2,7 @@
 %
 % Policy search as in Kober & Peters ("Policy search for motor primitives in robotics", NIPS
 % 2008), written as the plain loop a Matlab user writes: sample, evaluate the whole
-% iteration in one SLEvaluateBatch call, update.
+% iteration in one epEvaluateBatch call, update.
 %
 % Policy: one rest-to-rest motion of move_time s from the start posture q0 (1 x n_dofs rad) of
 % the joints in `joints` (base, shoulder, upper-arm roll and elbow: j1..j4), the others held:
@@ -80,13 +80,13 @@ else
   rng(seed);
 end
 
-info = SLConnect(channel);
+info = epConnect(channel);
 distance_row = find(strcmp(info.state_names, 'distance'));
-[~, ~, flag, start] = SLSendTrajectory([], 0, 0, 1, target, 10);   % learn the start posture ...
+[~, ~, flag, start] = epSendTrajectory([], 0, 0, 1, target, 10);   % learn the start posture ...
 if flag ~= 0
   error('power_reach:start', 'power_reach: the start was refused (flag %d): %s', flag, start.message);
 end
-SLReset(10);                                                          % ... and end that episode
+epReset(10);                                                          % ... and end that episode
 q0 = start.posture;
 n_steps = round(move_time * info.control_rate);
 G = phase_basis(n_steps, n_basis);
@@ -102,7 +102,7 @@ for it = 1:n_iter
   for k = 1:n_rollouts
     Q(:, joints, k) = Q(:, joints, k) + G * reshape(trials(:, k), n_basis, numel(joints));
   end
-  [R, states, flags] = SLEvaluateBatch(Q, target, 'waitTime', hold_time);
+  [R, states, flags] = epEvaluateBatch(Q, target, 'waitTime', hold_time);
   ranked = R;
   ranked(flags ~= 0) = -Inf;
   thetas = [thetas, trials];
@@ -113,7 +113,7 @@ for it = 1:n_iter
   fprintf('%3d  mean return %8.4f  best %8.4f m s  (final distance %.3f m)  failed %d\n', ...
           it, mean(R), best, states(distance_row, b), sum(flags ~= 0));
 end
-SLDisconnect();
+epDisconnect();
 
 folder = fileparts(out_csv);
 if ~isempty(folder) && ~exist(folder, 'dir')

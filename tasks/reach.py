@@ -32,6 +32,7 @@ from episodic.task import (
     param,
     place_target,
 )
+from episodic.task.sl import SLMap
 
 
 @dataclass
@@ -54,6 +55,8 @@ class Reach(Task[ReachEpisode]):
     context_sizes: ClassVar[tuple[int, ...]] = (0, 3)
     context_help: ClassVar[str] = "a target (x, y, z) m, or no context for the default"
     episode_type: ClassVar[type[Episode]] = ReachEpisode
+    sl: ClassVar[SLMap] = SLMap(("target x m", "target y m", "target z m"), (0, 1, 2),  # SL's layout: tetherball's
+                                states=(None,) * 6 + ("target_x", "target_y", "target_z"))
 
     effort: float = param(1e-4, "m/(N m)^2", "weight of the squared joint torques against the distance "
                           "in the step reward", ge=0)

@@ -1,6 +1,6 @@
 """The C and Octave/Matlab clients (clients/) against a real `episodic serve`: the C example runs an
 episode; an episode sent from Octave gives the same log, bit for bit, as the same commands in
-Python; a population sent in batches from C (ep_evaluate) and Octave (SLEvaluateBatch) gives the
+Python; a population sent in batches from C (ep_evaluate) and Octave (epEvaluateBatch) gives the
 results and logs of episodic.tools.batch.evaluate and Client.evaluate, bit for bit, also split into
 several batches; clear errors on a silent or dead runner (also when its pid was reused), a version
 mismatch, wrong sizes, another user's channel and a batch to a realtime runner; a paused lock
@@ -420,12 +420,12 @@ def test_c_reply_that_ends_an_episode_says_how_and_the_logs_return(tmp_path):
 def test_octave_start_reply_gives_the_start_posture(mex_dir):
     with Served(channel_name(), task="ball_in_cup") as s:
         code = f"""
-            SLConnect('{s.channel}');
-            [~, ~, f, info] = SLSendTrajectory([], 0, 0, 1, [], 10);
+            epConnect('{s.channel}');
+            [~, ~, f, info] = epSendTrajectory([], 0, 0, 1, [], 10);
             printf('START %d %d%s\\n', f, columns(info.posture), sprintf(' %.17g', info.posture));
-            [~, ~, f, info] = SLSendTrajectory(repmat(info.posture, 100, 1), 0, 1, 1, [], 10);
+            [~, ~, f, info] = epSendTrajectory(repmat(info.posture, 100, 1), 0, 1, 1, [], 10);
             printf('SEGMENT %d %d%s\\n', f, columns(info.posture), sprintf(' %.17g', info.posture));
-            SLDisconnect();
+            epDisconnect();
         """
         out = run_octave(code, mex_dir)
     assert_started_at_ball_in_cup_posture(postures(out.stdout))
@@ -492,7 +492,7 @@ def test_octave_episode_is_bit_identical_to_python(mex_dir, tmp_path):
     fetched = {name: np.fromfile(data / f"{name}.bin").reshape(shape) for name, shape in shapes.items()}
     assert set(python.steps) <= set(fetched)
     assert_same_steps(python, octave, fetched)
-    # SLGetEpisode: q is steps x joints, equal to the log's; one field per task state column
+    # epGetEpisode: q is steps x joints, equal to the log's; one field per task state column
     assert fetched["q"].shape == (octave.attrs["n_steps"], 7)
     np.testing.assert_array_equal(fetched["q"], octave.steps["q"])
     for i, name in enumerate(octave.state_columns):
@@ -500,12 +500,12 @@ def test_octave_episode_is_bit_identical_to_python(mex_dir, tmp_path):
 
 
 def test_c_and_octave_are_refused_a_channel_another_client_holds(c_example, mex_dir):
-    """A Python client holds the channel: the C example and SLConnect are refused with the holder's
+    """A Python client holds the channel: the C example and epConnect are refused with the holder's
     pid; once it lets go, the C example runs."""
     with Served(channel_name()) as s:
         with Client(s.channel, timeout=10):
             c = subprocess.run([str(c_example), s.channel], capture_output=True, text=True, timeout=60)
-            octave = run_octave(f"expect_error('held', @() SLConnect('{s.channel}'));", mex_dir)
+            octave = run_octave(f"expect_error('held', @() epConnect('{s.channel}'));", mex_dir)
         holder = f"in use by another client (pid {os.getpid()})"
         assert c.returncode != 0 and holder in c.stdout + c.stderr
         assert "CASE held | episodic:channelInUse |" in octave.stdout and holder in octave.stdout
@@ -518,36 +518,41 @@ def test_octave_errors_name_the_problem(mex_dir, tmp_path):
         code = f"""
             home = [0, 0.5876, 0, 1.36, 0, -0.321, -1.57];
             q = repmat(home, 50, 1);
-            expect_error('before_connect', @() SLSendTrajectory(q, 0, 1, 1, [], 5));
-            expect_error('no_channel', @() SLConnect('no-such-channel'));
-            SLConnect('{s.channel}');
-            [~, ~, f1, i1] = SLSendTrajectory([], 0, 0, 2, [0.5 0.2 1.5], 10);
-            [~, ~, f2, i2] = SLSendTrajectory([], 0, 0, 2, [0.5 0.2 1.5], 10);
+            expect_error('before_connect', @() epSendTrajectory(q, 0, 1, 1, [], 5));
+            expect_error('no_channel', @() epConnect('no-such-channel'));
+            epConnect('{s.channel}');
+            [~, ~, f1, i1] = epSendTrajectory([], 0, 0, 2, [0.5 0.2 1.5], 10);
+            [~, ~, f2, i2] = epSendTrajectory([], 0, 0, 2, [0.5 0.2 1.5], 10);
             printf('IDS %d %d %d\\n', f1, f2, i2.episode_id - i1.episode_id);
-            expect_error('width', @() SLSendTrajectory(q(:, 1:6), 0, 1, 2, [], 5));
-            expect_error('transposed', @() SLSendTrajectory(q.', 0, 1, 2, [], 5));
-            expect_error('qd_size', @() SLSendTrajectory(struct('q', q, 'qd', q(1:10, :)), 0, 1, 2, [], 5));
-            expect_error('posture', @() SLSendTrajectory([1 2 3], 0, 0, 2, [], 5));
-            expect_error('context', @() SLSendTrajectory([], 0, 0, 2, zeros(1, 65), 5));
-            expect_error('gains', @() SLSendController(ones(6, 3), 0, 1, 2, [], 5));
-            expect_error('gains_index', @() SLSendController(ones(7, 3), 0, 0, 2, [], 5));
-            expect_error('mode', @() SLSendController(ones(7, 3), 0, 1, 2, [], 5, 'magic'));
-            expect_error('timeout_arg', @() SLSendTrajectory(q, 0, 1, 2, [], -1));
-            [~, ~, f] = SLSendTrajectory(q, 0, 2, 2, [], 5);
+            expect_error('width', @() epSendTrajectory(q(:, 1:6), 0, 1, 2, [], 5));
+            expect_error('transposed', @() epSendTrajectory(q.', 0, 1, 2, [], 5));
+            expect_error('qd_size', @() epSendTrajectory(struct('q', q, 'qd', q(1:10, :)), 0, 1, 2, [], 5));
+            expect_error('posture', @() epSendTrajectory([1 2 3], 0, 0, 2, [], 5));
+            expect_error('context', @() epSendTrajectory([], 0, 0, 2, zeros(1, 65), 5));
+            expect_error('gains', @() epSendController(ones(6, 3), 0, 1, 2, [], 5));
+            expect_error('gains_index', @() epSendController(ones(7, 3), 0, 0, 2, [], 5));
+            expect_error('mode', @() epSendController(ones(7, 3), 0, 1, 2, [], 5, 'magic'));
+            expect_error('timeout_arg', @() epSendTrajectory(q, 0, 1, 2, [], -1));
+            [~, ~, f] = epSendTrajectory(q, 0, 2, 2, [], 5);
             printf('OUT_OF_ORDER %d\\n', f);
-            [~, ~, f, info] = SLSendTrajectory([], 0, 0, 2, 1:5, 5);
+            [~, ~, f, info] = epSendTrajectory([], 0, 0, 2, 1:5, 5);
             printf('INVALID %d %s\\n', f, info.message);
-            SLDisconnect();
-            expect_error('after_disconnect', @() SLGetEpisode());
+            [~, ~, fs] = epSendTrajectory([], 0, 0, 2);     % stateBuffer and timeOut left out: [], 30 s
+            [~, ~, fr] = epSendTrajectory([], 0, -1, 2);    % -1 resets
+            printf('NO_TIMEOUT %d RESET %d\\n', fs, fr);
+            expect_error('empty', @() epSendTrajectory([], 0, 1, 2));
+            expect_error('index', @() epSendTrajectory(q, 0, -2, 2));
+            epDisconnect();
+            expect_error('after_disconnect', @() epGetEpisode());
         """
         out = run_octave(code, mex_dir)
     found = cases(out.stdout)
     ch = s.channel
-    assert found["before_connect"][0] == "episodic:notConnected" and "SLConnect" in found["before_connect"][1]
+    assert found["before_connect"][0] == "episodic:notConnected" and "epConnect" in found["before_connect"][1]
     assert found["no_channel"][0] == "episodic:noChannel"
     assert "no runner serves channel 'no-such-channel'" in found["no_channel"][1]
     assert "IDS 0 0 1" in out.stdout  # each start takes the next episode id
-    assert found["width"] == ("episodic:size", "SLSendTrajectory: the trajectory must be steps x 7 "
+    assert found["width"] == ("episodic:size", "epSendTrajectory: the trajectory must be steps x 7 "
                               "(one row per time step, one column per joint), got 50 x 6")
     assert found["transposed"][0] == "episodic:size" and "got 7 x 50; pass its transpose" in found["transposed"][1]
     assert found["qd_size"][0] == "episodic:size" and "qd must have the trajectory's size 50 x 7" in found["qd_size"][1]
@@ -558,13 +563,17 @@ def test_octave_errors_name_the_problem(mex_dir, tmp_path):
     assert found["mode"][0] == "episodic:argument" and "feedforward mode" in found["mode"][1]
     assert found["timeout_arg"][0] == "episodic:argument" and "timeOut" in found["timeout_arg"][1]
     assert f"OUT_OF_ORDER {int(Flag.OUT_OF_ORDER)}" in out.stdout  # a runner's refusal is a flag, not an error
+    assert f"NO_TIMEOUT 0 RESET {int(Flag.ABORTED_BY_LEARNER)}" in out.stdout
+    assert found["empty"][0] == "episodic:size" and "To start an episode use trajIdx 0" in found["empty"][1]
+    assert found["index"] == ("episodic:argument", "epSendTrajectory: trajIdx must be 0 (start an episode), "
+                              "1..maxCommands (its segments) or -1 (reset), got -2")
     assert f"INVALID {int(Flag.INVALID_PAYLOAD)} " in out.stdout and "reach takes" in out.stdout
     assert found["after_disconnect"][0] == "episodic:notConnected"
 
 
 def test_octave_version_mismatch(mex_dir, wrong_version):
     served, version = wrong_version
-    out = run_octave(f"expect_error('version', @() SLConnect('{served.channel}'))", mex_dir)
+    out = run_octave(f"expect_error('version', @() epConnect('{served.channel}'))", mex_dir)
     ident, message = cases(out.stdout)["version"]
     assert ident == "episodic:version"
     assert (f"the runner on channel '{served.channel}' speaks protocol version {version}, "
@@ -576,7 +585,7 @@ def test_octave_refuses_another_users_channel(mex_dir):
     channel = channel_name()
     planted = planted_by(other, channel)
     try:
-        out = run_octave(f"expect_error('foreign', @() SLConnect('{channel}'))", mex_dir)
+        out = run_octave(f"expect_error('foreign', @() epConnect('{channel}'))", mex_dir)
     finally:
         unlink(planted)
     ident, message = cases(out.stdout)["foreign"]
@@ -586,7 +595,7 @@ def test_octave_refuses_another_users_channel(mex_dir):
 
 def test_octave_without_the_mex_file_says_how_to_build_it():
     require("octave")
-    out = run_octave("expect_error('unbuilt', @() SLConnect('default'))", mex=None)
+    out = run_octave("expect_error('unbuilt', @() epConnect('default'))", mex=None)
     ident, message = cases(out.stdout)["unbuilt"]
     assert ident == "episodic:notBuilt" and "episodic_build()" in message
 
@@ -600,8 +609,8 @@ def readme_learner(heading: str, channel: str) -> str:
     readme = (ROOT / "clients" / "README.md").read_text()
     section = readme.split(f"### {heading}\n", 1)[1].split("\n#", 1)[0]
     (learner,) = re.findall(r"^```matlab\n(.*?)^```", section, flags=re.M | re.S)
-    assert learner.count(README_PATHS) == 1 and learner.count("SLConnect('default')") == 1
-    return learner.replace(README_PATHS, "").replace("SLConnect('default')", f"SLConnect('{channel}')")
+    assert learner.count(README_PATHS) == 1 and learner.count("epConnect('default')") == 1
+    return learner.replace(README_PATHS, "").replace("epConnect('default')", f"epConnect('{channel}')")
 
 
 def test_readme_octave_learner_runs_as_printed(mex_dir):
@@ -658,7 +667,7 @@ def test_octave_silent_then_dead_runner(mex_dir, tmp_path):
     assert octave.returncode == 0, stdout + stderr
     found = cases(stdout)
     assert "START 0" in stdout and "RESTART 0 1" in stdout
-    assert found["silent"] == ("episodic:timeout", f"SLSendTrajectory: the runner on channel "
+    assert found["silent"] == ("episodic:timeout", f"epSendTrajectory: the runner on channel "
                                f"'{channel}' did not answer within 0.5 s")
     assert 0.5 <= float(re.search(r"ELAPSED silent ([\d.]+)", stdout).group(1)) < 2
     assert found["dead"][0] == "episodic:runnerGone"
@@ -732,19 +741,19 @@ def puma_commands(episode_id: int) -> list:
 
 
 OCTAVE_PUMA_EPISODE = """
-info = SLConnect('{channel}');
+info = epConnect('{channel}');
 printf('NDOFS %d\\n', info.n_dofs);
 n = info.n_dofs;
-SLEpisodeId({episode_id});
+epEpisodeId({episode_id});
 replies = [];
-[r, s, f, i] = SLSendTrajectory([], 0, 0, 2, [{context}], 10);
+[r, s, f, i] = epSendTrajectory([], 0, 0, 2, [{context}], 10);
 replies(end+1, :) = [r, f, i.episode_id, i.n_steps, s, i.posture];
-[r, s, f, i] = SLSendTrajectory(read_rows('{data}/q1.bin', n), 0, 1, 2, [], 10);
+[r, s, f, i] = epSendTrajectory(read_rows('{data}/q1.bin', n), 0, 1, 2, [], 10);
 replies(end+1, :) = [r, f, i.episode_id, i.n_steps, s, i.posture];
-[r, s, f, i] = SLSendTrajectory(read_rows('{data}/q2.bin', n), 0.1, 2, 2, [], 10, 250);
+[r, s, f, i] = epSendTrajectory(read_rows('{data}/q2.bin', n), 0.1, 2, 2, [], 10, 250);
 replies(end+1, :) = [r, f, i.episode_id, i.n_steps, s, i.posture];
 write_rows('{data}/replies.bin', replies);
-episode = SLGetEpisode();
+episode = epGetEpisode();
 names = fieldnames(episode);
 fid = fopen('{data}/fields.txt', 'w');
 for k = 1:numel(names)
@@ -753,14 +762,14 @@ for k = 1:numel(names)
   write_rows(['{data}/' names{{k}} '.bin'], value);
 end
 fclose(fid);
-expect_error('width', @() SLSendTrajectory(zeros(10, 7), 0, 1, 1, [], 5));
-expect_error('posture', @() SLSendTrajectory(zeros(1, 7), 0, 0, 1, [], 5));
-SLDisconnect();
+expect_error('width', @() epSendTrajectory(zeros(10, 7), 0, 1, 1, [], 5));
+expect_error('posture', @() epSendTrajectory(zeros(1, 7), 0, 0, 1, [], 5));
+epDisconnect();
 """
 
 
 def test_octave_puma560_episode_is_bit_identical_to_python(mex_dir, tmp_path):
-    """An Octave episode on a served PUMA (sizes from SLConnect's info) logs what the same
+    """An Octave episode on a served PUMA (sizes from epConnect's info) logs what the same
     commands log in Python, bit for bit; Octave refuses seven-joint arrays naming six joints."""
     episode_id = 560
     commands = puma_commands(episode_id)
@@ -775,7 +784,7 @@ def test_octave_puma560_episode_is_bit_identical_to_python(mex_dir, tmp_path):
         assert s.stop() == 0
     assert "NDOFS 6" in out.stdout
     found = cases(out.stdout)
-    assert found["width"] == ("episodic:size", "SLSendTrajectory: the trajectory must be steps x 6 "
+    assert found["width"] == ("episodic:size", "epSendTrajectory: the trajectory must be steps x 6 "
                               "(one row per time step, one column per joint), got 10 x 7")
     assert found["posture"][0] == "episodic:size" and "start posture, 1 x 6" in found["posture"][1]
     with Runner(make_task("reach"), "puma560", log=tmp_path / "python.h5", seed=7) as runner:
@@ -799,7 +808,7 @@ def test_octave_puma560_episode_is_bit_identical_to_python(mex_dir, tmp_path):
 
 
 def test_readme_octave_learner_runs_on_the_puma560(mex_dir):
-    """The README's learner sizes its offsets from SLConnect's info, so it runs on six joints too."""
+    """The README's learner sizes its offsets from epConnect's info, so it runs on six joints too."""
     with Served(channel_name(), None, "--robot", "puma560") as s:
         out = run_octave(readme_learner("A learner in Octave", s.channel), mex_dir)
     lines = [line.split() for line in out.stdout.splitlines() if "reward" in line]
@@ -1087,7 +1096,7 @@ def test_c_batch_to_a_realtime_runner_is_refused(c_batch, tmp_path):
 
 
 def octave_population(episode_id: int) -> tuple[dict, list[list], list[list]]:
-    """SLEvaluateBatch's two populations (tests/octave/batch_episodes.m): five episodes with start
+    """epEvaluateBatch's two populations (tests/octave/batch_episodes.m): five episodes with start
     postures, qd and qdd (the second's context out of range, the fifth's segment too far from its
     posture), and three at 250 Hz held 0.1 s with one context; their files and their commands."""
     postures = np.array([HOME + np.array([0.02 * k, 0, 0, -0.02, 0, 0, 0]) for k in range(5)])
@@ -1125,7 +1134,7 @@ def octave_records(folder: Path, name: str, n_state: int) -> tuple[list[dict], l
 
 
 def test_octave_batch_is_bit_identical_to_python(mex_dir, tmp_path):
-    """SLEvaluateBatch, split into batches of two by the runner's size, gives the results and
+    """epEvaluateBatch, split into batches of two by the runner's size, gives the results and
     the logs of episodic.tools.batch.evaluate bit for bit, with and without the options."""
     episode_id = 7000
     files, first, second = octave_population(episode_id)
@@ -1134,21 +1143,21 @@ def test_octave_batch_is_bit_identical_to_python(mex_dir, tmp_path):
     with Served(channel_name(), None, "--max-batch", "2") as s:
         out = run_octave(f"""
             batch_episodes('{s.channel}', '{tmp_path}', {episode_id});
-            SLConnect('{s.channel}');
+            epConnect('{s.channel}');
             Q = zeros(10, 7, 2);
-            expect_error('width', @() SLEvaluateBatch(Q(:, 1:6, :), []));
-            expect_error('qd', @() SLEvaluateBatch(Q, [], 'Qd', Q(:, :, 1)));
-            expect_error('contexts', @() SLEvaluateBatch(Q, ones(3, 3)));
-            expect_error('postures', @() SLEvaluateBatch(Q, [], 'postures', ones(6, 2)));
-            expect_error('option', @() SLEvaluateBatch(Q, [], 'speed', 2));
-            SLDisconnect();""", mex_dir)
+            expect_error('width', @() epEvaluateBatch(Q(:, 1:6, :), []));
+            expect_error('qd', @() epEvaluateBatch(Q, [], 'Qd', Q(:, :, 1)));
+            expect_error('contexts', @() epEvaluateBatch(Q, ones(3, 3)));
+            expect_error('postures', @() epEvaluateBatch(Q, [], 'postures', ones(6, 2)));
+            expect_error('option', @() epEvaluateBatch(Q, [], 'speed', 2));
+            epDisconnect();""", mex_dir)
     found = cases(out.stdout)
-    assert found["width"] == ("episodic:size", "SLEvaluateBatch: Q must be samples x 7 x N (one row per time step, "
+    assert found["width"] == ("episodic:size", "epEvaluateBatch: Q must be samples x 7 x N (one row per time step, "
                               "one column per joint, one page per episode), got 10 x 6 x 2")
-    assert found["qd"] == ("episodic:size", "SLEvaluateBatch: Qd must have Q's size 10 x 7 x 2, got 10 x 7")
-    assert found["contexts"] == ("episodic:size", "SLEvaluateBatch: contexts must have one column per episode (2) "
+    assert found["qd"] == ("episodic:size", "epEvaluateBatch: Qd must have Q's size 10 x 7 x 2, got 10 x 7")
+    assert found["contexts"] == ("episodic:size", "epEvaluateBatch: contexts must have one column per episode (2) "
                                  "or one column for all, got 3 x 3")
-    assert found["postures"] == ("episodic:size", "SLEvaluateBatch: postures must be 7 x N (one start posture per "
+    assert found["postures"] == ("episodic:size", "epEvaluateBatch: postures must be 7 x N (one start posture per "
                                  "column), got 6 x 2")
     assert found["option"][0] == "episodic:argument" and "unknown option 'speed'" in found["option"][1]
     expected_first = evaluate(first, "reach", keep_steps=True)

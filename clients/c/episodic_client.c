@@ -667,6 +667,18 @@ void ep_set_episode_id(ep_client *c, int64_t episode_id)
 
 int ep_log_rows(const ep_client *c) { return c ? c->log_rows : 0; }
 
+int ep_adopt_log_rows(ep_client *c)
+{
+    int rows;
+    if (!c)
+        return 0;
+    lock_take(c);
+    rows = get_i32(c->base + c->reply_offset + EP_REPLY_LOG_ROWS);
+    lock_give(c);
+    c->log_rows = rows < 0 ? 0 : rows > c->info.max_log_steps ? c->info.max_log_steps : rows;
+    return c->log_rows;
+}
+
 /* -- commands and the exchange (docs/protocol.md sections 4 and 7) ------------------------ */
 
 /* A command's fields: the command block's fixed part, which a batch's command-table row repeats. */

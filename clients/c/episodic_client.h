@@ -172,6 +172,10 @@ int ep_reset(ep_client *c, ep_reply *reply);
 
 /* Valid rows of the log block according to the last reply (0 before any). */
 int ep_log_rows(const ep_client *c);
+/* Take the valid rows of the log block from the reply on the channel now, whichever client's
+ * command it answered, and return them: for a client attached anew for each call (as SL's
+ * learners attach), whose own last reply came through an earlier attachment. */
+int ep_adopt_log_rows(ep_client *c);
 /* Copy the first ep_log_rows() rows of one log column, row-major (rows x width), into `out`
  * (room for max_rows rows); *rows gets the count. */
 int ep_get_log(ep_client *c, const char *column, double *out, int max_rows, int *rows);

@@ -1,13 +1,17 @@
-function episode = SLGetEpisode()
-%SLGETEPISODE  The per-step log of the current or last episode, as a struct.
-%   episode = SLGetEpisode()
+function [joints, jointsVel, jointsAcc, jointsDes, jointsVelDes, jointsAccDes, torque, cart, states, commandIdx, stepIdx] = SLGetEpisode(numStates)
+%SLGETEPISODE  SL's episode log of the last episode's motion steps, over an episodic channel.
+%   [joints, jointsVel, jointsAcc, jointsDes, jointsVelDes, jointsAccDes, torque, cart, states, ...
+%    commandIdx, stepIdx] = SLGetEpisode(numStates)
 %
-%   One field per log column, each steps x width (one row per control step):
-%     time, machine_state, index, step (steps x 1); q, qd, qdd (measured), q_d, qd_d, qdd_d
-%     (desired), u (torque), u_ff (its feedforward share) (steps x n_dofs); ee_pos (x 3),
-%     ee_quat (x 4, w x y z), task_state (x n_state), reward (x 1);
-%   plus one steps x 1 field per task state column (reach: target_x, target_y, target_z,
-%   distance). The rows are those of the last reply (its info.log_rows); an episode longer
-%   than the runner's --max-log-steps keeps its first rows (info.log_truncated).
-episode = episodic_call('episode');
+%   Each output has one column per motion step (the move to the start left out): joints ...
+%   torque n_dofs x steps (rad, rad/s, rad/s^2, N m); cart 7 x steps (the flange's position m and
+%   quaternion w x y z); states numStates x steps (default 9): rows 1-3 the ball's position m,
+%   4-6 its velocity m/s, 7-9 the cup or target m, by the task's state columns (0 where it has
+%   none); commandIdx 1 x steps SL's command index (2 the first motion command); stepIdx 1 x steps
+%   the step within its command, from 1.
+if nargin < 1
+  numStates = 9;
+end
+[joints, jointsVel, jointsAcc, jointsDes, jointsVelDes, jointsAccDes, torque, cart, states, commandIdx, stepIdx] = ...
+    SLGetEpisodeMex(numStates);
 end

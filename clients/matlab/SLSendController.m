@@ -1,36 +1,19 @@
-function [reward, state, flag, info, success, episodeReturn] = SLSendController(gains, waitTime, trajIdx, maxCommands, stateBuffer, timeOut, mode)
-%SLSENDCONTROLLER  Send a gain set as segment trajIdx (1..maxCommands) of the running episode.
-%   [reward, state, flag] = SLSendController(gains, waitTime, trajIdx, maxCommands, stateBuffer, timeOut)
-%   [reward, state, flag, info] = SLSendController(..., timeOut, mode)
-%   [reward, state, flag, info, success, episodeReturn] = SLSendController(...)
+function [reward, state, flag] = SLSendController(parameters)
+%SLSENDCONTROLLER  SL's controller command (command 2 of 2, after SLInitEpisode), over an episodic channel.
+%   [reward, state, flag] = SLSendController(parameters)
 %
-%   gains        n_dofs x 3 [kp kd ki] or n_dofs x 2 [kp kd] (ki = 0), one row per joint,
-%                in N m/rad, N m s/rad, N m/(rad s); or a struct with fields kp, kd and
-%                optionally ki and mode. The gains replace the robot's for the following
-%                segments of this episode (every episode starts with the robot's defaults).
-%   waitTime     s the current posture is held with the new gains (0..60)
-%   trajIdx      the segment index, 1..maxCommands (the episode is started by
-%                SLSendTrajectory with trajIdx 0)
-%   maxCommands  as given at the start
-%   stateBuffer  task gains for the task's own feedback law ([] = none; see `episodic tasks`)
-%   timeOut      s to wait for the reply ([] = 30 s)
-%   mode         the feedforward part of the control law: 'none' (PD only),
-%                'gravity_compensation' (default), 'feedforward' (inverse dynamics of the
-%                desired state) or 'inverse_dynamics' (at the measured state), or 0..3
-%   Outputs as for SLSendTrajectory.
-if nargin < 6
-  error('episodic:argument', ['SLSendController: usage: SLSendController(gains, waitTime, trajIdx, ' ...
-        'maxCommands, stateBuffer, timeOut [, mode])']);
+%   parameters  the gains of the task's own controller, up to 10 values as the task's SL map says
+%               (e.g. ball-on-a-beam [k_x k_v] rad/m, rad s/m), zero-padded
+%   The runner runs the task's controller for the task's own duration (its SL map), the joints on the
+%   robot's own gains.
+%   reward      state(1) when flag is 1, else -Inf
+%   state       20 x 1: state(1) the command's reward, state(2) the control steps it ran, then the
+%               task state after it
+%   flag        1 answered, -1 no answer within 20 s
+[state, flag] = SLSendTrajectoryMex(2, 2, 0.0, zeros(1, SLGetInfoMex()), parameters, 20);
+if flag == 1
+  reward = state(1);
+else
+  reward = -Inf;
 end
-if nargin < 7
-  mode = [];
-end
-if isnumeric(gains) || islogical(gains)
-  gains = double(gains);
-end
-if isnumeric(stateBuffer) || islogical(stateBuffer)
-  stateBuffer = double(stateBuffer);
-end
-[reward, state, flag, info, success, episodeReturn] = episodic_call('gains', gains, mode, stateBuffer, waitTime, ...
-                                                                   trajIdx, maxCommands, timeOut);
 end

@@ -1,75 +1,28 @@
-function [reward, state, flag, info, success, episodeReturn] = SLSendTrajectory(trajectory, waitTime, trajIdx, maxCommands, stateBuffer, timeOut, rate)
-%SLSENDTRAJECTORY  Start an episode (trajIdx 0) or send one trajectory segment (trajIdx >= 1).
-%   [reward, state, flag] = SLSendTrajectory(trajectory, waitTime, trajIdx, maxCommands, stateBuffer, timeOut)
-%   [reward, state, flag, info] = SLSendTrajectory(..., timeOut, rate)
-%   [reward, state, flag, info, success, episodeReturn] = SLSendTrajectory(...)
+function [reward, state, flag] = SLSendTrajectory(trajectory, waitTime, numCommand, maxCommands, stateBuffer, timeOut)
+%SLSENDTRAJECTORY  SL's motion command (after SLInitEpisode), over an episodic channel.
+%   [reward, state, flag] = SLSendTrajectory(trajectory)    command 2 of 2, no wait, 10 s timeout
+%   [reward, state, flag] = SLSendTrajectory(trajectory, waitTime, numCommand, maxCommands, stateBuffer, timeOut)
 %
-%   trajIdx 0 starts episode (a new episode id each time, see SLEpisodeId):
-%     trajectory   the start posture, 1 x n_dofs rad, or [] for the task's start posture
-%     waitTime     unused
-%     maxCommands  segments the episode will have (1..1000)
-%     stateBuffer  the context, e.g. the reach target [x y z] m ([] for the task's default)
-%   The reply comes once the robot is at the start posture; info.posture is that posture
-%   (1 x n_dofs rad): start segment 1 there (within 0.1 rad on the WAM, else flag 8).
-%
-%   trajIdx k = 1..maxCommands sends segment k of the running episode:
-%     trajectory   desired joint positions, steps x n_dofs rad (one row per time step, one
-%                  column per joint, as in Python); sampled at the control rate (500 Hz on
-%                  the WAM) unless RATE (Hz) is given. A struct with fields q (steps x n_dofs),
-%                  and optionally qd (rad/s), qdd (rad/s^2) and rate also works.
-%     waitTime     s the final posture is held after the last sample (0..60)
-%     maxCommands  as given at the start
-%     stateBuffer  unused
-%
-%   timeOut  s to wait for the reply ([] = 30 s); on expiry error episodic:timeout names the
-%            channel; a runner that died gives episodic:runnerGone.
-%   reward   the segment's reward (0 for a start; in the command that ends an episode early, the
-%            charge for the part it leaves out is included, see episodeReturn)
-%   state    1 x n_state: the task state after the command (reach: target x y z, distance)
-%   flag     0 OK; 1 out of order, 2 stale episode, 3 invalid payload, 4 safety abort,
-%            5 timeout, 6 aborted by learner, 7 interrupted, 8 discontinuous (the segment
-%            starts too far from the posture held), 9 internal error (the episode is then over)
-%   info     struct: episode_id, index, flag_name, n_steps, episode_done, machine_state,
-%            log_rows, log_truncated, message (why the flag is not OK), state, posture
-%            (1 x n_dofs rad: the posture held after the command, where the next segment
-%            must start), success, episode_return (as the two outputs below)
-%   success  true only in the reply that ends an episode (info.episode_done 1, after its last
-%            segment or a flag that is not 0) that the task counts as solved; flag then says how
-%            the episode ended
-%   episodeReturn  the return of the command's episode so far: the rewards of its commands up to
-%            this one; in the reply that ends it, the episode's return as the runner's log
-%            records it, a charge for ending early included (e.g. reach is scored over 1.2 s of
-%            motion: an episode aborted sooner is charged the rest at its worst cost rate)
-%
-%   Matlab stores matrices column-major and the protocol row-major; the MEX file converts.
+%   trajectory   steps x n_dofs desired joint positions, rad, one row per control step (500 Hz on
+%                the WAM); its first row within the robot's max_start_jump of the posture held
+%   waitTime     s the last posture is held afterwards
+%   numCommand   2..maxCommands (1 is SLInitEpisode's start)
+%   reward       state(1) when flag is 1, else -Inf
+%   state        20 x 1: state(1) the command's reward, then the task state after it
+%   flag         1 answered, -1 no answer within timeOut s (default 10)
+if nargin == 1
+  waitTime = 0.0;
+  numCommand = 2;
+  maxCommands = 2;
+  stateBuffer = [];
+end
 if nargin < 6
-  error('episodic:argument', ['SLSendTrajectory: usage: SLSendTrajectory(trajectory, waitTime, trajIdx, ' ...
-        'maxCommands, stateBuffer, timeOut [, rate])']);
+  timeOut = 10;
 end
-if nargin < 7
-  rate = [];
-end
-qd = [];
-qdd = [];
-q = trajectory;
-if isstruct(trajectory)
-  if ~isfield(trajectory, 'q')
-    error('episodic:argument', 'SLSendTrajectory: a trajectory struct needs the field q (steps x joints)');
-  end
-  q = trajectory.q;
-  if isfield(trajectory, 'qd'), qd = trajectory.qd; end
-  if isfield(trajectory, 'qdd'), qdd = trajectory.qdd; end
-  if isfield(trajectory, 'rate') && isempty(rate), rate = trajectory.rate; end
-end
-if ~isnumeric(trajIdx) || ~isscalar(trajIdx)
-  error('episodic:argument', 'SLSendTrajectory: trajIdx must be a number (0 = start)');
-end
-if trajIdx == 0
-  [reward, state, flag, info, success, episodeReturn] = episodic_call('start', as_double(q), as_double(stateBuffer), ...
-                                                                     maxCommands, timeOut);
+[state, flag] = SLSendTrajectoryMex(numCommand, maxCommands, waitTime, trajectory, stateBuffer, timeOut);
+if flag == 1
+  reward = state(1);
 else
-  [reward, state, flag, info, success, episodeReturn] = episodic_call('trajectory', as_double(q), as_double(qd), ...
-                                                                     as_double(qdd), rate, waitTime, trajIdx, ...
-                                                                     maxCommands, timeOut);
+  reward = -Inf;
 end
 end

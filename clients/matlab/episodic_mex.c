@@ -1,5 +1,5 @@
 /*
- * episodic_mex.c: the MEX gateway behind the SL*.m wrappers (Octave and Matlab), built together
+ * episodic_mex.c: the MEX gateway behind the ep*.m functions (Octave and Matlab), built together
  * with the C client (clients/c/episodic_client.c); see episodic_build.m:
  *
  *     Octave:  mkoctfile --mex -o episodic_mex.mex -I../c episodic_mex.c ../c/episodic_client.c -lrt -lpthread
@@ -42,7 +42,7 @@ static ep_client *client = NULL;
 static char channel_name[80] = "";
 static char gone_note[200] = "";          /* why the last channel was dropped */
 static double last_episode_id = -1;       /* the id of the last start (the MEX's counter) */
-static int counter_ready = 0;             /* last_episode_id set (from the clock or SLEpisodeId) */
+static int counter_ready = 0;             /* last_episode_id set (from the clock or epEpisodeId) */
 static int at_exit_registered = 0;
 
 static void detach(void)
@@ -103,7 +103,7 @@ static const double *doubles(const mxArray *a, const char *who, const char *what
 static ep_client *connected(const char *who)
 {
     if (!client)
-        mexErrMsgIdAndTxt("episodic:notConnected", "%s: not connected%s; call SLConnect(channel) first", who,
+        mexErrMsgIdAndTxt("episodic:notConnected", "%s: not connected%s; call epConnect(channel) first", who,
                           gone_note);
     return client;
 }
@@ -127,10 +127,10 @@ static void raise_error(const char *who, int code)
     }
     snprintf(message, sizeof message, "%s: %s", who, ep_last_error());
     if (code == EP_ERR_RUNNER_GONE) {
-        /* the mapping belongs to a dead runner: drop it; SLConnect attaches to the next one */
+        /* the mapping belongs to a dead runner: drop it; epConnect attaches to the next one */
         snprintf(gone_note, sizeof gone_note, " (the runner of channel '%s' has exited)", channel_name);
         detach();
-        strncat(message, "; start a runner and call SLConnect again", sizeof message - strlen(message) - 1);
+        strncat(message, "; start a runner and call epConnect again", sizeof message - strlen(message) - 1);
     }
     mexErrMsgIdAndTxt(id, "%s", message);
 }
@@ -247,7 +247,7 @@ static int64_t next_episode_id(void)
 
 static void cmd_connect(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[])
 {
-    const char *who = "SLConnect";
+    const char *who = "epConnect";
     char name[80];
     int rc;
     if (nrhs < 1 || !mxIsChar(prhs[0]) || mxGetString(prhs[0], name, sizeof name) != 0)
@@ -273,7 +273,7 @@ static void cmd_connect(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs
 
 static void cmd_start(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[])
 {
-    const char *who = "SLSendTrajectory";
+    const char *who = "epSendTrajectory";
     ep_client *c = connected(who);
     const ep_info *info = ep_get_info(c);
     const double *posture = NULL, *context = NULL;
@@ -307,7 +307,7 @@ static void cmd_start(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]
 
 static void cmd_trajectory(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[])
 {
-    const char *who = "SLSendTrajectory";
+    const char *who = "epSendTrajectory";
     ep_client *c = connected(who);
     const ep_info *info = ep_get_info(c);
     const char *names[3] = {"trajectory", "qd", "qdd"};
@@ -320,7 +320,11 @@ static void cmd_trajectory(int nlhs, mxArray *plhs[], int nrhs, const mxArray *p
         mexErrMsgIdAndTxt("episodic:argument", "%s: trajectory needs q, qd, qdd, rate, waitTime, trajIdx, "
                           "maxCommands, timeOut", who);
     if (is_empty(prhs[0]))
-        mexErrMsgIdAndTxt("episodic:size", "%s: the trajectory is empty; it must be steps x %d", who, info->n_dofs);
+        mexErrMsgIdAndTxt("episodic:size", "%s: the trajectory of segment %g is empty; a segment is steps x %d. "
+                          "To start an episode use trajIdx 0 (this client's start; SL's start index 1 is "
+                          "SLSendTrajectoryMex's, see clients/README.md)", who,
+                          is_real_numeric(prhs[5]) && mxGetNumberOfElements(prhs[5]) == 1 ? mxGetScalar(prhs[5]) : 1.0,
+                          info->n_dofs);
     rows = mxGetM(prhs[0]);
     cols = mxGetN(prhs[0]);
     if (mxGetNumberOfDimensions(prhs[0]) != 2 || cols != (size_t)info->n_dofs)
@@ -342,7 +346,7 @@ static void cmd_trajectory(int nlhs, mxArray *plhs[], int nrhs, const mxArray *p
     if (!is_empty(prhs[3]))
         rate = scalar(prhs[3], who, "rate (Hz)");
     wait_time = scalar(prhs[4], who, "waitTime (s)");
-    index = integer(prhs[5], who, "trajIdx", 1, 2147483647.0);
+    index = integer(prhs[5], who, "trajIdx of a segment", 1, 2147483647.0);
     max_commands = integer(prhs[6], who, "maxCommands", 0, 2147483647.0);
     ep_set_timeout(c, timeout_arg(prhs[7], who));
     rc = ep_send_trajectory(c, index, max_commands, wire[0], wire[1], wire[2], (int)rows, rate, wait_time, &reply);
@@ -385,7 +389,7 @@ static const double *gain_vector(const mxArray *a, const char *who, const char *
 
 static void cmd_gains(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[])
 {
-    const char *who = "SLSendController";
+    const char *who = "epSendController";
     ep_client *c = connected(who);
     const ep_info *info = ep_get_info(c);
     const double *kp, *kd, *ki = NULL, *task_gains = NULL;
@@ -436,7 +440,7 @@ static void cmd_gains(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]
     index = integer(prhs[4], who, "trajIdx", 0, 2147483647.0);
     if (index == 0)
         mexErrMsgIdAndTxt("episodic:argument", "%s: trajIdx 0 starts an episode; start it with "
-                          "SLSendTrajectory(posture, 0, 0, maxCommands, context, timeOut), then send the gains "
+                          "epSendTrajectory(posture, 0, 0, maxCommands, context, timeOut), then send the gains "
                           "as segment 1..maxCommands", who);
     max_commands = integer(prhs[5], who, "maxCommands", 0, 2147483647.0);
     ep_set_timeout(c, timeout_arg(prhs[6], who));
@@ -448,7 +452,7 @@ static void cmd_gains(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[]
 
 static void cmd_reset(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[])
 {
-    const char *who = "SLReset";
+    const char *who = "epReset";
     ep_client *c = connected(who);
     ep_reply reply;
     int rc;
@@ -561,7 +565,7 @@ static mxArray *episode_structs(ep_client *c, const char *who, size_t n)
 
 static void cmd_episode(int nlhs, mxArray *plhs[])
 {
-    const char *who = "SLGetEpisode";
+    const char *who = "epGetEpisode";
     ep_client *c = connected(who);
     (void)nlhs;
     plhs[0] = episode_structs(c, who, 1);
@@ -579,7 +583,7 @@ static const char *size_text(const mxArray *a, char *buf, size_t size)
     return buf;
 }
 
-/* An optional matrix of SLEvaluateBatch with one column per episode: [] (NULL), *rows x n, or
+/* An optional matrix of epEvaluateBatch with one column per episode: [] (NULL), *rows x n, or
  * *rows x 1 for every episode; *stride: values from one episode's column to the next (0: shared). */
 static const double *episode_columns(const mxArray *a, const char *who, const char *what, size_t n, size_t *rows,
                                      size_t *stride)
@@ -597,11 +601,11 @@ static const double *episode_columns(const mxArray *a, const char *who, const ch
     return doubles(a, who, what);
 }
 
-/* SLEvaluateBatch: N episodes, each a start (context and posture column k, max_commands 1) and
+/* epEvaluateBatch: N episodes, each a start (context and posture column k, max_commands 1) and
  * the trajectory Q(:, :, k) as its segment, evaluated in as many batches as the runner needs. */
 static void cmd_evaluate(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[])
 {
-    const char *who = "SLEvaluateBatch";
+    const char *who = "epEvaluateBatch";
     static const char *names[] = {"Qd", "Qdd"};
     char got[80], got2[80];
     static const char *info_fields[] = {"success", "n_steps", "episode_id", "n_replies", "message", "flag_name",
@@ -767,7 +771,7 @@ static void cmd_evaluate(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prh
 
 static void cmd_episode_id(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[])
 {
-    const char *who = "SLEpisodeId";
+    const char *who = "epEpisodeId";
     (void)nlhs;
     if (nrhs > 0) {
         double next = scalar(prhs[0], who, "the next episode id");
@@ -783,8 +787,8 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[])
 {
     char command[32];
     if (nrhs < 1 || !mxIsChar(prhs[0]) || mxGetString(prhs[0], command, sizeof command) != 0)
-        mexErrMsgIdAndTxt("episodic:argument", "episodic_mex: the first argument names the call; use the SL*.m "
-                          "functions (SLConnect, SLSendTrajectory, SLSendController, SLGetEpisode, ...)");
+        mexErrMsgIdAndTxt("episodic:argument", "episodic_mex: the first argument names the call; use the ep*.m "
+                          "functions (epConnect, epSendTrajectory, epSendController, epGetEpisode, ...)");
     nrhs -= 1;
     prhs += 1;
     if (strcmp(command, "connect") == 0)
@@ -793,7 +797,7 @@ void mexFunction(int nlhs, mxArray *plhs[], int nrhs, const mxArray *prhs[])
         detach();
         gone_note[0] = '\0';
     } else if (strcmp(command, "info") == 0)
-        plhs[0] = (connected("SLInfo"), info_struct());
+        plhs[0] = (connected("epInfo"), info_struct());
     else if (strcmp(command, "start") == 0)
         cmd_start(nlhs, plhs, nrhs, prhs);
     else if (strcmp(command, "trajectory") == 0)

@@ -511,9 +511,9 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
     import json
 
     from episodic.bridge.serve import serve as run_serve
+    from episodic.bridge.sl import SLRunner
     from episodic.interface.robot import RobotError
     from episodic.logs import LogError
-    from episodic.runtime.runner import Runner
     from episodic.runtime.scheduling import describe
     from episodic.task import TaskError
     from episodic.tasks import make_task
@@ -538,8 +538,8 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
                    f"(pid {os.getpid()}){f', log {log_path}' if log_path else ''}; stop with Ctrl-C")
 
     try:
-        runner = Runner(make_task(task, _parse_params(params)), robot, log=log_path, seed=seed,
-                        keep_episodes=False, mode=mode, overwrite=overwrite)
+        runner = SLRunner(make_task(task, _parse_params(params)), robot, log=log_path, seed=seed,
+                          keep_episodes=False, mode=mode, overwrite=overwrite)  # SL's layout too (episodic.bridge.sl)
         lines = Lines()
         def batch(episodes, keep_steps: bool):
             return evaluate_into(runner, episodes, threads=threads, keep_steps=keep_steps)

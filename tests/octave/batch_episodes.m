@@ -7,16 +7,16 @@ function batch_episodes(channel, data, episode_id)
 %   success, n_steps, episode_id, n_replies, rewards (2), command_flags (2), command_steps (2),
 %   the final state, command_states (n_state x 2, column by column)), <first|second>.txt (the
 %   messages) and per episode k of the first its log: log<k>_<field>.bin, listed in logs.txt.
-info = SLConnect(channel);
+info = epConnect(channel);
 n = info.n_dofs;
-SLEpisodeId(episode_id);
+epEpisodeId(episode_id);
 contexts = read_rows(fullfile(data, 'contexts.bin'), 3).';
 postures = read_rows(fullfile(data, 'postures.bin'), n).';
 pages = columns(contexts);
 Q = read_pages(fullfile(data, 'Q.bin'), n, pages);
 Qd = read_pages(fullfile(data, 'Qd.bin'), n, pages);
 Qdd = read_pages(fullfile(data, 'Qdd.bin'), n, pages);
-[returns, states, flags, details, logs] = SLEvaluateBatch(Q, contexts, 'postures', postures, 'Qd', Qd, 'Qdd', Qdd);
+[returns, states, flags, details, logs] = epEvaluateBatch(Q, contexts, 'postures', postures, 'Qd', Qd, 'Qdd', Qdd);
 write_results(fullfile(data, 'first'), returns, states, flags, details);
 fid = fopen(fullfile(data, 'logs.txt'), 'w');
 for k = 1:numel(logs)
@@ -29,9 +29,9 @@ for k = 1:numel(logs)
 end
 fclose(fid);
 Q2 = read_pages(fullfile(data, 'Q2.bin'), n, 3);
-[returns, states, flags, details] = SLEvaluateBatch(Q2, [0.5; 0.2; 1.5], 'rate', 250, 'waitTime', 0.1, 'timeOut', 30);
+[returns, states, flags, details] = epEvaluateBatch(Q2, [0.5; 0.2; 1.5], 'rate', 250, 'waitTime', 0.1, 'timeOut', 30);
 write_results(fullfile(data, 'second'), returns, states, flags, details);
-SLDisconnect();
+epDisconnect();
 end
 
 function write_results(prefix, returns, states, flags, d)

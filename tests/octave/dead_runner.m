@@ -3,21 +3,21 @@ function dead_runner(channel, sync)
 %   through marker files in SYNC: this script writes one and waits for the test's answer.
 home = [0, 0.5876, 0, 1.36, 0, -0.321, -1.57];
 q = repmat(home, 100, 1);
-SLConnect(channel);
-[~, ~, f] = SLSendTrajectory([], 0, 0, 3, [], 10);
+epConnect(channel);
+[~, ~, f] = epSendTrajectory([], 0, 0, 3, [], 10);
 printf('START %d\n', f);
 handshake(sync, 'started', 'stopped');            % the runner is stopped now
 t0 = tic;
-expect_error('silent', @() SLSendTrajectory(q, 0, 1, 3, [], 0.5));
+expect_error('silent', @() epSendTrajectory(q, 0, 1, 3, [], 0.5));
 printf('ELAPSED silent %.3f\n', toc(t0));
 handshake(sync, 'timed_out', 'continued');        % the runner runs again
-[~, ~, f, i] = SLSendTrajectory([], 0, 0, 3, [], 10);
-printf('RESTART %d %d\n', f, i.episode_id == SLEpisodeId());
+[~, ~, f, i] = epSendTrajectory([], 0, 0, 3, [], 10);
+printf('RESTART %d %d\n', f, i.episode_id == epEpisodeId());
 handshake(sync, 'restarted', 'killed');           % the runner is dead now
 t0 = tic;
-expect_error('dead', @() SLSendTrajectory(q, 0, 1, 3, [], 10));
+expect_error('dead', @() epSendTrajectory(q, 0, 1, 3, [], 10));
 printf('ELAPSED dead %.3f\n', toc(t0));
-expect_error('after', @() SLGetEpisode());
+expect_error('after', @() epGetEpisode());
 fflush(stdout);
 end
 

@@ -3,24 +3,24 @@ function ending_episodes(channel, targets, motions, samples)
 %   Episode k starts with the target targets(k, :) (m, the context; maxCommands 1), then holds the
 %   start posture samples(k) samples (motions{k} 'hold'), or steps joint 1 by 1.5 rad after 10
 %   samples ('jump'), or resets ('reset'). Prints each reply as "REPLY episode flag episode_done
-%   success reward episodeReturn n_steps" from SLSendTrajectory's and SLReset's outputs, and errors
+%   success reward episodeReturn n_steps" from epSendTrajectory's and epReset's outputs, and errors
 %   when info.success or info.episode_return disagree with the outputs success and episodeReturn.
-SLConnect(channel);
+epConnect(channel);
 for k = 1:numel(motions)
-  [r, ~, f, info, success, episodeReturn] = SLSendTrajectory([], 0, 0, 1, targets(k, :), 10);
+  [r, ~, f, info, success, episodeReturn] = epSendTrajectory([], 0, 0, 1, targets(k, :), 10);
   print_reply(k - 1, r, f, info, success, episodeReturn);
   if strcmp(motions{k}, 'reset')
-    [r, ~, f, info, success, episodeReturn] = SLReset(10);
+    [r, ~, f, info, success, episodeReturn] = epReset(10);
   else
     q = repmat(info.posture, samples(k), 1);
     if strcmp(motions{k}, 'jump')
       q(11:end, 1) = q(11:end, 1) + 1.5;
     end
-    [r, ~, f, info, success, episodeReturn] = SLSendTrajectory(q, 0, 1, 1, [], 10);
+    [r, ~, f, info, success, episodeReturn] = epSendTrajectory(q, 0, 1, 1, [], 10);
   end
   print_reply(k - 1, r, f, info, success, episodeReturn);
 end
-SLDisconnect();
+epDisconnect();
 end
 
 function print_reply(episode, reward, flag, info, success, episodeReturn)
