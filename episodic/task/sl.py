@@ -90,8 +90,8 @@ def sl_command(task: Task, robot: Robot, command: Command | MalformedCommand) ->
             and np.size(command.task_gains) == SL_VALUES:
         gains = np.asarray(command.task_gains, float)
         if sl is None or sl.duration is None:
-            return _refused(command, "this task declares no SL controller (SLMap.duration): send a gain set "
-                                     "with its own task gains (see `episodic tasks`)")
+            return _refused(command, "this task has no controller of its own for SL to run (its SL map gives "
+                                     "no duration): send a motion command (a trajectory) instead")
         if np.any(gains[sl.gains:] != 0):
             return _refused(command, f"SL's controller parameters beyond the first {sl.gains} are not 0; this "
                                      f"task's controller takes {sl.gains}")
