@@ -93,6 +93,7 @@ while the ball presses on the racket's head, touches anything, touches the floor
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -125,6 +126,7 @@ from episodic.task.contact import (
     add_bouncing_pairs,
     solref_for_restitution,
 )
+from episodic.task.contract import BALL_COLUMNS
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
 BALL_SURFACES = MATERIALS["tennis_ball_on_rigid"]  # restitution 0.75, friction 0.6 and their sources
@@ -189,6 +191,16 @@ class BallBouncing(Task[Bounces]):
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "face_x", "face_y", "face_z", "tilt", "height", "lateral", "target_z",
                                           "on_racket", "contact", "floor")
+    column_docs: ClassVar[Mapping[str, tuple[str, str]]] = {**BALL_COLUMNS,
+        "face_x": ("m", "the racket face's centre x"), "face_y": ("m", "the racket face's centre y"),
+        "face_z": ("m", "the racket face's centre z"), "tilt": ("rad", "the face normal from vertical"),
+        "height": ("m", "the ball's lowest point above the face (negative pressing in)"),
+        "lateral": ("m", "ball centre from the face's axis"),
+        "target_z": ("m", "the target apex of the ball centre"),
+        "on_racket": ("", "1 while the ball presses on the racket"),
+        "contact": ("", "1 while the ball touches anything"), "floor": ("", "1 while the ball touches the floor")}
+    reward_doc: ClassVar[str] = (
+        "at each bounce's apex: 1 for a good bounce minus its sideways miss (m) at the racket; else 0")
     context_sizes: ClassVar[tuple[int, ...]] = tuple(range(7))
     context_help: ClassVar[str] = ("any leading part of (apex m, restitution, dx m, dy m, vx m/s, vy m/s): the target "
                                    "apex above the ball's start, the racket's restitution, the ball's offset on the "

@@ -134,6 +134,7 @@ by holding still (holding still from the start returns 0; tests/test_early_end.p
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -155,6 +156,7 @@ from episodic.task import (
     param,
     place_free_ball,
 )
+from episodic.task.contract import BALL_COLUMNS
 
 WALL_BOXES = 16          # boxes that make the cup's wall
 WALL_THICKNESS = 0.004   # m
@@ -250,6 +252,15 @@ class BallInCup(Task):
     columns: ClassVar[tuple[str, ...]] = (
         "ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
         "cup_x", "cup_y", "cup_z", "distance", "height", "radial", "string", "caught")
+    column_docs: ClassVar[Mapping[str, tuple[str, str]]] = {**BALL_COLUMNS,
+        "cup_x": ("m", "the rim centre's x (world frame)"), "cup_y": ("m", "the rim centre's y (world frame)"),
+        "cup_z": ("m", "the rim centre's z (world frame)"), "distance": ("m", "ball centre to rim centre"),
+        "height": ("m", "ball centre above the rim plane (negative below)"),
+        "radial": ("m", "ball centre from the cup's axis"),
+        "string": ("m", "anchor to ball centre (the string's length when taut)"),
+        "caught": ("", "1 while the ball is in the cup at rest")}
+    reward_doc: ClassVar[str] = (
+        "exp(-20 radial^2) as the ball falls through the rim plane, +3 once it has rested in the cup; else 0")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 2)
     context_help: ClassVar[str] = ("no context (ball hanging straight down), or a horizontal ball "
                                    "offset (dx, dy) m with the string taut")

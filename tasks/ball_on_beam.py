@@ -74,6 +74,7 @@ falling, so it stayed on the whole time) and |x| < ``tolerance``.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -141,6 +142,12 @@ class BallOnBeam(Task[BeamEpisode]):
     needs: ClassVar[Needs] = Needs(dofs=6, flange_hinge=True)  # the beam level, turned by the last joint
     camera: ClassVar[Camera] = {"azimuth": 140, "elevation": -20}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_xd", "beam_angle", "on_beam")
+    column_docs: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "ball_x": ("m", "the ball along the beam from its centre"),
+        "ball_xd": ("m/s", "the ball's velocity along the beam"), "beam_angle": ("rad", "the beam's tilt"),
+        "on_beam": ("", "1 while the ball lies in the beam's channel")}
+    reward_doc: ClassVar[str] = (
+        "-(x^2 + effort u7^2) dt on the beam; at the fall, the off-beam cost of the segment's remaining steps")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 1, 2)
     context_help: ClassVar[str] = ("nothing, [x0] m or [x0, xd0] m, m/s: the ball's start position and "
                                    "velocity along the beam")

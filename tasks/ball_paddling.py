@@ -89,6 +89,7 @@ of the robot, 0 neither.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -111,6 +112,7 @@ from episodic.task import (
     place_free_ball,
 )
 from episodic.task.contact import SPHERE_DRAG_COEFFICIENT, MaterialPair, add_air, add_bouncing_pairs
+from episodic.task.contract import BALL_COLUMNS
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
 BALL_ON_PADDLE = MaterialPair(
@@ -164,6 +166,13 @@ class BallPaddling(Task[Rally]):
     columns: ClassVar[tuple[str, ...]] = (
         "ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz", "face_x", "face_y", "face_z",
         "height", "offset", "string", "touch")
+    column_docs: ClassVar[Mapping[str, tuple[str, str]]] = {**BALL_COLUMNS,
+        "face_x": ("m", "the paddle face's centre x"), "face_y": ("m", "the paddle face's centre y"),
+        "face_z": ("m", "the paddle face's centre z"), "height": ("m", "ball_z - face_z"),
+        "offset": ("m", "ball centre from the face's normal axis"),
+        "string": ("m", "face centre to ball centre (the string when taut)"),
+        "touch": ("", "1 the ball touches the face, -1 another part of the robot, 0 neither")}
+    reward_doc: ClassVar[str] = "at each hit: +1 a good hit, -penalty off the face or after a slack string, else 0"
     context_sizes: ClassVar[tuple[int, ...]] = (0, 1)
     context_help: ClassVar[str] = "a target apex height m of the ball's centre above the racket's face, or no context"
     substeps: ClassVar[int] = 4  # 0.5 ms physics: bounces within +-0.015 of ``restitution`` (docstring)

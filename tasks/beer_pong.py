@@ -104,6 +104,7 @@ aborts and the like end the episode unsolved (as in every task).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -135,6 +136,7 @@ from episodic.task.contact import (
     friction_solref,
     solref_for_restitution,
 )
+from episodic.task.contract import BALL_COLUMNS
 
 HOLD_OFFSET = 0.07     # m, the held ball's centre out from the flange along its axis
 HOLD_OMEGA = 400.0     # rad/s, the hold's natural frequency with the ball's mass
@@ -184,6 +186,14 @@ class BeerPong(Task[BeerPongEpisode]):
     camera: ClassVar[Camera] = {"lookat": (1.1, 0.0, 1.05), "distance": 2.2, "azimuth": 115, "elevation": -12}
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "cup_x", "cup_y", "height", "radial", "on_table", "in_cup", "at_rest")
+    column_docs: ClassVar[Mapping[str, tuple[str, str]]] = {**BALL_COLUMNS,
+        "cup_x": ("m", "the cup's axis x (world frame)"), "cup_y": ("m", "the cup's axis y (world frame)"),
+        "height": ("m", "ball centre above the rim plane (negative below)"),
+        "radial": ("m", "ball centre from the cup's axis, horizontally"),
+        "on_table": ("", "1 while the ball touches the table"), "in_cup": ("", "1 while the ball is inside the cup"),
+        "at_rest": ("", "1 while the ball's speed is below rest_speed")}
+    reward_doc: ClassVar[str] = (
+        "-1 at the first motion step, 1 - radial (m) where the ball falls through the rim plane: return = -miss")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 1, 3)
     context_help: ClassVar[str] = ("a release time [t] s after the motion starts, or [t, cup_x, cup_y] (s, m, m: the "
                                    "cup's axis on the table), or no context for the defaults")

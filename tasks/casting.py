@@ -115,6 +115,7 @@ A crash can save the strikes that holding on would have cost; each is paid as it
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -135,6 +136,7 @@ from episodic.task import (
     coordinate,
     param,
 )
+from episodic.task.contract import BALL_COLUMNS
 from episodic.tasks.ball_in_cup import (
     ANCHOR_GAP,
     STRING_CONTACT_SOLIMP,
@@ -237,6 +239,15 @@ class Casting(Task[Cast]):
     camera: ClassVar[Camera] = {"azimuth": 160, "elevation": -20}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "cup_x", "cup_y", "radial", "height", "swing", "string", "rim", "resting")
+    column_docs: ClassVar[Mapping[str, tuple[str, str]]] = {**BALL_COLUMNS,
+        "cup_x": ("m", "the cup's axis x (world frame)"), "cup_y": ("m", "the cup's axis y (world frame)"),
+        "radial": ("m", "ball centre from the cup's axis, horizontally"),
+        "height": ("m", "ball centre above the lip (negative below)"),
+        "swing": ("m", "ball centre from the anchor, horizontally (0 hanging still)"),
+        "string": ("m", "anchor to ball centre"), "rim": ("", "contacts of the ball with the lip"),
+        "resting": ("", "1 while the ball rests in the cup")}
+    reward_doc: ClassVar[str] = (
+        "-max_time (s) at the first step, -strike_penalty per rim strike, max_time - t_rest once at rest")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 2)
     context_help: ClassVar[str] = "the cup's position (x, y) m on the floor, or no context for the default"
     substeps: ClassVar[int] = 4  # 0.5 ms physics steps: the chain string and the bounces converge

@@ -127,6 +127,7 @@ late tracker (a predictor, a gentler pump) is the learner's to find.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -207,6 +208,11 @@ class PoleBalancing(Task[PoleEpisode]):
     passive_joints: ClassVar[tuple[str, ...]] = (HINGE,)
     camera: ClassVar[Camera] = {"azimuth": 110, "elevation": -10}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("pole_angle", "pole_velocity", "pivot_x", "pivot_y", "pivot_z")
+    column_docs: ClassVar[Mapping[str, tuple[str, str]]] = {"pole_angle": ("rad", "the pole from upright"),
+        "pole_velocity": ("rad/s", "the pole's angular velocity"), "pivot_x": ("m", "the pivot's x (world frame)"),
+        "pivot_y": ("m", "the pivot's y (world frame)"), "pivot_z": ("m", "the pivot's z (world frame)")}
+    reward_doc: ClassVar[str] = (
+        "-((1 - cos angle) + effort sum |u qd|) dt: 0 upright, -2 dt hanging, minus the joints' power")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 1, 2)
     context_help: ClassVar[str] = "nothing (hanging at rest), [phi0] rad or [phi0, phi_d0] rad, rad/s"
     gains_help: ClassVar[str] = (

@@ -12,6 +12,7 @@ joint at its torque limit), so ending early never pays.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -52,6 +53,11 @@ class Reach(Task[ReachEpisode]):
     needs: ClassVar[Needs] = Needs(dofs=3)  # a point: three joints place it
     camera: ClassVar[Camera] = {"azimuth": 150, "elevation": -20}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("target_x", "target_y", "target_z", "distance")
+    column_docs: ClassVar[Mapping[str, tuple[str, str]]] = {"target_x": ("m", "the target's x (world frame)"),
+        "target_y": ("m", "the target's y (world frame)"), "target_z": ("m", "the target's z (world frame)"),
+        "distance": ("m", "end effector to target")}
+    reward_doc: ClassVar[str] = (
+        "-(distance + effort |u|^2) dt: minus the distance to the target and the effort, integrated over time")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 3)
     context_help: ClassVar[str] = "a target (x, y, z) m, or no context for the default"
     episode_type: ClassVar[type[Episode]] = ReachEpisode

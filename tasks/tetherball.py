@@ -94,6 +94,7 @@ is minus the sum of the segment rewards so far.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -125,6 +126,7 @@ from episodic.task.contact import (
     add_air,
     add_bouncing_pairs,
 )
+from episodic.task.contract import BALL_COLUMNS
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
 TARGET_RGBA = [0.2, 0.8, 0.2, 0.25]
@@ -162,6 +164,12 @@ class Tetherball(Task[Approach]):
     camera: ClassVar[Camera] = {"azimuth": 140, "elevation": -10}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "target_x", "target_y", "target_z", "distance", "min_distance")
+    column_docs: ClassVar[Mapping[str, tuple[str, str]]] = {**BALL_COLUMNS,
+        "target_x": ("m", "the target's x (world frame)"), "target_y": ("m", "the target's y (world frame)"),
+        "target_z": ("m", "the target's z (world frame)"), "distance": ("m", "ball centre to target"),
+        "min_distance": ("m", "the closest approach in this segment")}
+    reward_doc: ClassVar[str] = (
+        "how much the step brings the closest approach (m) to the target down: return = -closest approach")
     context_sizes: ClassVar[tuple[int, ...]] = (0, 3)
     context_help: ClassVar[str] = "a target (x, y, z) m for the ball's centre, or no context for the default"
     substeps: ClassVar[int] = 4  # 0.5 ms physics: bounces within +-0.015 of ``restitution`` (docstring)

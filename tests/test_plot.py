@@ -84,14 +84,17 @@ def test_an_episode_plot_holds_the_logs_arrays(reach_log, tmp_path):
         u, upper, lower = torque.lines
         assert np.array_equal(u.get_ydata(), steps["u"][:, j])
         assert list(upper.get_ydata()) == [limits[j]] * 2 and list(lower.get_ydata()) == [-limits[j]] * 2
+    docs = make_task("reach").column_docs
     for k, column in enumerate(ep.state_columns):
-        (line,) = axes[f"task state: {column}"].lines
+        state = axes[f"{column}: {docs[column][1]}"]
+        assert state.get_ylabel() == f"{column} [{docs[column][0]}]"
+        (line,) = state.lines
         assert np.array_equal(line.get_ydata(), steps["task_state"][:, k])
-    (reward,) = axes["step reward"].lines
+    (reward,) = axes[next(title for title in axes if title.startswith("step reward: "))].lines
     assert np.array_equal(reward.get_ydata(), steps["reward"])
     (so_far,) = axes["return so far (sum of the step rewards)"].lines
     assert so_far.get_ydata()[-1] == pytest.approx(ep.attrs["return"], rel=1e-9)
-    assert axes["step reward"].get_xlabel() == "time since the motion started [s]"
+    assert reward.axes.get_xlabel() == "time since the motion started [s]"
     title = done.figure.get_suptitle()
     assert f"reach on wam: episode 1 (id 2), return {ep.attrs['return']:.5g}, OK" in title
     width, height = episode_size(len(joints), len(ep.state_columns))

@@ -171,20 +171,24 @@ def render(log: str, number: int, out: str | None, fps: float, size: tuple[int, 
               help="Episode number (sequence number in the log) to plot.  [default: the learning curve of "
                    "all episodes; a log of one episode: that episode]")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="PNG file.  [default: <log name>_ep<N>.png, or <log name>_returns.png]")
-def plot(log: str, number: int | None, out: str | None) -> None:
+              help="PNG file.  [default: <log name>_ep<N>.png, <log name>_returns.png or <log name>_summary.png]")
+@click.option("--summary", is_flag=True,
+              help="One page: the learning curve, a picture of the best episode's end and the run in numbers.")
+def plot(log: str, number: int | None, out: str | None, summary: bool) -> None:
     """Plot episode N of LOG, or the return and success of each of its episodes.
 
     An episode: per joint the measured q against the desired q_d, the tracking error and the
     torque against its limits; the task's state columns; the step reward and the return so
     far, over the time since the motion started (the move to the start shaded). A whole run:
     the return of each episode, successes marked, with running means of the return and the
-    success rate (a learning curve). Needs `pip install 'episodic[plot]'` (matplotlib)."""
+    success rate (a learning curve). With --summary, one page: that learning curve, a picture of
+    the end of the best episode (re-simulated as `episodic render` does; without OpenGL the page
+    says why it has none) and the run in numbers. Needs `pip install 'episodic[plot]'` (matplotlib)."""
     from episodic.tools.plot import PlotError, plot as run_plot
 
     path = _open_log(log)
     try:
-        done = run_plot(path, number, out)
+        done = run_plot(path, number, out, summary=summary)
     except PlotError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"wrote the plot of {done.what} to {done.out}")

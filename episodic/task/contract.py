@@ -42,6 +42,13 @@ class StepView:
         return self.sensordata[:, self.sensors[name]]
 
 
+# the column docs (see Task.column_docs) of a free ball's centre, which several tasks log first
+BALL_COLUMNS: Mapping[str, tuple[str, str]] = {
+    **{f"ball_{a}": ("m", f"the ball centre's {a} (world frame)") for a in "xyz"},
+    **{f"ball_v{a}": ("m/s", f"the ball centre's velocity along {a}") for a in "xyz"},
+}
+
+
 @dataclass(frozen=True)
 class Ids:
     """The named objects of one compiled model, resolved to ids and addresses once, so that
@@ -150,6 +157,10 @@ class Task(Generic[EpisodeT]):
     # ("" when everything is); `episodic tasks` and the README's task table (and docs/tasks.md) show it
     not_built: ClassVar[str] = ""
     columns: ClassVar[tuple[str, ...]] = ()
+    # each state column's unit ("" for a count or a 0/1 flag) and meaning in a line: name -> (unit,
+    # meaning), and what a step's reward is in a line; `episodic plot` labels its panels with them
+    column_docs: ClassVar[Mapping[str, tuple[str, str]]] = {}
+    reward_doc: ClassVar[str] = ""
     context_sizes: ClassVar[tuple[int, ...]] = (0,)  # the numbers of values a context may have
     context_help: ClassVar[str] = "no context"
     gains_help: ClassVar[str] = ""  # what task_gains of a gains command mean; "" = no feedback law

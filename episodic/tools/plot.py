@@ -6,10 +6,14 @@ q_d, the tracking error q_d - q and the applied torque against its limits; then 
 task's state columns and the step reward with the return so far. Time runs from the start of
 the motion (the first step of command 1), so the move to the start posture (shaded) has negative
 times. A whole run (:func:`run_figure`): the return and success of each episode, with their
-running means (a learning curve).
+running means (a learning curve). A summary page (:func:`summary_figure`): that learning curve, a
+picture of the best episode's end drawn by episodic.tools.render, and the run in numbers.
 
-A task may give its state columns' units as a ``column_units`` attribute (column name -> unit);
-a column without one is plotted without a unit.
+Plain numbers on every axis (no offset such as "1e-5 - 1.57"); a joint whose position moves less
+than MOTIONLESS over the episode is drawn flat, on a FLAT_SPAN wide axis around its mean, so that
+noise does not look like motion. The state columns and the step reward are labelled with the
+task's ``column_docs`` (unit and meaning of each column) and ``reward_doc``; a column the task does
+not describe is plotted with its name alone.
 """
 from __future__ import annotations
 
@@ -33,10 +37,15 @@ PLOT_EXTRA = "pip install 'episodic[plot]'"
 DPI = 72
 WIDTH = 13.0  # in
 ROW_HEIGHT = 1.7  # in per row of axes
-HEAD = 0.85  # in above the first row, for the figure's title
+HEAD = 1.2  # in above the first row, for the figure's title and legend
 MARGINS = (1.0, 0.25, 0.55)  # in left, right and below the axes of an episode's figure
 STATE_COLUMNS_PER_ROW = 3
 RUN_SIZE = (10.0, 6.5)  # in, the learning curve
+SUMMARY_SIZE = (15.0, 7.5)  # in, the summary page
+THUMBNAIL = (480, 360)  # px, the best episode's picture on the summary page
+MOTIONLESS = 1e-3  # rad: a joint whose q and q_d each range over less than this is drawn flat
+FLAT_SPAN = 0.1  # rad: the height of a motionless joint's position axis, centred on its mean
+TITLE_CHARS = 70  # a panel's title is wrapped at this many characters
 UNITS = {c.name: c.unit for c in STEP_COLUMNS}
 START_SHADE = "0.9"  # the move to the start posture's background
 COLOURS = {"desired": "tab:orange", "measured": "tab:blue", "limit": "tab:red", "success": "tab:green",
@@ -61,22 +70,54 @@ def _figure(width: float, height: float, layout: Literal["constrained"] | None =
     return fig
 
 
-def column_units(meta: dict) -> dict[str, str]:
-    """The units of the state columns of the task of a log whose metadata is ``meta``, as far as
-    the task gives them (its ``column_units``); none, with a warning naming the package to
-    install, when the task cannot be imported here (the plot does not need it otherwise)."""
+@dataclass(frozen=True)
+class TaskDocs:
+    """What the task of a log says about its logged numbers: ``columns`` state column -> (unit,
+    meaning), ``reward`` what a step's reward is (each empty when it says nothing)."""
+
+    columns: dict[str, tuple[str, str]]
+    reward: str
+
+
+def task_docs(meta: dict) -> TaskDocs:
+    """The :class:`TaskDocs` of the task of a log whose metadata is ``meta`` (its ``column_docs``
+    and ``reward_doc``); empty, with a warning naming what to install, when the task cannot be
+    imported here (the plot does not need it otherwise)."""
     from episodic.tasks import TaskError, logged_task
 
     try:
         cls = logged_task(meta)
     except TaskError as exc:
-        warnings.warn(f"the state columns are plotted without units: {exc}", stacklevel=2)
-        return {}
-    return dict(getattr(cls, "column_units", None) or {})
+        warnings.warn(f"the state columns are plotted without units and meanings: {exc}", stacklevel=2)
+        return TaskDocs({}, "")
+    return TaskDocs(dict(getattr(cls, "column_docs", None) or {}), str(getattr(cls, "reward_doc", "") or ""))
 
 
 def _label(text: str, unit: str) -> str:
     return f"{text} [{unit}]" if unit else text
+
+
+def _title(text: str) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, TITLE_CHARS))
+
+
+def plain_numbers(ax) -> None:
+    """Tick labels of ``ax`` as the plain numbers, never as an offset plus small differences."""
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.get_major_formatter().set_useOffset(False)
+
+
+def motionless(*series: np.ndarray) -> bool:
+    """Whether each of ``series`` (rad) ranges over less than MOTIONLESS."""
+    return all(np.ptp(values) < MOTIONLESS for values in series)
+
+
+def draw_flat(ax, values: np.ndarray) -> None:
+    """Give ``ax`` a y axis FLAT_SPAN high centred on the mean of ``values``."""
+    middle = float(np.mean(values))
+    ax.set_ylim(middle - FLAT_SPAN / 2, middle + FLAT_SPAN / 2)
 
 
 def motion_time(ep: StoredEpisode) -> np.ndarray:
@@ -105,7 +146,7 @@ def episode_figure(ep: StoredEpisode, meta: dict):
     joints = list(settings.get("joint_names", [f"joint {j + 1}" for j in range(n_dofs)]))
     limits = np.asarray(settings.get("torque_limit", np.full(n_dofs, np.nan)), float)
     columns = list(ep.state_columns)
-    units = column_units(meta)
+    docs = task_docs(meta)
     t = motion_time(ep)
     width, height = episode_size(n_dofs, len(columns))
     fig = _figure(width, height, layout=None)  # laid out by hand: constrained layout takes seconds for ~40 axes
@@ -118,37 +159,40 @@ def episode_figure(ep: StoredEpisode, meta: dict):
         nonlocal first
         ax = fig.add_subplot(grid[row, start:stop], sharex=first)
         first = first or ax
-        ax.set_title(title, fontsize=10)
+        ax.set_title(_title(title), fontsize=10 if "\n" not in title else 9)
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
+        plain_numbers(ax)
         if t[0] < 0:
             ax.axvspan(t[0], 0.0, color=START_SHADE, zorder=0)
         return ax
 
     for j, name in enumerate(joints):
-        ax = axes(j, 0, 2, f"{name}: position", _label("q", UNITS["q"]))
+        still = motionless(q[:, j], q_d[:, j])
+        ax = axes(j, 0, 2, f"{name}: position" + (f" (still: moves < {MOTIONLESS * 1e3:g} mrad)" if still else ""),
+                  _label("q", UNITS["q"]))
         ax.plot(t, q_d[:, j], color=COLOURS["desired"], label="desired q_d")
         ax.plot(t, q[:, j], color=COLOURS["measured"], label="measured q")
-        if j == 0:
-            ax.legend(loc="best", fontsize=8)
+        if still:
+            draw_flat(ax, q[:, j])
         ax = axes(j, 2, 4, f"{name}: tracking error q_d - q", "error [mrad]")
         ax.plot(t, 1e3 * (q_d[:, j] - q[:, j]), color=COLOURS["measured"])
         ax = axes(j, 4, 6, f"{name}: applied torque", _label("u", UNITS["u"]))
         ax.plot(t, u[:, j], color=COLOURS["measured"], label="u")
         if np.isfinite(limits[j]):
-            ax.axhline(limits[j], color=COLOURS["limit"], linestyle="--", linewidth=1, label="limit")
+            ax.axhline(limits[j], color=COLOURS["limit"], linestyle="--", linewidth=1, label="torque limit")
             ax.axhline(-limits[j], color=COLOURS["limit"], linestyle="--", linewidth=1)
-        if j == 0:
-            ax.legend(loc="best", fontsize=8)
+    legend(fig, t[0] < 0)
     state = steps.get("task_state", np.zeros((len(t), 0)))
     width = 6 // STATE_COLUMNS_PER_ROW
     for k, name in enumerate(columns):
         row, col = n_dofs + k // STATE_COLUMNS_PER_ROW, k % STATE_COLUMNS_PER_ROW
-        unit = units.get(name, "")
-        ax = axes(row, col * width, (col + 1) * width, f"task state: {name}", f"[{unit}]" if unit else "")
+        unit, meaning = docs.columns.get(name, ("", ""))
+        ax = axes(row, col * width, (col + 1) * width, f"{name}: {meaning}" if meaning else name,
+                  _label(name, unit))
         ax.plot(t, state[:, k], color=COLOURS["measured"])
     reward = steps["reward"]
-    ax = axes(rows - 1, 0, 3, "step reward", "reward per step")
+    ax = axes(rows - 1, 0, 3, f"step reward: {docs.reward}" if docs.reward else "step reward", "reward per step")
     ax.plot(t, reward, color=COLOURS["measured"])
     ax.set_xlabel("time since the motion started [s]")
     ax = axes(rows - 1, 3, 6, "return so far (sum of the step rewards)", "return")
@@ -158,9 +202,24 @@ def episode_figure(ep: StoredEpisode, meta: dict):
     name = Flag(flag).name if flag in Flag._value2member_map_ else str(flag)
     fig.suptitle(f"{meta.get('task', '?')} on {meta.get('robot', '?')}: episode {int(ep.name)} "
                  f"(id {ep.attrs.get('episode_id', '?')}), return {float(ep.attrs.get('return', np.nan)):.5g}, "
-                 f"{name}, {'success' if ep.attrs.get('success') else 'no success'}; shaded: the move to the start",
-                 fontsize=12)
+                 f"{name}, {'success' if ep.attrs.get('success') else 'no success'}", fontsize=12,
+                 y=1 - 0.15 / height, va="top")
     return fig
+
+
+def legend(fig, shaded: bool) -> None:
+    """The episode figure's legend, once below its title: the lines of the joints' panels and,
+    when ``shaded``, the move to the start posture."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [Line2D([], [], color=COLOURS["desired"], label="desired q_d"),
+               Line2D([], [], color=COLOURS["measured"], label="measured q, error, torque u, state, reward"),
+               Line2D([], [], color=COLOURS["limit"], linestyle="--", label="torque limit")]
+    if shaded:
+        handles.append(Patch(color=START_SHADE, label="the move to the start posture"))
+    fig.legend(handles=handles, loc="upper center", ncols=len(handles), fontsize=9, frameon=False,
+               bbox_to_anchor=(0.5, 1 - 0.5 / fig.get_figheight()))
 
 
 def running_mean(values: np.ndarray, window: int) -> np.ndarray:
@@ -182,12 +241,22 @@ def run_figure(rows: np.ndarray, meta: dict):
     bottom: the running success rate."""
     if not len(rows):
         raise PlotError("the log holds no episode to plot")
+    fig = _figure(*RUN_SIZE)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    learning_curve(top, bottom, rows)
+    success = rows["success"].astype(bool)
+    fig.suptitle(f"{meta.get('task', '?')} on {meta.get('robot', '?')}: {len(rows)} episodes, "
+                 f"{int(success.sum())} successful", fontsize=12)
+    return fig
+
+
+def learning_curve(top, bottom, rows: np.ndarray) -> None:
+    """Draw the return of each of ``rows`` (read_summary's) with its running mean on the axes
+    ``top``, the running success rate on ``bottom``."""
     number = rows["number"].astype(int)
     returns = rows["return"].astype(float)
     success = rows["success"].astype(bool)
     window = run_window(len(rows))
-    fig = _figure(*RUN_SIZE)
-    top, bottom = fig.subplots(2, 1, sharex=True)
     top.plot(number, returns, color="0.6", linewidth=1, label="return")
     top.plot(number[success], returns[success], "o", color=COLOURS["success"], markersize=4, label="success")
     top.plot(number[~success], returns[~success], "x", color=COLOURS["failure"], markersize=4, label="no success")
@@ -203,8 +272,61 @@ def run_figure(rows: np.ndarray, meta: dict):
     bottom.set_xlabel("episode (number in the log)")
     bottom.grid(True, alpha=0.3)
     bottom.xaxis.get_major_locator().set_params(integer=True)
-    fig.suptitle(f"{meta.get('task', '?')} on {meta.get('robot', '?')}: {len(rows)} episodes, "
-                 f"{int(success.sum())} successful", fontsize=12)
+    for ax in (top, bottom):
+        plain_numbers(ax)
+
+
+def best_picture(path: Path, number: int) -> tuple[np.ndarray | None, str]:
+    """The picture (h, w, 3) uint8 of the last motion step of episode ``number`` of the log at
+    ``path``, re-simulated and drawn by episodic.tools.render at THUMBNAIL pixels, and what it
+    shows; None and the reason when it cannot be drawn here (no OpenGL, a log that cannot be
+    re-simulated)."""
+    from episodic.tools.render import EpisodeRenderer, RenderError, gl_backend, record
+
+    try:
+        gl_backend()
+        rec = record(path, number)
+        with EpisodeRenderer(rec, *THUMBNAIL) as pictures:
+            return pictures.at_step(len(rec.states) - 1), f"episode {number} at its end ({rec.duration:.2f} s)"
+    except RenderError as exc:
+        return None, f"no picture of episode {number}: {exc}"
+
+
+def summary_figure(path: Path, rows: np.ndarray, meta: dict):
+    """The summary page of a run: its learning curve (:func:`learning_curve`) on the left, on the
+    right a picture of the end of its best episode (the highest return; :func:`best_picture`)
+    over the run in numbers and what the task's step reward is."""
+    if not len(rows):
+        raise PlotError("the log holds no episode to plot")
+    returns = rows["return"].astype(float)
+    success = rows["success"].astype(bool)
+    best = int(np.argmax(returns))
+    number = int(rows["number"][best])
+    fig = _figure(*SUMMARY_SIZE)
+    grid = fig.add_gridspec(2, 2, width_ratios=(1.25, 1), height_ratios=(1.6, 1))
+    top, bottom = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[1, 0])
+    bottom.sharex(top)
+    learning_curve(top, bottom, rows)
+    picture, shows = best_picture(path, number)
+    thumb = fig.add_subplot(grid[0, 1])
+    thumb.set_axis_off()
+    thumb.set_title(f"the best episode: {shows}" if picture is not None else shows[:TITLE_CHARS], fontsize=10)
+    if picture is not None:
+        thumb.imshow(picture)
+    text = fig.add_subplot(grid[1, 1])
+    text.set_axis_off()
+    window = run_window(len(rows))
+    lines = [f"episodes: {len(rows)}, {int(success.sum())} successful ({100 * success.mean():.0f} %)",
+             f"success over the last {window}: {100 * success[-window:].mean():.0f} %",
+             f"return: best {returns[best]:.5g} (episode {number}), last {returns[-1]:.5g}, "
+             f"mean {returns.mean():.5g}",
+             f"mean of the last {window}: {returns[-window:].mean():.5g}"]
+    reward = task_docs(meta).reward
+    if reward:
+        lines.append(_title(f"step reward: {reward}"))
+    text.text(0.0, 1.0, "\n".join(lines), va="top", ha="left", fontsize=11, transform=text.transAxes)
+    fig.suptitle(f"{meta.get('task', '?')} on {meta.get('robot', '?')} ({meta.get('mode', '?')} mode): "
+                 f"{path.name}", fontsize=13)
     return fig
 
 
@@ -218,18 +340,25 @@ class Plotted:
     figure: object
 
 
-def default_out(path: Path, number: int | None) -> Path:
-    """<log name>_ep<N>.png, or <log name>_returns.png for the learning curve, in the working directory."""
+def default_out(path: Path, number: int | None, summary: bool = False) -> Path:
+    """<log name>_ep<N>.png, <log name>_returns.png for the learning curve or <log
+    name>_summary.png for the summary page, in the working directory."""
+    if summary:
+        return Path(f"{path.stem}_summary.png")
     return Path(f"{path.stem}_ep{number}.png" if number is not None else f"{path.stem}_returns.png")
 
 
-def plot(path: str | Path, number: int | None = None, out: str | Path | None = None) -> Plotted:
+def plot(path: str | Path, number: int | None = None, out: str | Path | None = None,
+         summary: bool = False) -> Plotted:
     """Plot episode ``number`` of the log at ``path``, or without one the learning curve of its
-    episodes written whole (a log of one episode: that episode), to the PNG file ``out``
-    (default :func:`default_out`)."""
+    episodes written whole (a log of one episode: that episode), or with ``summary`` the summary
+    page of those episodes (:func:`summary_figure`), to the PNG file ``out`` (default
+    :func:`default_out`)."""
     path = Path(path)
     if out is not None and Path(out).suffix.lower() != ".png":
         raise PlotError(f"--out {out}: give a .png file")
+    if summary and number is not None:
+        raise PlotError("--summary is the page of a whole run: leave out --episode")
     try:
         meta = read_metadata(path)
         rows, partial = read_summary(path) if number is None else (None, {})
@@ -237,9 +366,11 @@ def plot(path: str | Path, number: int | None = None, out: str | Path | None = N
         raise PlotError(str(exc)) from None
     if rows is not None:
         whole = rows[~np.isin([f"{int(n):06d}" for n in rows["number"]], list(partial))] if len(rows) else rows
-        if len(whole) == 1:
+        if len(whole) == 1 and not summary:
             number = int(whole["number"][0])
-    if number is None:
+    if summary:
+        figure, what = summary_figure(path, whole, meta), f"the summary of {len(whole)} episodes"
+    elif number is None:
         figure, what = run_figure(whole, meta), f"the returns of {len(whole)} episodes"
     else:
         try:
@@ -247,7 +378,7 @@ def plot(path: str | Path, number: int | None = None, out: str | Path | None = N
         except ValueError as exc:
             raise PlotError(str(exc)) from None
         figure, what = episode_figure(ep, meta), f"episode {number}"
-    out = default_out(path, number) if out is None else Path(out)
+    out = default_out(path, number, summary) if out is None else Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.is_dir():
         raise PlotError(f"--out {out} is a directory; give a .png file")
