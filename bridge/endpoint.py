@@ -18,7 +18,7 @@ from episodic.bridge.codec import ReplyBlock, decode_command, encode_reply, read
 from episodic.bridge.layout import MAGIC, VERSION, CommandFields, Layout, Sizes
 from episodic.interface.columns import step_widths
 from episodic.interface.commands import Command, MalformedCommand
-from episodic.interface.vocabulary import EpisodeResult, Flag, Kind, Reply
+from episodic.interface.vocabulary import CommandError, EpisodeResult, Flag, Kind, Reply
 from episodic.runtime.runner import Runner, StepCursor
 
 log = logging.getLogger("episodic.serve")
@@ -192,6 +192,8 @@ class Endpoint:
         self._first_episode = self.runner.episodes_started
         try:
             self._results = self.batch(episodes, keep_logs)
+        except CommandError as exc:  # e.g. more steps than a batch may hold (BatchTooLarge)
+            return self._reply_to(c, Flag.INVALID_PAYLOAD, str(exc))
         except Exception as exc:  # noqa: BLE001 - the learner gets an answer whatever happens
             log.exception("the batch failed")
             return self._reply_to(c, Flag.INTERNAL_ERROR,

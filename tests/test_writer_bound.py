@@ -18,11 +18,15 @@ import numpy as np
 import pytest
 
 from episodic.bridge import Client
-from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.bridge.client import BatchError
+from episodic.interface.commands import BatchTooLarge, Limits, StartCommand, TrajectoryCommand, most_steps
+from episodic.interface.robot import load_robot
+from episodic.interface.vocabulary import Flag
 from episodic.logs import RunLog, read_episodes
 from episodic.logs.writer import PARTIAL, QUEUE_BYTES, QUEUE_SECONDS, QUEUE_WRITES
 from episodic.runtime.runner import STREAM_BYTES, Runner
 from episodic.tasks import make_task
+from episodic.tools.batch import evaluate_into
 from tests.helpers import Served, channel_name
 
 BATCH = 256      # episodes per batch (serve's default --max-batch, the demo's workflow)
@@ -164,3 +168,41 @@ def test_the_worst_long_episode_holds_a_bounded_memory():
     assert done.returncode == 0, done.stderr[-2000:]
     grew = float(re.search(r"peak RSS grew (\d+) MiB", done.stdout).group(1))
     assert int(re.search(r"(\d+) steps", done.stdout).group(1)) > 16 * 30_000 and grew < 250, done.stdout
+
+
+def worst_batch(n_episodes: int, q: np.ndarray) -> list[list]:
+    """``n_episodes`` episodes of 8 one-sample segments each held max_wait_time (60 s): inside
+    every limit of a single command, 15.4 million steps in all for 64 episodes (about 12 GB)."""
+    return [[StartCommand(k, 8), *(TrajectoryCommand(k, i, 8, q, wait_time=60.0) for i in range(1, 9))]
+            for k in range(n_episodes)]
+
+
+def test_a_batch_that_could_hold_more_steps_than_its_limit_is_refused_before_it_runs():
+    q = np.zeros((1, 7))
+    with Runner(make_task("reach")) as runner:
+        with pytest.raises(BatchTooLarge, match=r"64 episodes could run 15361024 control steps together \(30722 s at "
+                                                r"500 Hz\), over the limit of 1000000 .* smaller batches"):
+            evaluate_into(runner, worst_batch(64, q))
+        assert runner.episodes_started == 0 and runner.batches == 0
+    # what a batch may run is counted from its commands as the runner runs them: at the limit, it runs
+    task = make_task("reach")
+    posture = task.start_posture(load_robot("wam"))
+    episode = [StartCommand(1, 2), TrajectoryCommand(1, 1, 2, np.tile(posture, (100, 1)), wait_time=0.1),
+               TrajectoryCommand(1, 2, 2, np.tile(posture, (20, 1)), rate=100.0)]
+    most = most_steps(episode, 500.0, Limits())
+    with Runner(task, limits=Limits(max_batch_steps=2 * most)) as runner:
+        (result,) = evaluate_into(runner, [episode])
+        assert result.n_steps <= most < result.n_steps + 10  # an upper bound, a sample interval at most over
+        evaluate_into(runner, [episode, episode])
+        with pytest.raises(BatchTooLarge):
+            evaluate_into(runner, [episode] * 3)
+
+
+@pytest.mark.slow  # an `episodic serve` process
+def test_episodic_serve_answers_such_a_batch_with_invalid_payload_and_serves_on():
+    with Served(channel_name()) as served, Client(served.channel, timeout=60) as client:
+        q = client.start_episode(1).posture[None, :]
+        with pytest.raises(BatchError, match="refused a batch of 64 episodes: the batch's 64 episodes could run"):
+            client.evaluate(worst_batch(64, q))
+        (result,) = client.evaluate([[StartCommand(1, 1), TrajectoryCommand(1, 1, 1, np.tile(q, (10, 1)))]])
+        assert result.flag == Flag.OK

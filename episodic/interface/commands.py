@@ -6,6 +6,8 @@ configured size limits and raises :class:`CommandError` with a message saying wh
 """
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +25,9 @@ class Limits:
     max_commands: largest max_commands; max_wait_time s; max_rate Hz: fastest sample rate of a
     segment; max_magnitude: largest |value| of any array entry (rad, rad/s, rad/s^2, gains,
     context), far beyond anything physical, so that no finite input can overflow the
-    resampling or the control law.
+    resampling or the control law; max_batch_steps: most control steps the episodes of one
+    batch may run together (a batch's episodes are held until it ends, about 0.8 kB per step:
+    1,000,000 steps, 2,000 s on the WAM, hold about 0.8 GB).
     """
 
     max_segment_steps: int = 20_000
@@ -32,6 +36,29 @@ class Limits:
     max_wait_time: float = 60.0
     max_rate: float = 1e6
     max_magnitude: float = 1e6
+    max_batch_steps: int = 1_000_000
+
+
+class BatchTooLarge(CommandError):
+    """A batch whose episodes together could run more than the limits' max_batch_steps."""
+
+
+def most_steps(commands: Sequence[Any], control_rate: float, limits: Limits) -> int:
+    """The most control steps ``commands`` (as received, unchecked) can run at ``control_rate``
+    Hz within ``limits``: each segment's samples resampled to the control rate, and each
+    wait_time, clipped to the limits (a command the checks will refuse counts what it would run
+    if accepted; one without a finite size counts 0)."""
+    total = 0.0
+    for cmd in commands:
+        wait = getattr(cmd, "wait_time", 0.0)
+        if isinstance(wait, (int, float)) and math.isfinite(wait):
+            total += min(max(wait, 0.0), limits.max_wait_time) * control_rate
+        q, rate = getattr(cmd, "q", None), getattr(cmd, "rate", None)
+        if isinstance(q, np.ndarray) and q.ndim >= 1:
+            rate = control_rate if rate is None else rate
+            if isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0:
+                total += min(q.shape[0] * control_rate / rate, limits.max_segment_steps) + 1
+    return int(math.ceil(total))
 
 
 @dataclass(frozen=True)

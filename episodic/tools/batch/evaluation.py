@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from episodic.interface.commands import Command, Limits
-from episodic.interface.robot import Robot
+from episodic.interface.commands import BatchTooLarge, Command, Limits, most_steps
+from episodic.interface.robot import Robot, load_robot
 from episodic.interface.vocabulary import EpisodeResult, Flag
 from episodic.logs.episode import EpisodeBuffer
 from episodic.logs.layout import software_versions
@@ -156,6 +156,19 @@ def _counted(progress: ProgressCallback, total: int) -> Callable[[], None]:
     return tick
 
 
+def _check_size(setup: Setup, episodes: Sequence[Sequence[Command]]) -> None:
+    """BatchTooLarge unless ``episodes`` together run at most ``setup.limits.max_batch_steps``
+    control steps (a batch's episodes are held until it ends: this bounds a runner's memory)."""
+    robot = setup.robot if isinstance(setup.robot, Robot) else load_robot(setup.robot)
+    limit = setup.limits.max_batch_steps
+    steps = sum(most_steps(commands, robot.control_rate, setup.limits) for commands in episodes)
+    if steps > limit:
+        raise BatchTooLarge(f"the batch's {len(episodes)} episodes could run {steps} control steps together "
+                            f"({steps / robot.control_rate:.0f} s at {robot.control_rate:g} Hz), over the limit of "
+                            f"{limit} a batch's episodes may run (they are held until the batch ends); send them "
+                            f"in smaller batches, or alone (a single episode's steps go to the log as it runs)")
+
+
 def _evaluate(setup: Setup, episodes: Sequence[Sequence[Command]], threads: int, executor: Executor | None,
               chunk_size: int, keep_steps: bool, keep_episodes: bool,
               progress: ProgressCallback | None) -> list[tuple[EpisodeResult, EpisodeBuffer | None]]:
@@ -165,6 +178,7 @@ def _evaluate(setup: Setup, episodes: Sequence[Sequence[Command]], threads: int,
     n = len(population)
     if not n:
         return []
+    _check_size(setup, [commands for _, commands in population])
     if executor is None:
         tick = None if progress is None else _counted(progress, n)
         results = evaluate_chunk(Chunk(setup, tuple(population), threads, keep_steps, keep_episodes), tick).results
