@@ -130,6 +130,18 @@ class JointDriver(Protocol):
     def wait_tick(self) -> tuple[float, bool]: ...
 
 
+@runtime_checkable
+class ReportingDriver(JointDriver, Protocol):
+    """A JointDriver that keeps its own tick record and reports on itself (e.g. a robot across
+    a network, episodic.runtime.link): ``pacer`` is the record DriverBackend keeps the ticks in
+    (its marks may carry the driver's own counters into an episode's ``ticks``), ``note()``
+    says what went wrong since it was last asked ('' when nothing), for the next reply."""
+
+    pacer: Pacer
+
+    def note(self) -> str: ...
+
+
 class DriverBackend:
     """The Backend of a JointDriver. The MuJoCo model is a mirror: a never stepped Simulation of
     the scene, into which each tick the measured joint state is written for the logged
@@ -141,7 +153,7 @@ class DriverBackend:
         self.scene = scene
         self.driver = driver
         self.between_ticks = between_ticks
-        self.pacer = Pacer(scene.robot.control_dt)
+        self.pacer = driver.pacer if isinstance(driver, ReportingDriver) else Pacer(scene.robot.control_dt)
         self.mirror = Simulation(scene)
         self.model, self.data = self.mirror.model, self.mirror.data
         self._u_columns = [scene.sensors[f"u/{name}"].start for name in scene.robot.joint_names]
@@ -180,6 +192,11 @@ class DriverBackend:
 
     def apply_gains(self, gains: Gains) -> None:
         """Nothing to set: the gains go to the joint controller with each tick's command (``run``)."""
+
+    def note(self) -> str:
+        """What the driver reports went wrong since it was last asked ('' when nothing, or when
+        it is not a ReportingDriver)."""
+        return self.driver.note() if isinstance(self.driver, ReportingDriver) else ""
 
     def _observe(self) -> np.ndarray:
         """Write the driver's measured state into the mirror; returns the torque u N m (n_dofs,)

@@ -152,6 +152,8 @@ class Runner(Sender):
         self._stream_steps()
         reply = self.machine.handle(command)
         lost = self.log.pop_failures() if self.log is not None else []
+        if isinstance(self.sim, DriverBackend) and (note := self.sim.note()):
+            lost.append(note)  # what the robot's driver (e.g. its network link) suffered meanwhile
         if not lost:
             return reply
         return dataclasses.replace(reply, message="; ".join([reply.message, *lost] if reply.message else lost))
