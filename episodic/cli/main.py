@@ -477,16 +477,9 @@ def _channel_name(ctx, param, value: str) -> str:
               help="Most commands in one batch, all its episodes together.")
 @click.option("--max-batch-values", default=1 << 21, show_default=True, type=click.IntRange(1, 1 << 36),
               help="Most float64 values (trajectories, gains, contexts) in one batch.")
-@click.option("--robot-at", "robot_at", default=None, metavar="HOST:PORT",
-              help="Drive the robot served there over UDP (`episodic robot-server`, docs/drivers.md) in realtime "
-                   "episodes, instead of a simulation.")
-@click.option("--max-state-age", default=0.05, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="With --robot-at: seconds after which the robot's state is stale; a segment then ends with "
-                   "SAFETY_ABORT and the runner holds.")
 def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path: str | None, overwrite: bool,
           seed: int, learner_timeout: float, max_log_steps: int, mode: str, priority: int | None, quiet: bool,
-          threads: int, max_batch: int, max_batch_commands: int, max_batch_values: int, robot_at: str | None,
-          max_state_age: float) -> None:
+          threads: int, max_batch: int, max_batch_commands: int, max_batch_values: int) -> None:
     """Serve episodes to a learner over a shared-memory channel until Ctrl-C, SIGTERM, SIGHUP or SIGQUIT.
 
     The channel name is 1 to 64 letters, digits, '_' or '-' (per user: two users may both serve
@@ -520,12 +513,7 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
 
     A realtime runner runs under SCHED_FIFO with its memory locked, as a robot's control thread
     runs: at --priority (exit 1, saying what would allow it, when not permitted), else at 50 if
-    permitted. The log's root attribute 'scheduling' records how the run was scheduled.
-
-    --robot-at HOST:PORT drives a robot across a network in realtime mode (episodic.runtime.link):
-    a state older than --max-state-age aborts the segment (SAFETY_ABORT, the runner holds), a reply
-    says what the link suffered during its command, and the log's root attribute link_NNNNNN holds
-    episode NNNNNN's link statistics (round trip p50/p99, states lost and reordered)."""
+    permitted. The log's root attribute 'scheduling' records how the run was scheduled."""
     import json
 
     from episodic.bridge.serve import serve as run_serve
@@ -538,8 +526,6 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
     from episodic.tools.batch import evaluate_into
     from episodic.tools.progress import Lines
 
-    if robot_at is not None:
-        mode = "realtime"  # a robot keeps to the wall clock
     if priority is not None and mode != "realtime":
         raise click.ClickException("--priority is for --mode realtime (a blocking runner does not keep to the wall "
                                    "clock): add --mode realtime or leave out --priority")
@@ -558,14 +544,8 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
                    f"(pid {os.getpid()}){f', log {log_path}' if log_path else ''}; stop with Ctrl-C")
 
     try:
-        if robot_at is not None:
-            from episodic.runtime.link import network_runner
-            runner = network_runner(make_task(task, _parse_params(params)), robot, robot_at, make=SLRunner,
-                                    max_age=max_state_age, log=log_path, seed=seed, keep_episodes=False,
-                                    overwrite=overwrite)
-        else:  # SL's layout too (episodic.bridge.sl)
-            runner = SLRunner(make_task(task, _parse_params(params)), robot, log=log_path, seed=seed,
-                              keep_episodes=False, mode=mode, overwrite=overwrite)
+        runner = SLRunner(make_task(task, _parse_params(params)), robot, log=log_path, seed=seed,
+                          keep_episodes=False, mode=mode, overwrite=overwrite)  # SL's layout too (episodic.bridge.sl)
         lines = Lines()
         def batch(episodes, keep_steps: bool):
             return evaluate_into(runner, episodes, threads=threads, keep_steps=keep_steps)
@@ -575,36 +555,7 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
         run_serve(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps, ready=ready,
                   batch=batch if mode == "blocking" else None,
                   batch_sizes=(max_batch, max_batch_commands, max_batch_values), priority=priority)
-    except (TaskError, RobotError, LogError, ValueError, RuntimeError, ConnectionError) as exc:
-        raise click.ClickException(str(exc)) from None
-
-
-@main.command("robot-server", short_help="Serve a simulated robot over UDP, as a robot's real-time controller does.")
-@click.option("--robot", default="wam", show_default=True, help="Robot name (see `episodic robots`).")
-@click.option("--task", default="reach", show_default=True,
-              help="The task whose tool the arm carries (the runner's scene has the same).")
-@click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Task parameter; repeatable.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=7700, show_default=True, type=click.IntRange(0, 65535),
-              help="UDP port to listen on (0: any free one; the first line says which).")
-@click.option("--watchdog", default=0.05, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Seconds without a command after which the robot brakes and holds.")
-def robot_server(robot: str, task: str, params: tuple[str, ...], host: str, port: int, watchdog: float) -> None:
-    """Run ROBOT in MuJoCo at its control rate and serve it over UDP until Ctrl-C or SIGTERM: it
-    streams its joint state and takes joint commands in the datagrams of episodic.runtime.link
-    (docs/drivers.md), and keeps its own safety: a watchdog that brakes and holds when commands
-    stop, the joint range, the velocity limits and a status word in every state.
-    `episodic serve --robot-at HOST:PORT` drives it."""
-    from episodic.interface.robot import RobotError, load_robot
-    from episodic.runtime.scene import build_scene
-    from episodic.task import TaskError
-    from episodic.tasks import make_task
-    from episodic.tools.robot_server import run
-
-    try:
-        scene = build_scene(load_robot(robot), make_task(task, _parse_params(params)))
-        run(scene, host, port, watchdog, announce=lambda line: click.echo(line))
-    except (TaskError, RobotError, OSError) as exc:
+    except (TaskError, RobotError, LogError, ValueError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
 
 
