@@ -17,6 +17,7 @@ File layout (one file per run; docs/log-format.md):
 """
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import platform
@@ -55,6 +56,12 @@ COMMAND_ARRAYS = ("posture", "context", "q", "qd", "qdd", "kp", "kd", "ki", "tas
 
 
 def software_versions() -> dict[str, str]:
+    """The versions an episode's numbers depend on, by package (a fresh dict each call)."""
+    return dict(_software_versions())
+
+
+@functools.cache
+def _software_versions() -> dict[str, str]:  # asked per batch chunk and per log: looked up once
     import mujoco  # imported here: only needed for metadata
 
     import episodic
