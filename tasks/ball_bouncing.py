@@ -127,6 +127,7 @@ from episodic.task.contact import (
     solref_for_restitution,
 )
 from episodic.task.contract import BALL_COLUMNS
+from episodic.task.sl import SLMap
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
 BALL_SURFACES = MATERIALS["tennis_ball_on_rigid"]  # restitution 0.75, friction 0.6 and their sources
@@ -188,6 +189,7 @@ class BallBouncing(Task[Bounces]):
             "its start posture and racket pose are the WAM's joint angles and spherical wrist; not yet "
             "placed in another robot's frame"))
     camera: ClassVar[Camera] = {"azimuth": 120, "elevation": -15}  # deg; episodic render frames the rest
+    sl: ClassVar[SLMap] = SLMap(states=tuple(BALL_COLUMNS) + (None, None, "target_z"))  # SL: no start values
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "face_x", "face_y", "face_z", "tilt", "height", "lateral", "target_z",
                                           "on_racket", "contact", "floor")

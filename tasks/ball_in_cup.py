@@ -157,6 +157,7 @@ from episodic.task import (
     place_free_ball,
 )
 from episodic.task.contract import BALL_COLUMNS
+from episodic.task.sl import SLMap
 
 WALL_BOXES = 16          # boxes that make the cup's wall
 WALL_THICKNESS = 0.004   # m
@@ -249,6 +250,9 @@ class BallInCup(Task):
             "its start posture, cup bracket and catching swing are the WAM's joint angles; not yet "
             "placed in another robot's frame"))
     camera: ClassVar[Camera] = {"azimuth": 120, "elevation": -10}  # deg; episodic render frames the rest
+    sl: ClassVar[SLMap] = SLMap(  # SL's ball-in-a-cup start values: only the ball hanging straight down is modelled
+        ("ball angle x rad", "ball angle y rad", "ball angular velocity x rad/s", "ball angular velocity y rad/s"),
+        states=tuple(BALL_COLUMNS) + ("cup_x", "cup_y", "cup_z"))
     columns: ClassVar[tuple[str, ...]] = (
         "ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
         "cup_x", "cup_y", "cup_z", "distance", "height", "radial", "string", "caught")

@@ -100,6 +100,7 @@ from episodic.task import (
 from episodic.task.contact import MATERIALS, ROLLING_SOLIMP, add_bouncing_pairs
 from episodic.task.frame import REFERENCE_ROBOT, RobotFrame
 from episodic.task.kinematics import SiteIK
+from episodic.task.sl import SLMap
 
 BEAM = "beam"
 BALL = "ball"
@@ -141,6 +142,8 @@ class BallOnBeam(Task[BeamEpisode]):
     summary: ClassVar[str] = "keep a ball rolling on a beam at the beam's centre with little effort."
     needs: ClassVar[Needs] = Needs(dofs=6, flange_hinge=True)  # the beam level, turned by the last joint
     camera: ClassVar[Camera] = {"azimuth": 140, "elevation": -20}  # deg; episodic render frames the rest
+    sl: ClassVar[SLMap] = SLMap(("ball position m", "ball velocity m/s"), (0, 1), gains=2, duration="horizon",
+                                states=("ball_x", None, None, "ball_xd", None, None, None, None, None))
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_xd", "beam_angle", "on_beam")
     column_docs: ClassVar[Mapping[str, tuple[str, str]]] = {
         "ball_x": ("m", "the ball along the beam from its centre"),

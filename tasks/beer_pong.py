@@ -137,6 +137,7 @@ from episodic.task.contact import (
     solref_for_restitution,
 )
 from episodic.task.contract import BALL_COLUMNS
+from episodic.task.sl import SLMap
 
 HOLD_OFFSET = 0.07     # m, the held ball's centre out from the flange along its axis
 HOLD_OMEGA = 400.0     # rad/s, the hold's natural frequency with the ball's mass
@@ -184,6 +185,8 @@ class BeerPong(Task[BeerPongEpisode]):
             "the table, the cup and the throw are placed for the WAM's reach at WAM joint angles; not "
             "yet placed in another robot's frame"))
     camera: ClassVar[Camera] = {"lookat": (1.1, 0.0, 1.05), "distance": 2.2, "azimuth": 115, "elevation": -12}
+    sl: ClassVar[SLMap] = SLMap(("cup x m", "cup y m", "action cost weight", "bounce noise"), ("release_time", 0, 1),
+                                states=tuple(BALL_COLUMNS) + ("cup_x", "cup_y", None))
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "cup_x", "cup_y", "height", "radial", "on_table", "in_cup", "at_rest")
     column_docs: ClassVar[Mapping[str, tuple[str, str]]] = {**BALL_COLUMNS,

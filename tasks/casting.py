@@ -137,6 +137,7 @@ from episodic.task import (
     param,
 )
 from episodic.task.contract import BALL_COLUMNS
+from episodic.task.sl import SLMap
 from episodic.tasks.ball_in_cup import (
     ANCHOR_GAP,
     STRING_CONTACT_SOLIMP,
@@ -237,6 +238,7 @@ class Casting(Task[Cast]):
             "its start posture and floor cup are placed for the WAM at WAM joint angles; not yet placed "
             "in another robot's frame"))
     camera: ClassVar[Camera] = {"azimuth": 160, "elevation": -20}  # deg; episodic render frames the rest
+    sl: ClassVar[SLMap] = SLMap(("cup x m", "cup y m"), (0, 1), states=tuple(BALL_COLUMNS) + ("cup_x", "cup_y", None))
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "cup_x", "cup_y", "radial", "height", "swing", "string", "rim", "resting")
     column_docs: ClassVar[Mapping[str, tuple[str, str]]] = {**BALL_COLUMNS,

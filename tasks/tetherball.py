@@ -127,6 +127,7 @@ from episodic.task.contact import (
     add_bouncing_pairs,
 )
 from episodic.task.contract import BALL_COLUMNS
+from episodic.task.sl import SLMap
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
 TARGET_RGBA = [0.2, 0.8, 0.2, 0.25]
@@ -162,6 +163,8 @@ class Tetherball(Task[Approach]):
             "the ball's anchor and the swing are placed for the WAM at WAM joint angles; not yet placed "
             "in another robot's frame"))
     camera: ClassVar[Camera] = {"azimuth": 140, "elevation": -10}  # deg; episodic render frames the rest
+    sl: ClassVar[SLMap] = SLMap(("target x m", "target y m", "target z m"), (0, 1, 2),
+                                states=tuple(BALL_COLUMNS) + ("target_x", "target_y", "target_z"))
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
                                           "target_x", "target_y", "target_z", "distance", "min_distance")
     column_docs: ClassVar[Mapping[str, tuple[str, str]]] = {**BALL_COLUMNS,
