@@ -2,10 +2,9 @@
 become the task's own context and gain set, what a task does not model is refused by name, every
 declared map names the task's own columns and parameters and builds a context the task takes; a
 runner that takes SL's layout (episodic.bridge.sl.SLRunner) starts the ball where SL's context
-puts it and runs SL's controller command for the task's own duration."""
+puts it and runs SL's controller command for the task's own duration; the maps' state rows are
+those SLGetEpisodeMex fills by name."""
 from __future__ import annotations
-
-from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -18,14 +17,10 @@ from episodic.task.sl import SL_VALUES, SLMap, sl_command, sl_context, sl_states
 from episodic.tasks import TASKS, make_task, task_class
 from episodic.tasks.ball_on_beam import BallOnBeam
 
-BEAM = SLMap(("ball position m", "ball velocity m/s"), (0, 1), gains=2, duration="horizon",
-             states=("ball_x", None, None, "ball_xd", None, None, None, None, None))
-
-
-class SLBeam(BallOnBeam):
-    """ball_on_beam with SL's ball-on-a-beam map."""
-
-    sl: ClassVar[SLMap] = BEAM
+# SLGetEpisodeMex (clients/matlab/sl_mex.c) fills SL's state rows by these names of the task's state
+# columns, as it cannot read the runner's map: every declared map must say the same
+MEX_ROWS = (("ball_x",), ("ball_y",), ("ball_z",), ("ball_vx", "ball_xd"), ("ball_vy",), ("ball_vz",),
+            ("cup_x", "target_x"), ("cup_y", "target_y"), ("cup_z", "target_z"))
 
 
 def padded(*values: float) -> np.ndarray:
@@ -47,7 +42,7 @@ def test_sl_context_takes_slots_and_parameters_and_refuses_what_the_task_does_no
 
 
 def test_sl_command_turns_sl_layout_into_the_task_s_own_commands():
-    task, robot = SLBeam(), load_robot("wam")
+    task, robot = BallOnBeam(), load_robot("wam")
     start = sl_command(task, robot, StartCommand(5, 1, context=padded(0.1, -0.2)))
     assert isinstance(start, StartCommand) and list(start.context) == [0.1, -0.2]
     gains = sl_command(task, robot, GainsCommand(5, 1, 1, np.zeros(7), np.zeros(7), task_gains=padded(3, 1)))
@@ -58,7 +53,7 @@ def test_sl_command_turns_sl_layout_into_the_task_s_own_commands():
     assert list(gains.task_gains) == [3, 1] and gains.wait_time == task.horizon == 10.0
     refused = sl_command(task, robot, GainsCommand(5, 1, 1, np.zeros(7), np.zeros(7), task_gains=padded(3, 1, 2)))
     assert isinstance(refused, MalformedCommand) and "beyond the first 2 are not 0" in refused.reason
-    no_map = sl_command(BallOnBeam() if getattr(BallOnBeam, "sl", None) is None else make_task("reach"), robot,
+    no_map = sl_command(make_task("reach"), robot,
                         GainsCommand(5, 1, 1, np.zeros(7), np.zeros(7), task_gains=padded(3, 1)))
     assert isinstance(no_map, MalformedCommand) and "no controller of its own for SL to run" in no_map.reason
     # anything else passes unchanged: the task's own contexts and gains, trajectories
@@ -76,6 +71,7 @@ def test_declared_sl_maps_fit_their_task(name):
     task = make_task(name)
     rows = sl_states(sl, tuple(task.columns))  # every name a state column of the task
     assert len(rows) == 9
+    assert list(sl.states) == [next((n for n in names if n in task.columns), None) for names in MEX_ROWS]
     params = task.params()
     assert all(c in params for c in sl.context if isinstance(c, str))
     assert isinstance(sl.duration, (int, float, type(None))) or sl.duration in params
@@ -84,7 +80,7 @@ def test_declared_sl_maps_fit_their_task(name):
 
 @pytest.mark.slow  # a go-to-start and 10 s of ball on beam
 def test_a_runner_taking_sl_layout_starts_the_ball_where_sl_puts_it_and_runs_sl_s_controller():
-    with SLRunner(SLBeam(), "wam") as runner:
+    with SLRunner(BallOnBeam(), "wam") as runner:
         start = runner.send(StartCommand(1, 1, context=padded(0.05, 0.0)))
         assert start.flag == Flag.OK
         assert start.state[0] == pytest.approx(0.05, abs=1e-3)  # ball_x, m: where SL's context puts it
