@@ -93,9 +93,9 @@ def test_a_signal_at_start_up_leaves_no_objects(tmp_path, mode):
     first.wait_ready()
     start_up = time.perf_counter() - start  # s until the channel exists and the banner is out
     first.close()
-    for i, sig in enumerate(SIGNALS * 2):  # around the moment the channel is created
+    for i, sig in enumerate(SIGNALS):  # around the moment the channel is created
         runner = ServedRunner(channel_name(), task="reach", mode=mode, log=tmp_path / f"{i}.h5")
-        time.sleep(start_up * (0.9 + 0.03 * i))
+        time.sleep(start_up * (0.88 + 0.08 * i))
         runner.proc.send_signal(sig)
         runner.proc.wait(timeout=30)
         assert shm_leftovers() == before, (signal.Signals(sig).name, runner.stderr_text())
