@@ -1,9 +1,19 @@
 """Reading a run log: its metadata, its summary, its episodes (whole, or one at a time), and
-which episodes were not written whole."""
+which episodes were not written whole.
+
+A log may be read while a runner writes it (episodic.logs.writer's docstring): every function here
+opens the file only while it reads it, waiting up to LIVE_WAIT for the writer to close it, and
+sees the episodes written before it opened it (an episode reaches the file at most
+writer.QUEUE_SECONDS after its last reply in blocking mode); ``iter_episodes`` opens it anew for
+each episode, so a long replay never keeps the writer waiting."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import fcntl
+import os
+import struct
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,12 +60,71 @@ class StoredEpisode:
     state_columns: tuple[str, ...]
 
 
+LIVE_WAIT = 10.0   # s a reader waits for a log's writer to close the file (it holds it up to writer.HOLD_SECONDS)
+READ_POLL = 0.005  # s between a waiting reader's tries
+
+
+@dataclass(frozen=True)
+class ByteLock:
+    """A lock on one byte of a file taken through an open file description (Linux's F_OFD_SETLK:
+    not dropped when the process closes another descriptor of the file, as HDF5 does)."""
+
+    start: int  # byte offset
+
+    FORMAT = "hhqqi4x"  # struct flock: l_type, l_whence, l_start, l_len, l_pid (0 for these locks)
+
+    def pack(self, kind: int) -> bytes:
+        """The struct flock asking for a lock of ``kind`` (fcntl.F_RDLCK, F_WRLCK, F_UNLCK)."""
+        return struct.pack(self.FORMAT, kind, os.SEEK_SET, self.start, 1, 0)
+
+
+LIVE_LOCK = ByteLock(1 << 62)  # held for writing by a log's writer for as long as its run lasts
+
+
+def being_written(path: str | Path) -> bool:
+    """Whether a runner is writing the log at ``path`` now (its writer holds LIVE_LOCK); False
+    also where that cannot be told (no such file, a file system without these locks)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        held = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, LIVE_LOCK.pack(fcntl.F_RDLCK))
+        return bool(struct.unpack(ByteLock.FORMAT, held)[0] != fcntl.F_UNLCK)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def open_log(path: str | Path, wait: float = LIVE_WAIT) -> h5py.File:
+    """``h5py.File(path, "r")``, waiting up to ``wait`` s while the log's writer has the file
+    open (HDF5 then refuses readers with errno 11: BlockingIOError after the wait); any other
+    error as h5py raises it. Close it soon: the writer waits while a reader holds the file."""
+    return _waiting(lambda: h5py.File(path, "r"), wait)
+
+
+def _waiting(opener: Callable[[], h5py.File], wait: float) -> h5py.File:
+    """``opener()``, tried again every READ_POLL s for up to ``wait`` s while it fails because a
+    writer holds the file (a BlockingIOError, or an error raised on one)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return opener()
+        except (BlockingIOError, HostileFileError) as exc:
+            busy = isinstance(exc, BlockingIOError) or isinstance(exc.__context__, BlockingIOError)
+            if not busy or time.monotonic() >= deadline:
+                raise
+        time.sleep(READ_POLL)
+
+
 def _open_read(path: str | Path) -> h5py.File:
-    """The log at ``path`` opened for reading, its metadata cache held at METADATA_CACHE bytes:
+    """The log at ``path`` opened for reading (waiting up to LIVE_WAIT for a writer to close it),
+    its metadata cache held at METADATA_CACHE bytes:
     HDF5's adaptive cache otherwise grows while a reader visits episode after episode (by about
     150 kB per episode), so reading a long log would take memory in proportion to it. What is
     not a regular HDF5 file is refused (episodic.interface.files.HostileFileError, a ValueError)."""
-    f = open_hdf5(path)
+    f = _waiting(lambda: open_hdf5(path), LIVE_WAIT)
     fix_metadata_cache(f, METADATA_CACHE)
     return f
 
@@ -180,25 +249,29 @@ def iter_episodes(path: str | Path, numbers: list[int] | None = None) -> Iterato
     a long log is never held in memory whole: all of them (an episode that is not whole, see
     ``partial_episodes``, is left out), or those whose sequence numbers are given. Given numbers
     are checked before the first episode comes: ValueError naming one the log lacks or that is
-    not whole. Only the episodes asked for are opened, whatever the length of the log."""
+    not whole. Only the episodes asked for are opened, whatever the length of the log. The file
+    is opened for each episode (a live log's writer waits for no reader); all of them means
+    those the log held when the first was asked for."""
     with _open_read(path) as f:
         episodes = _episodes(f)
         if numbers is None:
-            for name in sorted(episodes):
-                g = _episode_group(episodes, name)
-                if g is not None and not episode_problem(g):
-                    yield _read_episode(name, g)
-            return
-        names = sorted({f"{n:06d}" for n in numbers})
-        missing = [name for name in names if name not in episodes]
-        if missing:
-            raise ValueError(f"{path} has no episode {', '.join(missing)}; it holds {len(episodes)}")
-        for name in names:
-            problem = episode_problem(_episode_group(episodes, name))
-            if problem:
-                raise ValueError(f"episode {name} of {path} was not written whole ({problem}); it cannot be read")
-        for name in names:
-            yield _read_episode(name, episodes[name])
+            names = sorted(episodes)
+        else:
+            names = sorted({f"{n:06d}" for n in numbers})
+            missing = [name for name in names if name not in episodes]
+            if missing:
+                raise ValueError(f"{path} has no episode {', '.join(missing)}; it holds {len(episodes)}")
+            for name in names:
+                problem = episode_problem(_episode_group(episodes, name))
+                if problem:
+                    raise ValueError(f"episode {name} of {path} was not written whole ({problem}); "
+                                     f"it cannot be read")
+    for name in names:
+        with _open_read(path) as f:
+            g = _episode_group(_episodes(f), name)
+            episode = _read_episode(name, g) if g is not None and not episode_problem(g) else None
+        if episode is not None:
+            yield episode
 
 
 def _attrs_or_none(g: h5py.Group | None) -> dict:

@@ -1,9 +1,19 @@
 """The HDF5 writer of a run log: episodes queued as they end and written on a thread (blocking
 mode) or a piece at a time between the ticks (realtime mode); the file's layout is
-episodic.logs.layout."""
+episodic.logs.layout.
+
+A log is readable while it is written (a live log): the writer opens the file only to write what
+is queued and closes it again, so between its writes the file on disk is whole and closed, and any
+reader (``episodic info``, plain ``h5py.File(path, "r")``) may open it. HDF5 locks a file open
+for writing (a reader's open fails with errno 11 meanwhile; episodic.logs.open_log waits for
+it) and a file open for reading (the writer waits for the reader to close it, and says so on the
+``episodic.logs`` logger when that takes more than BUSY_WARN). SWMR (HDF5's single-writer,
+multiple-reader mode) cannot serve: its writer makes no new group once readers may look, and a
+log makes a group per episode."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import logging
 import os
@@ -22,13 +32,13 @@ from episodic.interface.columns import STEP_DTYPES
 from episodic.logs.episode import EpisodeBuffer
 from episodic.logs.layout import (
     FORMAT,
-    METADATA_CACHE,
     SUMMARY_DTYPE,
     command_record,
     fix_metadata_cache,
     int_or,
     summary_row,
 )
+from episodic.logs.reader import LIVE_LOCK, being_written
 
 _log = logging.getLogger("episodic.logs")
 SPACE_MARGIN = 1 << 20  # bytes kept free on the log's disk beyond twice an episode's data
@@ -43,6 +53,15 @@ QUEUE_BYTES = 8 << 20     # bytes of episode data queued at most
 QUEUE_SECONDS = 1.0       # s: the bound stated and tested for writing a full queue (tests/test_writer_bound.py)
 PARTIAL = "partial"       # name prefix of an episode's group at the file's root while it is written
 STREAM_CHUNK_BYTES = 1 << 16  # bytes per HDF5 chunk of a streamed episode's step columns (RunLog.write_steps)
+# The file is open only while queued writes are written (a live log, the module's docstring):
+HOLD_SECONDS = 0.2    # s the writer keeps it open at most while more writes wait; then it closes it
+GAP_SECONDS = 0.02    # s it then leaves it closed, so that a reader waiting for it gets in
+BUSY_POLL = 0.002     # s between the writer's tries to open a file a reader holds
+BUSY_WARN = 2.0       # s a reader may hold the file before the writer says so on the logger
+# bytes of HDF5's metadata cache while the file is open: a write's changes to the file's existing
+# metadata then stay in memory until it is flushed and closed (a SIGKILL mid-write leaves the
+# file as it was after the last write), and the cache is emptied at every close
+WRITE_CACHE = 1 << 21
 
 
 class LogError(Exception):
@@ -51,15 +70,6 @@ class LogError(Exception):
 
 
 WRITERS = ("inline", "thread", "ticks")  # how a RunLog writes (RunLog's docstring)
-
-
-@dataclass
-class _Stream:
-    """An episode whose steps are written as it runs: its group (still PARTIAL_NNNNNN) and its
-    step columns, resizable, by name."""
-
-    group: h5py.h5g.GroupID
-    columns: dict[str, h5py.h5d.DatasetID]
 
 
 @dataclass
@@ -99,6 +109,14 @@ class RunLog:
     and moved into /episodes when whole; one whose write fails part-way is deleted, so /episodes
     never holds a half-written episode (a process killed mid-write leaves the PARTIAL group,
     which no reader looks at).
+
+    The file is opened (through the descriptor kept from its creation, so a file put at ``path``
+    later is never written) when a write is taken from the queue and closed when the queue is
+    empty, or after HOLD_SECONDS with writes still queued and then left closed for GAP_SECONDS:
+    readers get the file between writes. A reader holding it open makes the writer wait (the
+    "thread" writer's queue then fills and holds the learner back; the "ticks" writer tries again
+    at the next tick). While the run lasts the writer holds a lock on a byte beyond the file's
+    data (reader.LIVE_LOCK), by which ``being_written`` tells a live log.
     """
 
     def __init__(self, path: str | Path, metadata: dict, writer: str = "inline", overwrite: bool = False):
@@ -113,20 +131,61 @@ class RunLog:
         self._lock = threading.Lock()  # guards the queue's bookkeeping, the failures and the writer thread
         self._room = threading.Condition(self._lock)  # notified when a queued write is done
         self._thread: threading.Thread | None = None
-        # episodes whose steps are being streamed, by number (None: a streamed write failed)
-        self._streams: dict[int, _Stream | None] = {}
-        self._file = _create(self.path, overwrite)
+        # episodes whose steps are being streamed, by number: their step columns' names (None:
+        # a streamed write failed)
+        self._streams: dict[int, tuple[str, ...] | None] = {}
+        self._file: h5py.File | None = None  # open only while writing
+        self._opened = 0.0  # time.monotonic() of its last opening
+        self._reopen = 0.0  # time.monotonic() before which it is not opened again (GAP_SECONDS)
+        self._busy_since: float | None = None  # when the writer first found a reader holding it
+        self._warned = False  # whether the writer said so (BUSY_WARN)
+        self._fd = _create(self.path, overwrite)
+        self._file = h5py.File(_by_descriptor(self._fd), "r+")
+        fix_metadata_cache(self._file, WRITE_CACHE)
         for key, value in metadata.items():
             if key == "model_xml":
                 self._file.create_dataset("model_xml", data=value)
             else:
                 self._file.attrs[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
         self._file.attrs["format"] = FORMAT
-        self._episodes = self._file.create_group("episodes")
-        self._summary = self._file.create_dataset("summary", shape=(0,), maxshape=(None,), dtype=SUMMARY_DTYPE,
-                                                  chunks=(SUMMARY_CHUNK,))
-        self._rejected: h5py.Dataset | None = None
-        self._file.flush()
+        self._file.create_group("episodes")
+        self._file.create_dataset("summary", shape=(0,), maxshape=(None,), dtype=SUMMARY_DTYPE,
+                                  chunks=(SUMMARY_CHUNK,))
+        self._close_file()
+
+    def _open(self, wait: bool) -> bool:
+        """Open the file for writing unless it is open; when a reader holds it (or GAP_SECONDS
+        have not passed since the writer let it go), wait for it if ``wait``, else False."""
+        while self._file is None:
+            now = time.monotonic()
+            if now < self._reopen:
+                if not wait:
+                    return False
+                time.sleep(self._reopen - now)
+            try:
+                self._file = h5py.File(_by_descriptor(self._fd), "r+")
+            except OSError as exc:
+                if not _busy(exc):
+                    raise
+                if self._busy_since is None:
+                    self._busy_since, self._warned = now, False
+                elif now - self._busy_since > BUSY_WARN and not self._warned:
+                    self._warned = True  # said once per wait
+                    _log.warning("%s is held open by a reader; the log's writes wait until it closes the "
+                                 "file (a reader should open it only while it reads)", self.path)
+                if not wait:
+                    return False
+                time.sleep(BUSY_POLL)
+                continue
+            fix_metadata_cache(self._file, WRITE_CACHE)
+            self._opened, self._busy_since = now, None
+        return True
+
+    def _close_file(self) -> None:
+        """Flush and close the file (open until then), so that readers may open it."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def _submit(self, what: str, pieces: Iterator[None], n_bytes: int = 0) -> None:
         """Queue a write of about ``n_bytes`` bytes (0: too small to check) unless the disk
@@ -168,12 +227,20 @@ class RunLog:
             job = self._pending[0]
             started = time.perf_counter()
             try:
+                if not self._open(wait=self.writer != "ticks" or budget == float("inf")):
+                    break
                 next(job.pieces)
             except StopIteration:
                 self._done(job)
             except Exception as exc:  # noqa: BLE001 - a failed write is reported, and the run goes on
                 self._done(job)
                 self._failed(job.what, exc)
+            if job is not (self._pending[0] if self._pending else None):  # a write ended: let readers in?
+                if not self._pending:
+                    self._close_file()
+                elif time.monotonic() - self._opened > HOLD_SECONDS:
+                    self._close_file()
+                    self._reopen = time.monotonic() + GAP_SECONDS
             now = time.perf_counter()
             if 2 * now - started > end:
                 break
@@ -222,11 +289,13 @@ class RunLog:
         streamed them (``write_steps``), once written (waits for the queue); empty when the log
         does not have them (a write failed)."""
         self._wait()
-        stream = self._streams.get(number)
-        if stream is not None:
-            return {name: h5py.Dataset(dset)[:n_steps] for name, dset in stream.columns.items()}
-        path = f"episodes/{number:06d}/steps"
-        return {name: d[:n_steps] for name, d in self._file[path].items()} if path in self._file else {}
+        self._open(wait=True)
+        assert self._file is not None
+        try:
+            path = f"{PARTIAL}_{number:06d}/steps" if self._streams.get(number) else f"episodes/{number:06d}/steps"
+            return {name: d[:n_steps] for name, d in self._file[path].items()} if path in self._file else {}
+        finally:
+            self._close_file()
 
     def _stream_steps(self, number: int, blocks: list[dict[str, np.ndarray]],
                       state_columns: tuple[str, ...]) -> Iterator[None]:
@@ -235,24 +304,31 @@ class RunLog:
         if number in self._streams and self._streams[number] is None:
             return  # an earlier piece failed: the episode is not logged (write_episode says so)
         name = f"{PARTIAL}_{number:06d}"
-        stream = self._streams.get(number)
+        assert self._file is not None
         try:
-            if stream is None:
-                g = _group(self._file.id, name)
-                steps = _group(g, "steps")
-                stream = _Stream(g, {column: _growing(steps, column, values)
-                                     for column, values in blocks[0].items()})
-                yield from _attrs(stream.columns["task_state"], {"columns": list(state_columns)})
-                self._streams[number] = stream
-            for column, dset in stream.columns.items():
+            names = self._streams.get(number)
+            if names is None:
+                steps = _group(_group(self._file.id, name), "steps")
+                columns = {column: _growing(steps, column, values) for column, values in blocks[0].items()}
+                yield from _attrs(columns["task_state"], {"columns": list(state_columns)})
+                self._streams[number] = tuple(columns)
+            else:
+                columns = self._columns(name, names)
+            for column, dset in columns.items():
                 for block in blocks:
                     _append_rows(dset, np.ascontiguousarray(block[column], _dtype(column)))
                 yield
         except BaseException:
             self._streams[number] = None
-            if name.encode() in self._file.id:
+            if self._file is not None and name.encode() in self._file.id:
                 self._file.id.unlink(name.encode())
             raise
+
+    def _columns(self, group: str, names: tuple[str, ...]) -> dict[str, h5py.h5d.DatasetID]:
+        """The step columns ``names`` of the group ``group`` at the file's root."""
+        assert self._file is not None
+        steps = self._file[f"{group}/steps"]
+        return {name: steps[name].id for name in names}
 
     def reject(self, episode_id, index, flag: int) -> None:
         """Note a command refused while no episode ran (a row appended to /rejected)."""
@@ -281,32 +357,34 @@ class RunLog:
         head = {"episode_id": ep.episode_id, "flag": ep.flag, "flag_name": ep.flag_name, "message": ep.message,
                 "return": ep.episode_return, "early_end": ep.early_end, "success": ep.success, "n_steps": ep.n_steps,
                 "wall_time": ep.wall_time, "rng_seed": list(ep.rng_seed), "batch": ep.batch,
-                "batch_position": ep.batch_position, **ep.timing}
-        name = f"{ep.number:06d}"
-        stream = self._streams.pop(ep.number, None) if ep.streamed_blocks else None
-        if ep.streamed_blocks and stream is None:
+                "batch_position": ep.batch_position, "goto_start": ep.goto_start, **ep.timing}
+        name, f = f"{ep.number:06d}", self._file
+        assert f is not None  # open while a write runs (work)
+        partial = f"{PARTIAL}_{name}"
+        streamed = self._streams.pop(ep.number, None) if ep.streamed_blocks else None
+        if ep.streamed_blocks and streamed is None:
             raise OSError("some of its steps could not be written as it ran; it is left out")
-        g = _group(self._file.id, f"{PARTIAL}_{name}") if stream is None else stream.group
+        g = _group(f.id, partial) if streamed is None else h5py.h5g.open(f.id, partial.encode())
         try:
-            yield from self._episode_parts(g, ep, head, stream)
+            yield from self._episode_parts(g, ep, head, None if streamed is None else self._columns(partial, streamed))
         except BaseException:  # GeneratorExit or a failed write: no half-written episode stays
-            self._file.id.unlink(f"{PARTIAL}_{name}".encode())
+            f.id.unlink(partial.encode())
             raise
-        self._file.id.links.move(f"{PARTIAL}_{name}".encode(), self._episodes.id, name.encode())
+        f.id.links.move(partial.encode(), f["episodes"].id, name.encode())
         yield
-        _append(self._summary.id, summary_row(ep.number, head))
+        _append(f["summary"].id, summary_row(ep.number, head))
         yield
-        self._file.flush()
+        f.flush()
 
     def _episode_parts(self, g: h5py.h5g.GroupID, ep: EpisodeBuffer, head: dict,
-                       stream: _Stream | None) -> Iterator[None]:
+                       stream: dict[str, h5py.h5d.DatasetID] | None) -> Iterator[None]:
         """Write ``ep`` into its group ``g``: attributes (``head``), datasets (the steps it holds
-        appended to ``stream``'s columns when it streamed some), commands, and the attribute
-        ``complete`` set last."""
+        appended to the step columns ``stream`` when it streamed some), commands, and the
+        attribute ``complete`` set last."""
         yield from _attrs(g, {**head, "complete": False})
         yield from self._dataset(g, "initial_state", [ep.initial_state])
         if stream is not None:
-            for name, dset in stream.columns.items():
+            for name, dset in stream.items():
                 for block in ep.blocks:
                     _append_rows(dset, np.ascontiguousarray(block[name], _dtype(name)))
                 yield
@@ -355,15 +433,17 @@ class RunLog:
         return dset
 
     def _reject(self, episode_id, index, flag: int) -> Iterator[None]:
-        if self._rejected is None:
-            self._rejected = self._file.create_dataset("rejected", shape=(0, 3), maxshape=(None, 3), dtype=np.int64,
-                                                       chunks=(REJECTED_CHUNK, 3))
-            self._rejected.attrs["columns"] = ["episode_id", "index", "flag"]
-        _append(self._rejected.id, np.array([int_or(episode_id), int_or(index), flag], dtype=np.int64))
-        self._file.flush()
+        f = self._file
+        assert f is not None
+        if "rejected" not in f:
+            f.create_dataset("rejected", shape=(0, 3), maxshape=(None, 3), dtype=np.int64, chunks=(REJECTED_CHUNK, 3))
+            f["rejected"].attrs["columns"] = ["episode_id", "index", "flag"]
+        _append(f["rejected"].id, np.array([int_or(episode_id), int_or(index), flag], dtype=np.int64))
+        f.flush()
         yield
 
     def _set_attrs(self, attrs: dict) -> Iterator[None]:
+        assert self._file is not None
         self._file.attrs.update(attrs)
         self._file.flush()
         yield
@@ -374,27 +454,32 @@ class RunLog:
             thread = self._thread
         if thread is not None:
             thread.join()
-        if self._file.id.valid:
+        if self._fd >= 0:
             self.work()
 
     def close(self) -> None:
-        """Finish pending writes (waiting for the writer thread) and close the file."""
+        """Finish pending writes (waiting for the writer thread) and close the file; the log is
+        then no longer being written (``being_written``)."""
         self._wait()
-        if self._file.id.valid:
-            self.work()
-            self._file.close()
+        self._close_file()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
-def _create(path: Path, overwrite: bool) -> h5py.File:
+def _create(path: Path, overwrite: bool) -> int:
     """A new, empty HDF5 file at ``path``, readable and writable by its owner only (LogError
-    saying why and what to do when it cannot be). It is made under a temporary name in the same
+    saying why and what to do when it cannot be), as a file descriptor open for reading and
+    writing, locked as a live log's (LIVE_LOCK) unless this file system's locks would keep HDF5
+    from opening it. It is made under a temporary name in the same
     folder, exclusively and without following links, and then given its name in one step
     (episodic.interface.files.publish): without ``overwrite`` that step fails when anything is
     at ``path``, so an existing log (a finished run's, or a live run's) is never truncated; with
     it, what is there is replaced, a symbolic link planted there too, never written through (no
     check-then-open race). Free space is not tracked for reuse (fs_strategy "none"): HDF5's
     free-space manager would keep a record per freed fragment in memory, about 1 kB per episode
-    over a run, for a file under 0.1 % larger."""
+    over a run, for a file under 0.1 % larger. Writes go through the descriptor
+    (``_by_descriptor``), to this file whatever is put at ``path`` later."""
     from episodic.interface.files import publish, temporary_beside
 
     if path.is_symlink() and not overwrite:
@@ -417,12 +502,14 @@ def _create(path: Path, overwrite: bool) -> h5py.File:
         if overwrite and path.is_file() and not path.is_symlink():
             _check_not_open(path)
         tmp = temporary_beside(path)
-        f = h5py.File(tmp, "w", fs_strategy="none")
-        try:
-            publish(tmp, path, overwrite)
-        except BaseException:
-            f.close()
-            raise
+        h5py.File(tmp, "w", fs_strategy="none").close()
+        made = os.stat(tmp)
+        publish(tmp, path, overwrite)
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        if not os.path.samestat(os.fstat(fd), made):
+            os.close(fd)
+            raise FileExistsError(path)
+        _lock_live(fd)
     except FileExistsError:  # created by another process since the check above
         raise LogError(f"{path} was created by another process just now; choose another path") from None
     except OSError as exc:
@@ -432,19 +519,47 @@ def _create(path: Path, overwrite: bool) -> h5py.File:
     finally:
         if tmp is not None:  # published (renamed or linked and dropped), or left over from a failure
             tmp.unlink(missing_ok=True)
-    fix_metadata_cache(f, METADATA_CACHE)
-    return f
+    return fd
+
+
+def _by_descriptor(fd: int) -> str:
+    """A name that opens the file of descriptor ``fd`` (Linux's /proc/self/fd), whatever is at
+    its path now (HDF5 needs a path it can resolve: the file's, where it has been moved since,
+    but not a deleted file's)."""
+    return f"/proc/self/fd/{fd}"
+
+
+def _busy(exc: OSError) -> bool:
+    """Whether opening a file failed because it is open elsewhere: another process's HDF5 lock
+    (errno 11), or this process's own read-only handle (HDF5 then refuses to open it for writing)."""
+    return isinstance(exc, BlockingIOError) or "already open" in str(exc)
+
+
+def _lock_live(fd: int) -> None:
+    """Lock LIVE_LOCK of the file of ``fd`` for writing, for as long as the descriptor is open
+    (an open file description's lock, which HDF5's own locks and closes leave alone); not when
+    the file system emulates HDF5's whole-file lock by such locks (NFS), where it would keep HDF5
+    from opening the file for writing."""
+    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, LIVE_LOCK.pack(fcntl.F_WRLCK))
+    try:
+        h5py.File(_by_descriptor(fd), "r+").close()
+    except BlockingIOError:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, LIVE_LOCK.pack(fcntl.F_UNLCK))
 
 
 def _check_not_open(path: Path) -> None:
-    """LogError when another process has the HDF5 file at ``path`` open (HDF5 locks it)."""
+    """LogError when another process writes the log at ``path`` (``being_written``) or has the
+    HDF5 file open (HDF5 locks it)."""
     try:
-        h5py.File(path, "r").close()
+        if not being_written(path):
+            h5py.File(path, "r").close()
+            return
     except BlockingIOError:
-        raise LogError(f"{path} is open in another process (a runner still writing it?); it is not "
-                       f"overwritten: stop that process first, or choose another path") from None
+        pass
     except OSError:
-        pass  # not an HDF5 file: nothing holds it, it may be replaced
+        return  # not an HDF5 file: nothing holds it, it may be replaced
+    raise LogError(f"{path} is open in another process (a runner still writing it?); it is not "
+                   f"overwritten: stop that process first, or choose another path")
 
 
 def _data_bytes(ep: EpisodeBuffer) -> int:
