@@ -22,6 +22,7 @@ from episodic.tools.export.mrdplot import MrdplotError, export_mrdplot, read_mrd
 from tests.helpers import run_episode, wave
 
 JOINTS = [f"j{i}" for i in range(1, 8)]  # the WAM's joint names
+SL_JOINTS = ["R_SFE", "R_SAA", "R_HR", "R_EB", "R_WR", "R_WFE", "R_WAA"]  # SL's, which the export writes
 
 
 def spec_file(path: Path, names, units, freq: float, rows, sep: bytes = b"  ", tail: bytes = b"  \n") -> Path:
@@ -76,7 +77,7 @@ def expected_table(episode) -> tuple[list[str], list[str], np.ndarray]:
     for column, suffix, unit in (("q", "th", "rad"), ("qd", "thd", "rad/s"), ("qdd", "thdd", "rad/s^2"),
                                  ("u", "u", "Nm"), ("q_d", "des_th", "rad"), ("qd_d", "des_thd", "rad/s"),
                                  ("qdd_d", "des_thdd", "rad/s^2"), ("u_ff", "uff", "Nm")):
-        names += [f"{j}_{suffix}" for j in JOINTS]
+        names += [f"{j}_{suffix}" for j in SL_JOINTS]
         units += [unit] * 7
         blocks.append(s[column])
     names += ["ee_x", "ee_y", "ee_z", "ee_q0", "ee_q1", "ee_q2", "ee_q3"]

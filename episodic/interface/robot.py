@@ -104,6 +104,7 @@ class Robot:
     goto: GotoSettings
     max_start_jump: float  # rad: a segment may start at most this far from the held posture
     extra_joints: ExtraJoints = field(default_factory=ExtraJoints)
+    sl_joint_names: tuple[str, ...] = ()  # SL's names of the joints ([joints] sl_names); () when it has none
     # where it was found: PATH, BUILT_IN, USER or ENTRY_POINT, and the name or path it was asked by
     source: str = BUILT_IN
     spec: str = ""
@@ -359,7 +360,15 @@ def _from_settings(name: str, path: Path, cfg: dict) -> Robot:
             settle_time=float(goto["settle_time"]),
         ),
         extra_joints=_extra_joints(cfg.get("extra_joints", {}), where),
+        sl_joint_names=_sl_names(cfg["joints"].get("sl_names", []), n, where),
     )
+
+
+def _sl_names(names: list, n: int, where: str) -> tuple[str, ...]:
+    """[joints] sl_names: none, or one distinct name per joint."""
+    if names and (len(names) != n or len(set(names)) != n or not all(isinstance(s, str) and s for s in names)):
+        raise RobotError(f"{where}: [joints] sl_names must give {n} distinct names (SL's, one per joint), got {names}")
+    return tuple(names)
 
 
 def _extra_joints(table: dict, where: str) -> ExtraJoints:

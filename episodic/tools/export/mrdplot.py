@@ -14,7 +14,8 @@ Episodes (``episodic export LOG.h5 --format mrdplot``): one file per episode,
 ``<log stem>_ep<NNNNNN>.mrd`` (NNNNNN: the episode's number in the log, as its group is
 named; ``run.h5`` -> ``run_ep000003.mrd``), at the control rate, one row per control step
 (all of the episode's steps, the move to the start included). Columns, SL-style, with ``<j>``
-each of the robot's joint names from the log's metadata (the WAM's ``j1`` ... ``j7``):
+each of the robot's SL joint names from the log's metadata (the WAM's ``R_SFE`` ... ``R_WAA``,
+robot.toml's ``[joints] sl_names``), or its joint names where it has none (or the log predates them):
 
     time s, index - (the command the step belongs to; 0: the move to the start),
     <j>_th rad, <j>_thd rad/s, <j>_thdd rad/s^2, <j>_u Nm        (measured; u: applied torque)
@@ -25,7 +26,12 @@ each of the robot's joint names from the log's metadata (the WAM's ``j1`` ... ``
 each block joint by joint (all joints' ``_th`` .. ``_u``, then all joints' ``_des_th`` ..
 ``_uff``). The values are the log's per-step arrays cast to float32.
 
-Trajectory files (:func:`trajectory_from_mrdplot`): a joint's positions are the column
+Names and units longer than NAME_BYTES (40) are refused: SL's readers hold no more. The reader
+also takes a header whose frequency runs into the first name (``500time``), as SL's Matlab writer
+leaves it and SL's readers accept.
+
+Trajectory files (:func:`trajectory_from_mrdplot`): columns are named by the robot's joint names
+or by its SL names (one naming for all joints); a joint's positions are the column
 ``<joint>_des_th`` when every joint has one (a recorded data file holds the desired motion
 there and the measured one in ``_th``: the commanded motion is what is meant to run again),
 otherwise ``<joint>_th`` (how SL's trajectory-task files name the desired positions);
@@ -62,6 +68,9 @@ END_EFFECTOR = (("ee_pos", ("ee_x", "ee_y", "ee_z"), "m"), ("ee_quat", ("ee_q0",
 # the columns a trajectory is read from, preferred family first: (position, velocity, acceleration)
 TRAJECTORY_FAMILIES = (("des_th", "des_thd", "des_thdd"), ("th", "thd", "thdd"))
 _TOKEN = re.compile(rb"\s*(\S+)")
+# the frequency: a number, which SL's Matlab writer runs into the first name ("500time")
+_NUMBER = re.compile(rb"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+NAME_BYTES = 40  # longest name or unit SL's readers hold (clmcplot, SL's own reader): longer ones corrupt them
 _BLANKS = b" \t\r\n\v\f"
 _HEADER_ITEMS = ("rows·cols (the number of values)", "cols", "rows", "the sampling frequency")
 
@@ -83,10 +92,10 @@ def write_mrdplot(path: str | Path, columns, units, freq: float, data: np.ndarra
     if data.ndim != 2 or data.shape[1] != len(columns) or len(units) != len(columns):
         raise MrdplotError(f"{len(columns)} names and {len(units)} units for data of shape {data.shape}; "
                            f"give one name and one unit per column of (rows, cols) data")
-    bad = [s for s in (*columns, *units) if not s or re.search(r"\s", s) or not s.isascii()]
+    bad = [s for s in (*columns, *units) if not s or re.search(r"\s", s) or not s.isascii() or len(s) > NAME_BYTES]
     if bad:
-        raise MrdplotError(f"{bad[0]!r} cannot be an MRDPLOT name or unit: names and units are ASCII "
-                           f"without blanks")
+        raise MrdplotError(f"{bad[0]!r} cannot be an MRDPLOT name or unit: names and units are ASCII without "
+                           f"blanks, at most {NAME_BYTES} bytes long (SL's readers hold no more)")
     freq = float(freq)
     if not np.isfinite(freq) or freq <= 0:
         raise MrdplotError(f"the sampling frequency must be a positive number of Hz, got {freq}")
@@ -152,7 +161,8 @@ def export_mrdplot(log: str | Path, out_dir: str | Path | None = None, numbers: 
     :func:`episode_file`. Existing files are refused, before anything is written, unless
     ``overwrite``. ``progress(done, total)`` is called after each episode written."""
     meta = read_metadata(log)
-    joints = list(meta.get("robot_settings", {}).get("joint_names", []))
+    settings = meta.get("robot_settings", {})
+    joints = list(settings.get("sl_joint_names") or settings.get("joint_names", []))  # SL's names where it has them
     if not joints:
         raise ExportError(f"{log} records no joint names (robot_settings.joint_names); it cannot be exported")
     freq = float(meta["control_rate"])
@@ -184,9 +194,9 @@ def read_mrdplot(path: str | Path) -> tuple[list[str], list[str], float, np.ndar
     raw = Path(path).read_bytes()
     pos = 0
 
-    def item(what: str) -> str:
+    def item(what: str, pattern: re.Pattern = _TOKEN) -> str:
         nonlocal pos
-        m = _TOKEN.match(raw, pos)
+        m = pattern.match(raw, pos)
         if m is None:
             raise MrdplotError(f"{path}: the header ends before {what}: not an MRDPLOT file, or cut short")
         token = m[1]
@@ -199,7 +209,7 @@ def read_mrdplot(path: str | Path) -> tuple[list[str], list[str], float, np.ndar
     counts: list[int] = []  # rows·cols, cols, rows
     freq = np.nan  # Hz
     for k, what in enumerate(_HEADER_ITEMS):
-        text = item(f"item {k + 1}, {what}")
+        text = item(f"item {k + 1}, {what}", _NUMBER if k == 3 and _NUMBER.match(raw, pos) else _TOKEN)
         try:
             if k < 3:
                 counts.append(int(text))
@@ -247,16 +257,19 @@ def trajectory_from_mrdplot(path: str | Path, robot: Robot | str, *, episode_id:
     columns, units, freq, data = read_mrdplot(path)
     where = {c: i for i, c in reversed(list(enumerate(columns)))}
     doubled = sorted({c for c in columns if columns.count(c) > 1})
-    joints = robot.joint_names
-    family = next((f for f in TRAJECTORY_FAMILIES if all(f"{j}_{f[0]}" in where for j in joints)), None)
+    # the robot's joint names, or SL's (the WAM's R_SFE ... R_WAA): the first whose positions the file has
+    namings = [names for names in (robot.joint_names, robot.sl_joint_names) if names]
+    joints, family = next(((names, f) for f in TRAJECTORY_FAMILIES for names in namings
+                           if all(f"{j}_{f[0]}" in where for j in names)), (robot.joint_names, None))
     if family is None:
         lacking = [j for j in joints if not any(f"{j}_{f[0]}" in where for f in TRAJECTORY_FAMILIES)]
         lacking = lacking or [j for j in joints if f"{j}_{TRAJECTORY_FAMILIES[0][0]}" not in where]
         shown = ", ".join(columns[:24]) + (", ..." if len(columns) > 24 else "")
+        sl_names = f", or SL's names {', '.join(robot.sl_joint_names)}" if robot.sl_joint_names else ""
         raise MrdplotError(
             f"{path}: no position column for joint {', '.join(lacking)} of robot {robot.name}: looked for "
             f"{', '.join(f'{j}_des_th or {j}_th' for j in lacking)} (<joint>_des_th preferred, the same kind "
-            f"for every joint of {', '.join(joints)}); the file's columns: {shown}")
+            f"for every joint of {', '.join(joints)}{sl_names}); the file's columns: {shown}")
 
     def block(suffix: str) -> np.ndarray | None:
         names = [f"{j}_{suffix}" for j in joints]
