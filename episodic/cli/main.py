@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 import episodic
+from episodic.cli.episodes import EpisodeOption
 from episodic.cli.robots import robots
 
 MAX_DIFFERENCE_LINES = 10
@@ -17,9 +18,9 @@ MAX_DIFFERENCE_LINES = 10
 
 def _open_log(path: str):
     """Check that ``path`` is an episodic log; return it as a Path (ClickException otherwise)."""
-    import h5py
-
+    from episodic.logs import open_log
     from episodic.logs.layout import FORMAT
+    from episodic.logs.reader import LIVE_WAIT
 
     p = Path(path)
     if not p.exists():
@@ -27,12 +28,13 @@ def _open_log(path: str):
     if not p.is_file():
         raise click.ClickException(f"{path}: not a file")
     try:
-        with h5py.File(p, "r") as f:
+        with open_log(p) as f:  # a live log: waits for its writer's write to end
             fmt = f.attrs.get("format")
             has_episodes = "episodes" in f
     except BlockingIOError:
-        raise click.ClickException(f"{path} is open in another process (a runner still writing it?); HDF5 "
-                                   f"lets nobody read it meanwhile: try again once that run has stopped") from None
+        raise click.ClickException(f"{path} has been open for writing in another process for {LIVE_WAIT:g} s "
+                                   f"(a runner's log is closed between its writes; another program holding "
+                                   f"it?); HDF5 lets nobody read it meanwhile: try again once it is closed") from None
     except PermissionError:
         raise click.ClickException(f"{path}: permission denied; read it as a user who may, or copy it") from None
     except OSError as exc:
@@ -64,8 +66,9 @@ def main() -> None:
 
 @main.command(short_help="Re-run LOG's commands; check the result is bit-identical.")
 @click.argument("log", type=click.Path(dir_okay=False))
-@click.option("--episode", "-e", "episodes", type=click.IntRange(min=0), multiple=True,
-              help="Episode number (sequence number in the log) to replay; repeatable. Default: all.")
+@click.option("--episode", "-e", "episodes", cls=EpisodeOption,
+              help="Episode numbers (sequence numbers in the log) to replay: a list and ranges, e.g. "
+                   "-e 2 48, -e 3-7; repeatable. Default: all.")
 @click.option("--robot", "robot", default=None, metavar="PATH",
               help="The robot's folder, when the log's robot is not found by the name it records (a log "
                    "names its robot; it never leads to a path).")
@@ -115,8 +118,8 @@ def _size(ctx, param, value: str) -> tuple[int, int]:
 
 @main.command(short_help="Render an episode of LOG: a video, PNG frames or one picture.")
 @click.argument("log", type=click.Path(dir_okay=False))
-@click.option("--episode", "-e", "number", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Episode number (sequence number in the log).")
+@click.option("--episode", "-e", "number", cls=EpisodeOption, one=True, absent=0,
+              help="Episode number (sequence number in the log).  [default: 0]")
 @click.option("--out", "-o", type=click.Path(), default=None,
               help="FILE.mp4: a video; DIR/: one PNG per frame; FILE.png with --at: one picture.  "
                    "[default: <log name>_ep<N>.mp4, with --at <log name>_ep<N>_<AT>s.png]")
@@ -167,7 +170,7 @@ def render(log: str, number: int, out: str | None, fps: float, size: tuple[int, 
 
 @main.command(short_help="Plot an episode of LOG, or the returns of all its episodes.")
 @click.argument("log", type=click.Path(dir_okay=False))
-@click.option("--episode", "-e", "number", type=click.IntRange(min=0), default=None,
+@click.option("--episode", "-e", "number", cls=EpisodeOption, one=True,
               help="Episode number (sequence number in the log) to plot.  [default: the learning curve of "
                    "all episodes; a log of one episode: that episode]")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
@@ -219,13 +222,13 @@ def info(log: str) -> None:
 
     from episodic.interface.files import member
     from episodic.interface.vocabulary import Flag
-    from episodic.logs import read_metadata, read_summary
+    from episodic.logs import open_log, read_metadata, read_summary
 
     path = _open_log(log)
     try:
         meta = read_metadata(path)
         rows, partial = read_summary(path)
-        with h5py.File(path, "r") as f:
+        with open_log(path) as f:
             table = member(f, "rejected")  # an external link is refused, not followed
             rejected = table.shape[0] if isinstance(table, h5py.Dataset) and table.ndim else None
             run_timing = _timing(dict(f.attrs))
@@ -296,8 +299,9 @@ def _timing(attrs: dict) -> str:
 @click.argument("log", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["mrdplot", "robomimic"]), required=True,
               help="mrdplot: one SL MRDPLOT file per episode; robomimic: one HDF5 file in robomimic's layout.")
-@click.option("--episode", "-e", "episodes", type=click.IntRange(min=0), multiple=True,
-              help="Episode number (sequence number in the log) to export; repeatable. Default: all.")
+@click.option("--episode", "-e", "episodes", cls=EpisodeOption,
+              help="Episode numbers (sequence numbers in the log) to export: a list and ranges, e.g. "
+                   "-e 2 48, -e 3-7; repeatable. Default: all.")
 @click.option("--out", type=click.Path(), default=None,
               help="mrdplot: the folder the files go to (default: the log's); robomimic: the file "
                    "(default: <log stem>_robomimic.hdf5 beside the log).")
@@ -477,9 +481,16 @@ def _channel_name(ctx, param, value: str) -> str:
               help="Most commands in one batch, all its episodes together.")
 @click.option("--max-batch-values", default=1 << 21, show_default=True, type=click.IntRange(1, 1 << 36),
               help="Most float64 values (trajectories, gains, contexts) in one batch.")
+@click.option("--robot-at", "robot_at", default=None, metavar="HOST:PORT",
+              help="Drive the robot served there over UDP (`episodic robot-server`, docs/drivers.md) in realtime "
+                   "episodes, instead of a simulation.")
+@click.option("--max-state-age", default=0.05, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="With --robot-at: seconds after which the robot's state is stale; a segment then ends with "
+                   "SAFETY_ABORT and the runner holds.")
 def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path: str | None, overwrite: bool,
           seed: int, learner_timeout: float, max_log_steps: int, mode: str, priority: int | None, quiet: bool,
-          threads: int, max_batch: int, max_batch_commands: int, max_batch_values: int) -> None:
+          threads: int, max_batch: int, max_batch_commands: int, max_batch_values: int, robot_at: str | None,
+          max_state_age: float) -> None:
     """Serve episodes to a learner over a shared-memory channel until Ctrl-C, SIGTERM, SIGHUP or SIGQUIT.
 
     The channel name is 1 to 64 letters, digits, '_' or '-' (per user: two users may both serve
@@ -513,7 +524,12 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
 
     A realtime runner runs under SCHED_FIFO with its memory locked, as a robot's control thread
     runs: at --priority (exit 1, saying what would allow it, when not permitted), else at 50 if
-    permitted. The log's root attribute 'scheduling' records how the run was scheduled."""
+    permitted. The log's root attribute 'scheduling' records how the run was scheduled.
+
+    --robot-at HOST:PORT drives a robot across a network in realtime mode (episodic.runtime.link):
+    a state older than --max-state-age aborts the segment (SAFETY_ABORT, the runner holds), a reply
+    says what the link suffered during its command, and the log's root attribute link_NNNNNN holds
+    episode NNNNNN's link statistics (round trip p50/p99, states lost and reordered)."""
     import json
 
     from episodic.bridge.serve import serve as run_serve
@@ -526,6 +542,8 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
     from episodic.tools.batch import evaluate_into
     from episodic.tools.progress import Lines
 
+    if robot_at is not None:
+        mode = "realtime"  # a robot keeps to the wall clock
     if priority is not None and mode != "realtime":
         raise click.ClickException("--priority is for --mode realtime (a blocking runner does not keep to the wall "
                                    "clock): add --mode realtime or leave out --priority")
@@ -544,8 +562,14 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
                    f"(pid {os.getpid()}){f', log {log_path}' if log_path else ''}; stop with Ctrl-C")
 
     try:
-        runner = SLRunner(make_task(task, _parse_params(params)), robot, log=log_path, seed=seed,
-                          keep_episodes=False, mode=mode, overwrite=overwrite)  # SL's layout too (episodic.bridge.sl)
+        if robot_at is not None:
+            from episodic.runtime.link import network_runner
+            runner = network_runner(make_task(task, _parse_params(params)), robot, robot_at, make=SLRunner,
+                                    max_age=max_state_age, log=log_path, seed=seed, keep_episodes=False,
+                                    overwrite=overwrite)
+        else:  # SL's layout too (episodic.bridge.sl)
+            runner = SLRunner(make_task(task, _parse_params(params)), robot, log=log_path, seed=seed,
+                              keep_episodes=False, mode=mode, overwrite=overwrite)
         lines = Lines()
         def batch(episodes, keep_steps: bool):
             return evaluate_into(runner, episodes, threads=threads, keep_steps=keep_steps)
@@ -555,7 +579,40 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
         run_serve(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps, ready=ready,
                   batch=batch if mode == "blocking" else None,
                   batch_sizes=(max_batch, max_batch_commands, max_batch_values), priority=priority)
-    except (TaskError, RobotError, LogError, ValueError, RuntimeError) as exc:
+    except (TaskError, RobotError, LogError, ValueError, RuntimeError, ConnectionError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@main.command("robot-server", short_help="Serve a simulated robot over UDP, as a robot's real-time controller does.")
+@click.option("--robot", default="wam", show_default=True, help="Robot name (see `episodic robots`).")
+@click.option("--task", default="reach", show_default=True,
+              help="The task whose tool the arm carries (the runner's scene has the same).")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Task parameter; repeatable.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=7700, show_default=True, type=click.IntRange(0, 65535),
+              help="UDP port to listen on (0: any free one; the first line says which).")
+@click.option("--watchdog", default=0.05, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds without a command after which the robot brakes and holds.")
+@click.option("--priority", type=click.IntRange(1, 99), default=None,
+              help="Run the loop under SCHED_FIFO at this priority, its memory locked (exit 1 when not "
+                   "permitted). Default: 50 where permitted, else normal scheduling.")
+def robot_server(robot: str, task: str, params: tuple[str, ...], host: str, port: int, watchdog: float,
+                 priority: int | None) -> None:
+    """Run ROBOT in MuJoCo at its control rate and serve it over UDP until Ctrl-C or SIGTERM: it
+    streams its joint state and takes joint commands in the datagrams of episodic.runtime.link
+    (docs/drivers.md), and keeps its own safety: a watchdog that brakes and holds when commands
+    stop, the joint range, the velocity limits and a status word in every state.
+    `episodic serve --robot-at HOST:PORT` drives it."""
+    from episodic.interface.robot import RobotError, load_robot
+    from episodic.runtime.scene import build_scene
+    from episodic.task import TaskError
+    from episodic.tasks import make_task
+    from episodic.tools.robot_server import run
+
+    try:
+        scene = build_scene(load_robot(robot), make_task(task, _parse_params(params)))
+        run(scene, host, port, watchdog, priority, announce=lambda line: click.echo(line))
+    except (TaskError, RobotError, OSError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -722,8 +779,8 @@ def _dask_executor(scheduler: str | None):
 @click.argument("task", required=False)
 @click.option("--from-log", "log", type=click.Path(dir_okay=False), default=None,
               help="Take the demonstration from an episode of this run log instead of teaching it.")
-@click.option("--episode", "-e", "number", type=click.IntRange(min=0), default=0, show_default=True,
-              help="With --from-log: the episode number (sequence number in the log).")
+@click.option("--episode", "-e", "number", cls=EpisodeOption, one=True, absent=0,
+              help="With --from-log: the episode number (sequence number in the log).  [default: 0]")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), required=True, help="The demonstration file to write.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
 @click.option("--offset", type=float, default=None,
