@@ -29,6 +29,7 @@ import h5py
 import numpy as np
 
 from episodic.interface.columns import STEP_DTYPES
+from episodic.logs import compression
 from episodic.logs.episode import EpisodeBuffer
 from episodic.logs.layout import (
     FORMAT,
@@ -415,7 +416,7 @@ class RunLog:
         dtype = np.dtype(as_type or parts[0].dtype)
         shape = (sum(len(p) for p in parts), *parts[0].shape[1:]) if parts[0].ndim else ()
         dset = h5py.h5d.create(parent, name.encode(), _types(dtype)[0], h5py.h5s.create_simple(shape),
-                               dcpl=_DATASET_CREATION, lcpl=_LINK_CREATION)
+                               dcpl=compression.creation(shape, dtype.itemsize, _DATASET_CREATION), lcpl=_LINK_CREATION)
         if self.writer != "ticks" or (len(parts) == 1 and parts[0].nbytes <= PIECE_BYTES):
             if 0 not in shape:  # one write of the whole dataset, which HDF5 takes straight from the array
                 values = np.ascontiguousarray(parts[0], dtype) if len(parts) == 1 \
