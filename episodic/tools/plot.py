@@ -213,9 +213,10 @@ def legend(fig, shaded: bool) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles = [Line2D([], [], color=COLOURS["desired"], label="desired q_d"),
-               Line2D([], [], color=COLOURS["measured"], label="measured q, error, torque u, state, reward"),
-               Line2D([], [], color=COLOURS["limit"], linestyle="--", label="torque limit")]
+    handles: list[Line2D | Patch] = [Line2D([], [], color=COLOURS["desired"], label="desired q_d"),
+                                     Line2D([], [], color=COLOURS["measured"],
+                                            label="measured q, error, torque u, state, reward"),
+                                     Line2D([], [], color=COLOURS["limit"], linestyle="--", label="torque limit")]
     if shaded:
         handles.append(Patch(color=START_SHADE, label="the move to the start posture"))
     fig.legend(handles=handles, loc="upper center", ncols=len(handles), fontsize=9, frameon=False,
