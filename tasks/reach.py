@@ -27,6 +27,7 @@ from episodic.task import (
     Reference,
     StepView,
     Task,
+    TaskError,
     add_target,
     arm_reach,
     coordinate,
@@ -83,6 +84,13 @@ class Reach(Task[ReachEpisode]):
         return self.from_wam(np.array([self.target_x, self.target_y, self.target_z]))
 
     def initialize_episode(self, model, data, context, rng) -> None:
+        if self._robot is not None:  # a target beyond every posture's reach (arm_reach: an upper bound) is refused
+            anchor, radius = arm_reach(model, self._robot.joint_names, self._robot.end_effector_site)
+            away = float(np.linalg.norm(context - anchor))
+            if away > radius + self.tolerance:
+                raise TaskError(f"the target ({', '.join(f'{v:g}' for v in context)}) m is {away:.2f} m from the "
+                                f"arm's first joint, beyond its reach of {radius:.2f} m: no posture reaches it; "
+                                f"give a target within {radius:.2f} m of ({', '.join(f'{v:.2f}' for v in anchor)}) m")
         place_target(data, self.episode.ids, context)
         self.episode.target = context.copy()
 
