@@ -31,6 +31,7 @@ def _open_log(path: str):
         with open_log(p) as f:  # a live log: waits for its writer's write to end
             fmt = f.attrs.get("format")
             has_episodes = "episodes" in f
+            other = _other_file(f)
     except BlockingIOError:
         raise click.ClickException(f"{path} has been open for writing in another process for {LIVE_WAIT:g} s "
                                    f"(a runner's log is closed between its writes; another program holding "
@@ -48,6 +49,8 @@ def _open_log(path: str):
         raise click.ClickException(f"{path} is not an episodic log (not an HDF5 file: {exc})") from None
     if isinstance(fmt, bytes):
         fmt = fmt.decode()
+    if other:
+        raise click.ClickException(f"{path} is not an episodic log: it is {other}")
     if fmt is None or not has_episodes:
         raise click.ClickException(f"{path} is not an episodic log (an HDF5 file, but without the "
                                    f"'format' attribute and /episodes group of a run log)")
@@ -56,6 +59,29 @@ def _open_log(path: str):
     if str(fmt) != FORMAT:
         click.echo(f"warning: log format '{fmt}', this version reads '{FORMAT}'", err=True)
     return p
+
+
+def _other_file(f) -> str:
+    """What the HDF5 file ``f``, not a run log, is and what reads it, when it is one of the other
+    files episodic writes (a demonstration, a robomimic export); '' otherwise. External links
+    are not followed."""
+    import h5py
+
+    from episodic.interface.files import member
+    from episodic.learning.demonstration import FORMAT as DEMONSTRATION
+
+    fmt = f.attrs.get("format")
+    if (fmt.decode(errors="replace") if isinstance(fmt, bytes) else fmt) == DEMONSTRATION:
+        q = member(f, "q")
+        samples = f"{q.shape[0]} samples, " if isinstance(q, h5py.Dataset) and q.ndim else ""
+        return (f"a demonstration ({samples}task {f.attrs.get('task', '?')}, robot {f.attrs.get('robot', '?')}; "
+                f"written by `episodic demonstrate`); read it in Python with "
+                f"episodic.learning.demonstration.Demonstration.load(path)")
+    data = member(f, "data")
+    if isinstance(data, h5py.Group) and "env_args" in data.attrs:
+        return (f"a robomimic dataset ({len(data)} demo{'s' if len(data) != 1 else ''}; written by `episodic export --format robomimic`); "
+                f"robomimic reads it (e.g. its train.py with the dataset's path as --dataset), or h5py")
+    return ""
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
