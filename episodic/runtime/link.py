@@ -194,9 +194,11 @@ class NetworkDriver:
     controller on its own clock and holds on its own when commands stop.
 
     A state older than ``max_age`` s (none newer has come for that long, plus half the last
-    round trip) makes ``halt`` (set by ``attach``) stop paced motion at this tick with
-    Flag.SAFETY_ABORT: the segment is aborted and the runner holds the posture last measured;
-    once fresh states come again the halt is lifted."""
+    round trip), or a robot that says it braked under or refused a command sent within
+    ``max_age`` s (Status.VELOCITY_LIMIT, Status.COMMAND_REFUSED), makes ``halt`` (set by
+    ``attach``) stop paced motion at this tick with Flag.SAFETY_ABORT: the segment is aborted
+    and the runner holds the posture last measured; once fresh states come again the halt is
+    lifted."""
 
     def __init__(self, scene: Scene, host: str, port: int, max_age: float = MAX_STATE_AGE,
                  connect_timeout: float = CONNECT_TIMEOUT):
@@ -298,17 +300,24 @@ class NetworkDriver:
             c.repeated_ticks += 1
 
     def _check_age(self) -> None:
-        age = time.perf_counter() - self._arrived + self._rtt / 2
+        now = time.perf_counter()
+        age = now - self._arrived + self._rtt / 2
         stale = age > self.max_age
         self.counters.stale_ticks += stale
+        d = self._newest
+        assert d is not None, "checked after a state came"
+        # the robot braked under, or refused, a command sent within the bound: it is not following
+        braked = Status(int(d["status"])) & (Status.VELOCITY_LIMIT | Status.COMMAND_REFUSED) \
+            and now - float(d["echo_stamp"]) <= self.max_age
         if self.halt is None:
             return
-        if stale and self.halt.halt is None:
-            self._halting = (Flag.SAFETY_ABORT,
-                             f"the robot's state at {self.where} is {age * 1e3:.0f} ms old (at most "
-                             f"{self.max_age * 1e3:.0f} ms): link lost or too slow; segment aborted, robot holds")
+        if (stale or braked) and self.halt.halt is None:
+            why = (f"the robot's state at {self.where} is {age * 1e3:.0f} ms old (at most "
+                   f"{self.max_age * 1e3:.0f} ms): link lost or too slow" if stale else
+                   f"the robot at {self.where} holds on its own ({Status(int(d['status'])).name})")
+            self._halting = (Flag.SAFETY_ABORT, f"{why}; segment aborted, robot holds")
             self.halt.halt = self._halting
-        elif not stale and self._halting is not None:
+        elif not (stale or braked) and self._halting is not None:
             if self.halt.halt is self._halting:
                 self.halt.halt = None
             self._halting = None

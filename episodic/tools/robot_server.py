@@ -6,7 +6,7 @@ over UDP: every tick it applies the newest joint command received and sends its 
 whoever commanded it last (or said HELLO). Its own safety layer, whatever the runner does:
 
 - watchdog: no command for ``watchdog`` s -> brake: hold the posture where it noticed, under its
-  own PD gains and gravity compensation (Status.WATCHDOG | HOLDING);
+  own PD gains, more damped (BRAKE_DAMPING), and gravity compensation (Status.WATCHDOG | HOLDING);
 - joint range: a command's q_d is clamped to the robot's range (Status.POSITION_CLAMPED);
 - velocity: a joint faster than its limit -> brake where it is (Status.VELOCITY_LIMIT | HOLDING);
 - resuming: while holding, a command is taken only when its q_d is within the robot's
@@ -16,9 +16,11 @@ Torques saturate at the robot's limits in its model (robot.toml [safety] torque)
 """
 from __future__ import annotations
 
+import logging
 import signal
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,8 +29,15 @@ from episodic.runtime.backend import JointCommand, MujocoDriver
 from episodic.runtime.link import VERSION, Kind, Status, datagram_dtype, decode
 from episodic.runtime.pacing import Pacer
 from episodic.runtime.scene import Scene
+from episodic.runtime.scheduling import SchedulingError, set_realtime
 
 WATCHDOG = 0.05  # s without a command before the robot brakes (25 ticks at the WAM's 500 Hz)
+# the brake: the robot's PD gains with this many times its damping (the WAM braked while ringing
+# at 0.2 rad/s is still, under 1 mrad/s, within 0.5 s, where its own damping rings on past 0.8 s:
+# tests/test_network_link.py)
+BRAKE_DAMPING = 3.0
+REALTIME_PRIORITY = 50  # SCHED_FIFO priority of the robot's loop (as `episodic serve`'s realtime runner)
+_log = logging.getLogger("episodic.tools.robot_server")
 
 
 @dataclass
@@ -63,6 +72,7 @@ class RobotServer:
         self.status = Status.HOLDING
         self._ticks = 0
         self._in_force: np.void | None = None  # the runner's command in force (None: holding)
+        self._refused: np.void | None = None   # while holding: the command it refused or braked under
         self._hold_q = self.plant.read().q     # the posture held while holding
         self._last_command = -np.inf           # when the last command arrived (time.monotonic s)
         self._out = np.zeros((), self.dtype)
@@ -88,7 +98,9 @@ class RobotServer:
         self._ticks += 1
 
     def _brake(self, q: np.ndarray, why: Status) -> None:
-        """Hold ``q`` from now on (until a command close enough to it arrives)."""
+        """Hold ``q`` from now on (until a command close enough to it arrives); a brake for the
+        velocity limit names the command it braked under (``echo``)."""
+        self._refused = self._in_force if why == Status.VELOCITY_LIMIT else None
         self._in_force, self._hold_q = None, q.copy()
         self.status = Status.HOLDING | why
 
@@ -128,26 +140,29 @@ class RobotServer:
             self.counters.lost += max(_gap(self._in_force, newest) - arrived, 0)
         q_d = self.robot.clamp(newest["q"])
         if self._in_force is None and np.max(np.abs(q_d - self._hold_q)) > self.robot.max_start_jump:
-            return events | Status.COMMAND_REFUSED  # holding: only a command near the held posture resumes
-        self._in_force, self._last_command = newest, now
+            self._refused = newest  # holding: only a command near the held posture resumes
+            self.status |= Status.COMMAND_REFUSED
+            return events
+        self._in_force, self._refused, self._last_command = newest, None, now
         self.status = Status.POSITION_CLAMPED if np.any(q_d != newest["q"]) else Status(0)
         return events
 
     def _command(self, q: np.ndarray, qd: np.ndarray) -> JointCommand:
         """The command in force, or the brake: hold at the held posture under the robot's PD
-        gains with gravity (and Coriolis) compensation at the measured state."""
+        gains (BRAKE_DAMPING times its damping) with gravity (and Coriolis) compensation at the
+        measured state."""
         c = self._in_force
         if c is not None:
             return JointCommand(self.robot.clamp(c["q"]), c["qd"], c["u"], c["kp"], c["kd"])
         bias = self.plant.data.qfrc_bias[self.scene.dof_adr].copy()
         zero = np.zeros(self.robot.n_dofs)
-        return JointCommand(self._hold_q, zero, bias, self.robot.kp, self.robot.kd)
+        return JointCommand(self._hold_q, zero, bias, self.robot.kp, BRAKE_DAMPING * self.robot.kd)
 
     def _send(self) -> None:
         if self.peer is None:
             return
         d, out = self.plant.read(), self._out
-        c = self._in_force
+        c = self._in_force if self._in_force is not None else self._refused
         out["status"], out["seq"] = int(self.status), self._ticks & 0xFFFFFFFF
         out["echo"] = 0 if c is None else c["seq"]
         out["echo_stamp"] = 0.0 if c is None else c["stamp"]
@@ -155,7 +170,7 @@ class RobotServer:
         act = self.scene.actuator
         out["kp"] = -self.plant.model.actuator_biasprm[act, 1]
         out["kd"] = -self.plant.model.actuator_biasprm[act, 2]
-        self.status &= ~(Status.BAD_DATAGRAM | Status.COMMAND_REFUSED)  # reported once
+        self.status &= ~Status.BAD_DATAGRAM  # reported once
         try:
             self.sock.sendto(out.tobytes(), self.peer)
         except OSError:
@@ -188,8 +203,12 @@ def _older(a: np.void, b: np.void) -> bool:
     return gap == 0 or gap >= 1 << 31
 
 
-def run(scene: Scene, host: str, port: int, watchdog: float, announce=print) -> None:
-    """Serve the robot until SIGTERM or SIGINT; ``announce`` gets the line saying where."""
+def run(scene: Scene, host: str, port: int, watchdog: float, priority: int | None = None,
+        announce: Callable[[str], object] = print) -> None:
+    """Serve the robot until SIGTERM or SIGINT, under SCHED_FIFO at ``priority`` (None: at
+    REALTIME_PRIORITY where permitted, else a warning), as a robot's real-time controller runs;
+    ``announce`` gets the line saying where."""
+    realtime(priority)
     server = RobotServer(scene, host, port, watchdog)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, server.stop)
@@ -200,3 +219,15 @@ def run(scene: Scene, host: str, port: int, watchdog: float, announce=print) -> 
         server.serve()
     finally:
         server.close()
+
+
+def realtime(priority: int | None) -> None:
+    """SCHED_FIFO with locked memory for this process (episodic.runtime.scheduling): at
+    ``priority`` (SchedulingError when not permitted), or when None at REALTIME_PRIORITY where
+    permitted (else a warning: expect more jitter)."""
+    try:
+        set_realtime(REALTIME_PRIORITY if priority is None else priority)
+    except SchedulingError as exc:
+        if priority is not None:
+            raise
+        _log.warning("running without real-time scheduling (%s); expect more jitter", exc)
