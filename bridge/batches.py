@@ -49,26 +49,28 @@ def split(s: Sizes, episodes: Sequence[Sequence[Command]]) -> list[list[list[Com
 
 
 def encode_batch(blocks: Blocks, episodes: Sequence[Sequence[Command]], keep_logs: bool) -> None:
-    """Write ``episodes`` (one batch: within the sizes, see :func:`split`) into the batch block."""
+    """Write ``episodes`` (one batch: within the sizes, see :func:`split`) into the batch block:
+    the command table column by column (a field a command does not set is 0), the arrays into
+    the value pool in order."""
     s = blocks.layout.sizes
     table, pool = blocks.batch_tables["commands"], blocks.batch_tables["values"]
-    row, at = 0, 0
-    for position, episode in enumerate(episodes):
-        for command in episode:
-            fields, arrays = command_parts(s, command)
-            record = np.zeros((), BATCH_COMMAND)
-            for name, value in fields.items():
-                record[name] = value
-            record["episode"], record["values"] = position, at
-            table[row] = record
-            for name in ARRAYS:
-                if name in arrays:
-                    values = arrays[name].ravel()
-                    pool[at : at + values.size] = values
-                    at += values.size
-            row += 1
+    parts = [(position, command_parts(s, command)) for position, episode in enumerate(episodes) for command in episode]
+    columns: dict[str, list] = {name: [0] * len(parts) for name in BATCH_COMMAND.names or ()}
+    at = 0
+    for row, (position, (fields, arrays)) in enumerate(parts):
+        for name, value in fields.items():
+            columns[name][row] = value
+        columns["episode"][row], columns["values"][row] = position, at
+        for name in ARRAYS:
+            if name in arrays:
+                values = arrays[name].ravel()
+                pool[at : at + values.size] = values
+                at += values.size
+    rows = table[: len(parts)]
+    for name, column in columns.items():
+        rows[name] = column
     head = blocks.batch
-    head["n_episodes"], head["n_commands"], head["n_values"] = len(episodes), row, at
+    head["n_episodes"], head["n_commands"], head["n_values"] = len(episodes), len(parts), at
     head["keep_logs"] = int(bool(keep_logs))
     head["batch_number"] = head["first_episode"] = -1
 
@@ -93,14 +95,17 @@ def decode_batch(blocks: Blocks) -> tuple[list[list[Command | MalformedCommand]]
         return ("the command table's episode column must run 0, 0, ..., 1, ... up to n_episodes - 1 "
                 "(each episode's commands together, in order, every episode at least one)")
     episodes: list[list[Command | MalformedCommand]] = [[] for _ in range(n_episodes)]
-    for record in table:
-        c = BatchCommandFields._make(record.item())
-        episodes[c.episode].append(_pooled_command(s, c, pool))
+    tails = {name: s.shape(array)[1:] for name, array in ARRAYS.items()}
+    for record in table.tolist():
+        c = BatchCommandFields._make(record)
+        episodes[c.episode].append(_pooled_command(s, c, pool, tails))
     return episodes, bool(head["keep_logs"])
 
 
-def _pooled_command(s: Sizes, c: BatchCommandFields, pool: np.ndarray) -> Command | MalformedCommand:
-    """The command of a command-table row whose arrays start at c.values in ``pool``."""
+def _pooled_command(s: Sizes, c: BatchCommandFields, pool: np.ndarray,
+                    tails: dict[str, tuple[int, ...]]) -> Command | MalformedCommand:
+    """The command of a command-table row whose arrays start at c.values in ``pool``; ``tails``:
+    each array's shape after its first axis, as the block's arrays have it."""
     kind, n, n_context = c.kind, c.n_samples, c.n_context
     context = n_context if 0 <= n_context <= s.max_context else 0  # else refused by command_from
     sizes: dict[str, int] = {}
@@ -111,12 +116,12 @@ def _pooled_command(s: Sizes, c: BatchCommandFields, pool: np.ndarray) -> Comman
     elif kind == Kind.GAINS:
         sizes = {"context": context, "kp": s.n_dofs, "kd": s.n_dofs, "ki": s.n_dofs * c.has_ki}
     at, arrays = c.values, {}
-    for name, array in ARRAYS.items():
+    for name, tail in tails.items():
         size = sizes.get(name, 0)
         if at + size > pool.size:
             return MalformedCommand(c.episode_id, c.index, c.max_commands,
                                     reason=f"the command's arrays run past the batch's n_values {pool.size}")
-        arrays[name] = pool[at : at + size].reshape((-1, *s.shape(array)[1:]))  # rows of the block's array
+        arrays[name] = pool[at : at + size].reshape((-1, *tail))  # rows of the block's array
         at += size
     return command_from(s, c, arrays)
 
