@@ -79,7 +79,8 @@ def _other_file(f) -> str:
                 f"episodic.learning.demonstration.Demonstration.load(path)")
     data = member(f, "data")
     if isinstance(data, h5py.Group) and "env_args" in data.attrs:
-        return (f"a robomimic dataset ({len(data)} demo{'s' if len(data) != 1 else ''}; written by `episodic export --format robomimic`); "
+        return (f"a robomimic dataset ({len(data)} demo{'s' if len(data) != 1 else ''}; written by "
+                f"`episodic export --format robomimic`); "
                 f"robomimic reads it (e.g. its train.py with the dataset's path as --dataset), or h5py")
     return ""
 
@@ -203,7 +204,15 @@ def render(log: str, number: int, out: str | None, fps: float, size: tuple[int, 
               help="PNG file.  [default: <log name>_ep<N>.png, <log name>_returns.png or <log name>_summary.png]")
 @click.option("--summary", is_flag=True,
               help="One page: the learning curve, a picture of the best episode's end and the run in numbers.")
-def plot(log: str, number: int | None, out: str | None, summary: bool) -> None:
+@click.option("--follow", is_flag=True,
+              help="Re-draw the learning curve each time the log holds more episodes, while a runner writes it; "
+                   "stops when the run ends, on Ctrl-C, at --until or after --timeout.")
+@click.option("--until", type=click.IntRange(min=1), default=None, metavar="N",
+              help="With --follow: stop once the log holds N episodes.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="With --follow: stop after this many seconds.")
+def plot(log: str, number: int | None, out: str | None, summary: bool, follow: bool, until: int | None,
+         timeout: float | None) -> None:
     """Plot episode N of LOG, or the return and success of each of its episodes.
 
     An episode: per joint the measured q against the desired q_d, the tracking error and the
@@ -213,14 +222,49 @@ def plot(log: str, number: int | None, out: str | None, summary: bool) -> None:
     success rate (a learning curve). With --summary, one page: that learning curve, a picture of
     the end of the best episode (re-simulated as `episodic render` does; without OpenGL the page
     says why it has none) and the run in numbers. Needs `pip install 'episodic[plot]'` (matplotlib)."""
-    from episodic.tools.plot import PlotError, plot as run_plot
+    from episodic.tools.plot import PlotError, follow as follow_plot, plot as run_plot
 
     path = _open_log(log)
+    if (until is not None or timeout is not None) and not follow:
+        raise click.UsageError("--until and --timeout go with --follow")
+    if follow and (summary or number is not None):
+        raise click.UsageError("--follow re-draws the learning curve of the whole run: leave out --episode and "
+                               "--summary")
     try:
+        if follow:
+            drawn = follow_plot(path, out, until, timeout, drawn=lambda p: click.echo(f"wrote the plot of {p.what} "
+                                                                                      f"to {p.out}"))
+            if drawn is None:
+                click.echo("the log holds no episode yet: nothing drawn")
+            return
         done = run_plot(path, number, out, summary=summary)
     except PlotError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"wrote the plot of {done.what} to {done.out}")
+
+
+@main.command(short_help="Watch a run's log in the terminal as its episodes finish.")
+@click.argument("log", type=click.Path(dir_okay=False))
+@click.option("--once", is_flag=True, help="Print the current state and exit.")
+@click.option("--interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True, metavar="SECONDS",
+              help="How often to look at the log for new episodes.")
+@click.option("--window", type=click.IntRange(min=1), default=100, show_default=True, metavar="N",
+              help="Episodes of the success rate and of the recent mean return.")
+def watch(log: str, once: bool, interval: float, window: int) -> None:
+    """Show LOG's run as its episodes finish, also while `episodic serve --log LOG` writes it: the
+    episodes and episodes/s, the returns (last, mean, best), the success rate over the last
+    --window episodes, the flags, the batches, and the return per episode as a learning curve in
+    text. On a terminal the view is re-drawn in place each time the log changes; Ctrl-C stops."""
+    from episodic.tools.watch import describe, read_state, watch as run_watch
+
+    path = _open_log(log)
+    try:
+        if once:
+            click.echo(describe(read_state(path), window=window))
+        else:
+            run_watch(path, interval, window)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _size(n_bytes: int, episodes: int, storage: str) -> str:
@@ -473,6 +517,17 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
     return params
 
 
+def _live_view(runner, title: str | None):
+    """`serve --view`'s window on ``runner`` (episodic.tools.view) with ``title``; with ``runner``
+    None only the check that one can be opened here. A usage error says what is missing."""
+    from episodic.tools.view import LiveView, ViewError, check_viewable
+
+    try:
+        return check_viewable() if runner is None else LiveView(runner, title or "")
+    except ViewError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
 def _compress_logs(compress: bool) -> None:
     """With ``compress``: the logs this process (and the processes it starts) writes are stored
     compressed, with EPISODIC_LOG_FILTER's filter when set, else gzip (episodic.logs.compression);
@@ -567,10 +622,13 @@ def _channel_name(ctx, param, value: str) -> str:
 @click.option("--compress", is_flag=True,
               help="Store the --log compressed (gzip; EPISODIC_LOG_FILTER=blosc for Blosc): about 1.5x smaller for "
                    "some write CPU (`episodic compact` shrinks a finished log).")
+@click.option("--view", is_flag=True,
+              help="Show the arm, the task's objects and the running episode in a window (MuJoCo's viewer; needs a "
+                   "display and `pip install 'episodic[view]'`); the runner's numbers stay the same.")
 def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path: str | None, overwrite: bool,
           seed: int, learner_timeout: float, max_log_steps: int, mode: str, priority: int | None, quiet: bool,
           threads: int, max_batch: int, max_batch_commands: int, max_batch_values: int, robot_at: str | None,
-          max_state_age: float, compress: bool) -> None:
+          max_state_age: float, compress: bool, view: bool) -> None:
     """Serve episodes to a learner over a shared-memory channel until Ctrl-C, SIGTERM, SIGHUP or SIGQUIT.
 
     The channel name is 1 to 64 letters, digits, '_' or '-' (per user: two users may both serve
@@ -623,6 +681,8 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
     from episodic.tools.progress import Lines
 
     _compress_logs(compress)
+    if view:
+        _live_view(None, None)  # before the runner exists: a refusal leaves no log file behind
     if robot_at is not None:
         mode = "realtime"  # a robot keeps to the wall clock
     if priority is not None and mode != "realtime":
@@ -657,9 +717,10 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
 
         if not quiet:
             runner.subscribe(lambda ep: lines(_episode_line(ep)))
-        run_serve(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps, ready=ready,
-                  batch=batch if mode == "blocking" else None,
-                  batch_sizes=(max_batch, max_batch_commands, max_batch_values), priority=priority)
+        with _live_view(runner, f"{task} on {robot}, {mode}") if view else contextlib.nullcontext():
+            run_serve(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps, ready=ready,
+                      batch=batch if mode == "blocking" else None,
+                      batch_sizes=(max_batch, max_batch_commands, max_batch_values), priority=priority)
     except (TaskError, RobotError, LogError, ValueError, RuntimeError, ConnectionError) as exc:
         raise click.ClickException(str(exc)) from None
 

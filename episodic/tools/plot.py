@@ -18,7 +18,9 @@ not describe is plotted with its name alone.
 from __future__ import annotations
 
 import math
+import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -339,6 +341,7 @@ class Plotted:
     what: str
     out: Path
     figure: object
+    episodes: int = 0  # of a learning curve drawn by follow: the episodes it shows
 
 
 def default_out(path: Path, number: int | None, summary: bool = False) -> Path:
@@ -366,7 +369,7 @@ def plot(path: str | Path, number: int | None = None, out: str | Path | None = N
     except ValueError as exc:
         raise PlotError(str(exc)) from None
     if rows is not None:
-        whole = rows[~np.isin([f"{int(n):06d}" for n in rows["number"]], list(partial))] if len(rows) else rows
+        whole = _whole(rows, partial)
         if len(whole) == 1 and not summary:
             number = int(whole["number"][0])
     if summary:
@@ -386,6 +389,49 @@ def plot(path: str | Path, number: int | None = None, out: str | Path | None = N
     with replacing(out, mode=SHARED) as tmp:  # a link planted at out is replaced, never written through
         save_png(figure, tmp)
     return Plotted(what, out, figure)
+
+
+def _whole(rows: np.ndarray, partial: dict[str, str]) -> np.ndarray:
+    """The rows (read_summary's) of the episodes written whole (not in ``partial``)."""
+    return rows[~np.isin([f"{int(n):06d}" for n in rows["number"]], list(partial))] if len(rows) else rows
+
+
+def follow(path: str | Path, out: str | Path | None = None, until: int | None = None,
+           timeout: float | None = None, interval: float = 1.0,
+           drawn: Callable[[Plotted], None] | None = None) -> Plotted | None:
+    """Draw the learning curve of the log at ``path`` to ``out`` (default :func:`default_out`)
+    and again each time it holds more episodes written whole (looked at every ``interval`` s),
+    while a runner writes it (episodic.logs.being_written) and until it holds ``until`` episodes,
+    ``timeout`` s have passed or KeyboardInterrupt; ``drawn`` is called with each drawing. The
+    last drawing (None when the log never held an episode)."""
+    from episodic.logs import being_written
+
+    path = Path(path)
+    out = default_out(path, None) if out is None else Path(out)
+    if out.suffix.lower() != ".png":
+        raise PlotError(f"--out {out}: give a .png file")
+    end = time.monotonic() + timeout if timeout is not None else math.inf
+    last: Plotted | None = None
+    try:
+        while True:
+            live = being_written(path)  # before reading: the episodes of a run that has ended are all read
+            try:
+                whole = _whole(*read_summary(path))
+                meta = read_metadata(path, count_episodes=False) if len(whole) > (last and last.episodes or 0) else None
+            except ValueError as exc:
+                raise PlotError(str(exc)) from None
+            if meta is not None:
+                figure = run_figure(whole, meta)
+                with replacing(out, mode=SHARED) as tmp:
+                    save_png(figure, tmp)
+                last = Plotted(f"the returns of {len(whole)} episodes", out, figure, len(whole))
+                if drawn is not None:
+                    drawn(last)
+            if not live or (until is not None and len(whole) >= until) or time.monotonic() >= end:
+                return last
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return last
 
 
 def save_png(figure, out: str | Path, colours: int = 256) -> None:
