@@ -111,6 +111,7 @@ def run_reference(task: str, history: str, exact: bool = True) -> dict:
     reached and the start posture."""
     with Runner(make_task(task), seed=3) as runner:
         runner.machine.exact_start = exact
+        runner.machine.skip_goto_start = False  # simulated: the states it reaches are compared below
         episode_id = before(runner, history)
         commands = reference(runner, episode_id)
         start = runner.send(commands[0])
@@ -188,6 +189,7 @@ def test_time_counts_from_the_exact_start_and_the_start_is_exact(runner):
     """The start reply finds the robot exactly at the posture, at rest, at time 0, the integral
     term 0; GOTO_START's steps are logged before time 0, the motion from 0 on."""
     robot = runner.robot
+    runner.machine.skip_goto_start = False  # the go-to-start simulated (episodic.runtime.start)
     rng = np.random.default_rng(1)
     random_episode(runner, rng, 1)
     posture = robot.clamp(robot.home + np.array([0.2, -0.1, 0.1, 0.2, 0.0, 0.1, 0.0]))

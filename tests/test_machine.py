@@ -84,6 +84,7 @@ def test_index_after_the_last_is_refused(runner):
 def test_goto_start_is_smooth_and_reaches_the_posture(runner):
     robot = runner.robot
     target = robot.home + np.array([0.4, -0.3, 0.5, -0.4, 0.6, 0.3, -0.5])
+    runner.machine.skip_goto_start = False  # the go-to-start simulated (episodic.runtime.start)
     reply = runner.send(StartCommand(1, 1, posture=target))
     assert reply.flag == Flag.OK and reply.n_steps > 0
     np.testing.assert_allclose(runner.sim.q, target, atol=robot.goto.tolerance_q)
@@ -102,6 +103,7 @@ def test_the_go_to_start_and_its_holds_are_one_block_of_steps(runner):
     """The move and the holds until the robot settles reach the episode's per-step blocks (what
     the log and the bridge's log block copy) in one piece, numbered 0..n-1, ending at time 0."""
     target = runner.robot.home + 0.3
+    runner.machine.skip_goto_start = False  # the go-to-start simulated (episodic.runtime.start)
     reply = runner.send(StartCommand(1, 1, posture=target))
     (block,) = runner.machine.last_episode.blocks
     n = len(block["time"])

@@ -84,6 +84,7 @@ def test_goto_start_neither_drives_nor_waits_for_a_passive_joint():
     base = 0  # the base joint, which gravity does not turn: left passive it stays where it is
     target = ROBOT.home + 0.3
     with Runner(limp([ROBOT.joint_names[base]])) as r:
+        r.machine.skip_goto_start = False  # the go-to-start simulated (episodic.runtime.start)
         reply = r.send(StartCommand(1, 1, posture=target))
         steps = r.get_episode()
         # where the go-to-start really ended (the simulation then starts exactly at the posture)
@@ -149,6 +150,7 @@ def test_a_failure_at_a_segment_boundary_and_the_next_episode():
     """A failure due where a segment ends leaves the next segment passive; the next episode
     drives the joint again (GOTO_START lifts the hand back) until the failure is due again."""
     with Runner(limp(failures={LIMP: 0.2})) as r:
+        r.machine.skip_goto_start = False  # the go-to-start simulated (episodic.runtime.start)
         replies, _, steps = run_commands(r, [StartCommand(1, 2), hold(1, 1, 2, 0.2), hold(1, 2, 2, 0.3)])
         first = steps["u"][steps["index"] == 1, LIMP_AT]
         second = steps["u"][steps["index"] == 2, LIMP_AT]

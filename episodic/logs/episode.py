@@ -37,6 +37,9 @@ class EpisodeBuffer:
     wall_time: float = 0.0
     batch: int = -1           # the batch's number in the run (episodic.tools.batch), -1 when sent one by one
     batch_position: int = -1  # the episode's position in that batch
+    # "ran": its go-to-start ran (simulated or on the robot) and is logged as it happened; "skipped":
+    # not simulated, the exact start followed at once (episodic.runtime.start), no GOTO_START steps
+    goto_start: str = "ran"
 
     @property
     def n_steps(self) -> int:

@@ -7,7 +7,10 @@ File layout (one file per run; docs/log-format.md):
   /model_xml            the compiled scene, as MJCF text
   /episodes/NNNNNN/     attrs: episode_id, flag, flag_name, message, return, success, n_steps,
                         wall_time, rng_seed, batch, batch_position (-1 unless evaluated in a batch,
-                        episodic.tools.batch), complete (0 until the episode is written whole)
+                        episodic.tools.batch), goto_start ("skipped": not simulated, no GOTO_START
+                        steps; "ran": logged as it ran; absent in a log written before the skip,
+                        whose go-to-starts all ran: episodic.runtime.start),
+                        complete (0 until the episode is written whole)
       initial_state     mjSTATE_INTEGRATION vector the episode started from
       steps/<column>    per control step (episodic.interface.columns.STEP_COLUMNS, plus task_state with attr 'columns')
       segments/<field>  per segment (index >= 1): index, kind, flag, reward, n_steps, state (n_seg, n_state)

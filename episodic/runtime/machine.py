@@ -13,11 +13,14 @@ The machine's parts, each a unit of its own:
 
 - the start routine (episodic.runtime.start): GOTO_START, then, on a backend that can
   (``Backend.can_start_exactly``: a blocking simulation; ``exact_start``), the exact start state,
-  from which the task's ``reset`` places its objects. That reset gets a fresh ``Episode`` and a
-  random generator seeded with the run's seed and the episode's number in the run, so what a task
-  draws from it depends on the episode's place in the run, and a replay, which runs each episode
-  at its place, repeats it (ball_on_beam, pole_balancing and ball_bouncing draw the key of their
-  sensing noise there). Where the go-to-start really ended is kept in ``settled_state``;
+  from which the task's ``reset`` places its objects; there the go-to-start is not simulated
+  (``skip_goto_start``: nothing of it can reach the episode; the log holds no GOTO_START steps,
+  episodic.runtime.start.start_exactly). That reset gets a fresh
+  ``Episode`` and a random generator seeded with the run's seed and the episode's number in the
+  run, so what a task draws from it depends on the episode's place in the run, and a replay,
+  which runs each episode at its place, repeats it (ball_on_beam, pole_balancing and
+  ball_bouncing draw the key of their sensing noise there). Where a go-to-start that ran really
+  ended is kept in ``settled_state``;
 - the motion clock (episodic.runtime.motion_clock): motion time in control steps from the first
   step of index 1, the task's joint failures (``Task.joint_failures``: the joint joins the
   passive ones, ``Task.passive_joints``, until the next start) and task events
@@ -65,7 +68,7 @@ from episodic.runtime.motion_clock import MotionClock, control_steps
 from episodic.runtime.recorder import StepRecorder
 from episodic.runtime.scene import ROLLOUT_SPEC, Scene
 from episodic.runtime.simulation import SimulationUnstable, StepRecord
-from episodic.runtime.start import go_to_start, restart_exactly
+from episodic.runtime.start import go_to_start, restart_exactly, start_exactly
 from episodic.task import Task, TaskError
 
 __all__ = ["EpisodeMachine", "Flag", "MachineState", "HELD_BLOCK", "INTERRUPTED_MESSAGE", "SEGMENT_END_WINDOW"]
@@ -127,9 +130,12 @@ class EpisodeMachine:
         # put the backend in the exact start state after GOTO_START (episodic.runtime.start); a log
         # replays only under the setting it was recorded with
         self.exact_start = sim.can_start_exactly
+        # where the exact start follows, do not simulate GOTO_START (episodic.runtime.start.start_exactly;
+        # the episode's goto_start records it, and a replay of an episode whose go-to-start ran runs it)
+        self.skip_goto_start = True
         # whether the task has its own segment_end (else a paced segment does not ask it each tick)
         self._ends_segments = type(task).segment_end is not Task.segment_end
-        self.settled_state: np.ndarray | None = None  # where the last go-to-start really ended
+        self.settled_state: np.ndarray | None = None  # where the last go-to-start really ended (None: skipped)
         sim.reset(self.robot.home)
         self._hold_q = sim.q  # the posture held (n_dofs,) rad: the last desired one, without feedback offsets
 
@@ -320,16 +326,22 @@ class EpisodeMachine:
         self.sim.reset_integral()
         target = self.task.start_posture(self.robot) if cmd.posture is None else cmd.posture
         self._enter(MachineState.GOTO_START)
-        paced = self.sim.pacer is not None
-        go_to_start(self.sim, self.robot, target, self._gains, self.clock.passive,
-                    (lambda: self._stopping() is not None) if paced else None, lambda record: self._record(record, 0))
-        self._hold_q = target.copy()
-        stopped = self._stopping() if paced else None
-        if stopped is not None:
-            self.abort(*stopped)
-            return self._reply(cmd, stopped[0], done=True, message=stopped[1], episode=ep)
-        if self.exact_start:
-            self.settled_state = restart_exactly(self.sim, target, self._gains, ep.blocks)
+        if self.exact_start and self.skip_goto_start:
+            ep.goto_start, self.settled_state = "skipped", None
+            start_exactly(self.sim, target, self._gains)
+            self._hold_q = target.copy()
+        else:
+            paced = self.sim.pacer is not None
+            go_to_start(self.sim, self.robot, target, self._gains, self.clock.passive,
+                        (lambda: self._stopping() is not None) if paced else None,
+                        lambda record: self._record(record, 0))
+            self._hold_q = target.copy()
+            stopped = self._stopping() if paced else None
+            if stopped is not None:
+                self.abort(*stopped)
+                return self._reply(cmd, stopped[0], done=True, message=stopped[1], episode=ep)
+            if self.exact_start:
+                self.settled_state = restart_exactly(self.sim, target, self._gains, ep.blocks)
         try:
             self.task.reset(self.sim.model, self.sim.data, cmd.context, default_rng(rng_seed))
         except TaskError as exc:

@@ -9,7 +9,13 @@ Exact start (``restart_exactly``; a backend that can, ``Backend.can_start_exactl
 simulation). So that an episode depends only on its own commands, the task, the seed and the
 software versions, never on the episodes before it, the go-to-start is run and logged as it
 happened and the simulation is then put in the exact start state (``Backend.reset`` to the
-posture; the task's ``reset`` follows, episodic.runtime.machine):
+posture; the task's ``reset`` follows, episodic.runtime.machine). Since nothing of a go-to-start
+followed by the exact start can reach the episode, the machine does not simulate it: it goes
+through GOTO_START to the exact start state at once (``start_exactly``), so the log holds no
+GOTO_START steps (as for a go-to-start that had nothing to do, the robot already at rest at the
+posture) and the start's reply says 0 steps; the episode's ``goto_start`` attribute says
+"skipped" (else "ran"; a log written before the skip lacks it, and a replay of such an episode
+runs its go-to-start as it ran). The exact start state:
 
 - the whole integration state (mjSTATE_INTEGRATION) as ``mj_resetData`` leaves it: time 0;
   qvel, act, qacc_warmstart, ctrl, qfrc_applied, xfrc_applied, userdata 0; every qpos the
@@ -20,11 +26,12 @@ posture; the task's ``reset`` follows, episodic.runtime.machine):
 - the model's actuator gains those the go-to-start ran with (a later run sets its own), the
   controller's integral term 0.
 
-The state the go-to-start really reached is returned (mjSTATE_INTEGRATION; the machine keeps it
-as ``settled_state``). The log's ``time`` column counts from the exact start: the GOTO_START
-steps, which ran at the time the previous episode left, are shifted by the time the move ended
-(so negative, ending at -control_dt), and the motion starts at 0. In realtime mode and on a
-driven robot nothing is restored: the episode starts where the go-to-start left the robot.
+The state a go-to-start that ran really reached is returned (mjSTATE_INTEGRATION; the machine
+keeps it as ``settled_state``, None after a skipped one). The log's ``time`` column counts from
+the exact start: the GOTO_START steps, which ran at the time the previous episode left, are
+shifted by the time the move ended (so negative, ending at -control_dt), and the motion starts
+at 0. In realtime mode and on a driven robot nothing is restored: the episode starts where the
+go-to-start left the robot.
 """
 from __future__ import annotations
 
@@ -72,6 +79,14 @@ def go_to_start(sim: Backend, robot: Robot, target: np.ndarray, gains: Gains, pa
             record(records[0] if len(records) == 1 else StepRecord.join(records))
 
 
+def start_exactly(sim: Backend, target: np.ndarray, gains: Gains) -> None:
+    """Put ``sim`` at rest exactly at ``target`` (n_dofs,) rad, everything else at the model's
+    defaults, the model's gains ``gains``, the integral term 0: the exact start state (module
+    docstring). Where the go-to-start is skipped, this is all of it."""
+    sim.reset(target)  # mj_resetData, the robot at target, mj_forward, integral 0
+    sim.apply_gains(gains)
+
+
 def restart_exactly(sim: Backend, target: np.ndarray, gains: Gains, blocks: list[dict[str, np.ndarray]]) -> np.ndarray:
     """After the go-to-start: shift the "time" of the logged ``blocks`` so that they end at the
     start, put ``sim`` at rest exactly at ``target`` (n_dofs,) rad, everything else at the
@@ -81,6 +96,5 @@ def restart_exactly(sim: Backend, target: np.ndarray, gains: Gains, blocks: list
     end = float(sim.data.time)
     for block in blocks:
         block["time"] = block["time"] - end
-    sim.reset(target)  # mj_resetData, the robot at target, mj_forward, integral 0
-    sim.apply_gains(gains)
+    start_exactly(sim, target, gains)
     return settled

@@ -123,12 +123,15 @@ def replay_commands(runner: Runner, ep: StoredEpisode) -> list[EpisodeBuffer]:
     """Re-run the stored episode ``ep``'s commands on ``runner`` from its recorded initial state;
     the episodes that produced (one, when the replay matches the recording). An episode evaluated
     in a batch (attribute batch >= 0) ran as the first episode of a fresh runner (episodic.tools.batch),
-    so it is replayed as that: after ``runner.start_afresh()``, as episode 0."""
+    so it is replayed as that: after ``runner.start_afresh()``, as episode 0. Its go-to-start is
+    simulated or skipped as it was (attribute goto_start; absent, in a log written before the skip:
+    simulated, episodic.runtime.start)."""
     commands = (command_from_record(attrs, arrays) for attrs, arrays in ep.commands)
     number = int(ep.name)
     if ep.attrs.get("batch", -1) >= 0:
         runner.start_afresh()
         number = 0
+    runner.machine.skip_goto_start = ep.attrs.get("goto_start", "ran") == "skipped"
     return runner.replay_episode(number, ep.initial_state, commands, Flag(ep.attrs["flag"]))
 
 

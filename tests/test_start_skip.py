@@ -1,0 +1,93 @@
+"""The go-to-start not simulated where the exact start follows it (episodic.runtime.start): the
+episode, the replies and the machine's states are those of a simulated go-to-start but for the
+start's steps (none logged, the reply says 0); the episode records ``goto_start``, and replay runs a
+go-to-start as the log says it ran, a log written before the skip (no ``goto_start``) included.
+Realtime runs and driven robots keep running it."""
+from __future__ import annotations
+
+import logging
+
+import h5py
+import numpy as np
+import pytest
+
+from episodic.interface.commands import StartCommand
+from episodic.interface.vocabulary import Flag, MachineState
+from episodic.logs import read_episodes
+from episodic.runtime.backend import MujocoDriver
+from episodic.runtime.runner import Runner
+from episodic.tasks import make_task
+from episodic.tools.replay import replay
+from tests.test_history import before, reference
+
+
+def run(task: str, skip: bool, history: str = "after 10 random", log=None) -> tuple[Runner, list]:
+    """The reference episode of ``task`` after ``history`` on a fresh blocking runner, its go-to-starts
+    skipped or simulated: the (closed) runner and the reference's replies."""
+    with Runner(make_task(task), seed=3, log=log) as runner:
+        runner.machine.skip_goto_start = skip
+        commands = reference(runner, before(runner, history))
+        replies = [runner.send(c) for c in commands]
+    return runner, replies
+
+
+@pytest.mark.parametrize("task", ["reach", pytest.param("ball_in_cup", marks=pytest.mark.slow), "pole_balancing"])
+def test_a_skipped_go_to_start_leaves_the_episode_and_the_replies_bit_identical(task):
+    (ran, ran_replies), (skipped, replies) = run(task, False), run(task, True)
+    a, b = ran.episodes[-1], skipped.episodes[-1]
+    assert (a.goto_start, b.goto_start) == ("ran", "skipped")
+    sa, sb = a.steps(), b.steps()
+    goto = sa["machine_state"] == MachineState.GOTO_START
+    assert goto.sum() > 100 and not np.any(sb["machine_state"] == MachineState.GOTO_START)
+    for name in sa:
+        assert sa[name][~goto].tobytes() == sb[name].tobytes(), name
+    assert np.float64(a.episode_return).tobytes() == np.float64(b.episode_return).tobytes()
+    assert a.flag == b.flag == Flag.OK and a.success == b.success
+    assert replies[0].n_steps == 0 and ran_replies[0].n_steps == goto.sum()
+    for k, (x, y) in enumerate(zip(ran_replies, replies, strict=True)):
+        assert (x.flag, x.episode_done, x.machine_state, x.success) == (y.flag, y.episode_done, y.machine_state,
+                                                                      y.success)
+        assert k == 0 or x.n_steps == y.n_steps
+        for name in ("reward", "state", "posture", "episode_return"):
+            assert np.asarray(getattr(x, name)).tobytes() == np.asarray(getattr(y, name)).tobytes(), name
+    assert skipped.machine.settled_state is None and ran.machine.settled_state is not None
+
+
+def test_the_machine_still_goes_through_goto_start(runner, caplog):
+    assert runner.machine.exact_start and runner.machine.skip_goto_start
+    with caplog.at_level(logging.DEBUG, logger="episodic.runtime.machine"):
+        reply = runner.send(StartCommand(1, 1, posture=runner.robot.home + 0.3))
+    changes = [r.getMessage() for r in caplog.records if r.name == "episodic.runtime.machine"]
+    assert changes == ["RESTART -> GOTO_START", "GOTO_START -> WAIT_FOR_START"]
+    assert reply.flag == Flag.OK and reply.machine_state == MachineState.WAIT_FOR_START and reply.n_steps == 0
+    np.testing.assert_array_equal(runner.sim.q, runner.robot.home + 0.3)
+    assert runner.sim.data.time == 0.0 and not runner.sim.data.qvel.any()
+
+
+def test_a_log_replays_its_go_to_starts_as_they_ran(tmp_path):
+    """Skipped: replayed skipped. Simulated, and marked as a log written before the skip is (no
+    goto_start): replayed simulated. The mark is what replay goes by: a simulated go-to-start
+    marked skipped does not replay."""
+    skipped, ran = tmp_path / "skipped.h5", tmp_path / "ran.h5"
+    run("reach", True, "after a safety abort", skipped)
+    run("reach", False, "after a safety abort", ran)
+    assert [ep.attrs["goto_start"] for ep in read_episodes(skipped)] == ["skipped"] * 2
+    assert replay(skipped).identical
+    with h5py.File(ran, "r+") as f:
+        for group in f["episodes"].values():
+            assert group.attrs["goto_start"] == "ran"
+            del group.attrs["goto_start"]
+    report = replay(ran)
+    assert report.identical and len(report.episodes) == 2
+    with h5py.File(ran, "r+") as f:
+        for group in f["episodes"].values():
+            group.attrs["goto_start"] = "skipped"
+    assert {d.what for d in replay(ran).differences} >= {"steps/time", "steps/q"}
+
+
+def test_a_driven_robot_still_runs_its_go_to_start():
+    with Runner(make_task("reach"), driver=MujocoDriver) as r:
+        assert not r.machine.exact_start
+        reply = r.send(StartCommand(1, 1, posture=r.robot.clamp(r.robot.home + 0.3)))
+        r.send(StartCommand(2, 1))  # ends the first
+        assert reply.n_steps > 100 and r.episodes[0].goto_start == "ran"
