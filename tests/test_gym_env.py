@@ -304,3 +304,18 @@ def test_via_points_with_a_learned_duration_and_named_parameters():
             BlackBoxEnv(runner, durations=(1.0, 0.5))
         with pytest.raises(ValueError, match="n_weights"):
             BlackBoxEnv(runner, primitive="dmp", n_weights=1)
+
+
+def test_a_task_name_makes_a_runner_that_keeps_nothing():
+    """BlackBoxEnv("reach"): an in-process runner of its own, holding no episode a learner ran."""
+    env = BlackBoxEnv("reach", n_via=1, duration=0.3, hold=0.0, scale=0.05)
+    runner = env.sender
+    assert isinstance(runner, Runner) and runner.task.name == "reach" and runner.robot.name == "wam"
+    env.reset(seed=0)
+    rewards = [env.step(np.full(7, 0.5))[1] for _ in range(2)]
+    assert rewards[0] == rewards[1] and runner.episodes_finished == 2 and len(runner.episodes) == 0
+    env.close()
+    with Runner(make_task("reach")) as kept:  # the same episode on a runner passed in
+        env = BlackBoxEnv(kept, n_via=1, duration=0.3, hold=0.0, scale=0.05)
+        env.reset(seed=0)
+        assert env.step(np.full(7, 0.5))[1] == rewards[0] and len(kept.episodes) == 1

@@ -3,10 +3,8 @@ fancy_gym's black-box wrapper), for episodic policy search (CMA-ES, PoWER, REPS,
 library that speaks Gymnasium. Needs the optional extra ``episodic[gym]`` (gymnasium >= 1.0).
 
     from episodic.learning.gym_env import BlackBoxEnv
-    from episodic.runtime.runner import Runner
-    from episodic.tasks import make_task
 
-    env = BlackBoxEnv(Runner(make_task("reach")), contexts=([-0.2, 0.3, 1.3], [0.2, 0.6, 1.7]))
+    env = BlackBoxEnv("reach", contexts=([-0.2, 0.3, 1.3], [0.2, 0.6, 1.7]))
     context, info = env.reset(seed=0)
     context, episode_return, terminated, truncated, info = env.step(env.action_space.sample())
 
@@ -57,8 +55,12 @@ task's own ``sample_context(rng)`` if it defines one, else it is the task's fixe
 context. ``reset(options={"context": c})`` sets it instead. The observation space is unbounded
 unless ``contexts`` is a box.
 
-Where it runs. ``sender`` is any :class:`episodic.interface.sender.Sender`: an in-process
-:class:`episodic.runtime.runner.Runner` (the task and robot are taken from it) or an
+Where it runs. ``sender`` is a task's name or ``module:Class`` spec: an in-process runner of it
+(default parameters; on ``robot``) that keeps no episodes and writes no log, as a black box
+needs only each episode's return, made and closed by the environment; or any
+:class:`episodic.interface.sender.Sender`: an in-process
+:class:`episodic.runtime.runner.Runner` (the task and robot are taken from it; one that keeps its
+episodes, a Runner's default without a log, holds every episode a learner runs) or an
 ``episodic.bridge.Client`` on a served channel (pass ``task``, the same Task object the runner
 serves, with the same parameters, or the name or ``module:Class`` spec it was served with, which
 ``episodic.tasks.make_task`` resolves as ``episodic serve --task`` does, and ``robot`` when not
@@ -89,6 +91,17 @@ from episodic.task import Task
 Contexts = tuple[ArrayLike, ArrayLike] | Callable[[np.random.Generator], ArrayLike] | None
 
 
+def _runner(task: str, robot: Robot | str | None) -> Sender:
+    """An in-process blocking runner of ``task`` (a name or spec, default parameters) on ``robot``
+    (None: the task's first robot, or the WAM) that keeps no episodes and writes no log."""
+    from episodic.runtime.runner import Runner
+    from episodic.tasks import make_task
+
+    made = make_task(task)
+    tied = made.needs.robots
+    return Runner(made, robot or (tied[0] if tied else "wam"), keep_episodes=False)
+
+
 class EnvError(RuntimeError):
     """The runner refused an episode's start (e.g. a context the task does not take), or stopped."""
 
@@ -101,7 +114,8 @@ class BlackBoxEnv(gymnasium.Env):
     a DMP's or a ProMP's; module docstring), observation = the context, reward = the episode's
     return, terminated after every step.
 
-    ``sender``: a Runner, a bridge Client, or a function returning one; ``task``: the Task the
+    ``sender``: a task's name or spec (an in-process runner of it, without kept episodes or a
+    log), a Runner, a bridge Client, or a function returning one; ``task``: the Task the
     runner serves, or its name or ``module:Class`` spec (default parameters; taken from a Runner
     when None); ``robot``: a Robot or its name (a Runner's, or
     the task's first robot, or "wam", when None); ``primitive``: "via", "dmp" or "promp";
@@ -116,13 +130,13 @@ class BlackBoxEnv(gymnasium.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, sender: Sender | Callable[[], Sender], task: Task | str | None = None, *,
+    def __init__(self, sender: str | Sender | Callable[[], Sender], task: Task | str | None = None, *,
                  robot: Robot | str | None = None, primitive: str = "via", n_via: int = 3, n_weights: int = 5,
                  duration: float = 2.0, durations: tuple[float, float] | None = None, hold: float = 0.5,
                  scale: float = 0.3, joints: Sequence[str | int] | None = None, contexts: Contexts = None,
                  penalty: float = 0.0):
         self._owned = not isinstance(sender, Sender)
-        made = sender if isinstance(sender, Sender) else sender()
+        made = sender if isinstance(sender, Sender) else _runner(sender, robot) if isinstance(sender, str) else sender()
         if not isinstance(made, Sender):
             raise TypeError(f"BlackBoxEnv takes a Sender (a Runner or a bridge Client) or a function returning "
                             f"one, got {made!r}")
