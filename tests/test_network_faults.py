@@ -6,12 +6,16 @@ moves once its controller is gone, and tracking matches the in-process mode with
 link's round trip explains (episodic.runtime.link.tracking_bound)."""
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
 
+from episodic.bridge import Client
+from episodic.bridge.client import RunnerGone
 from episodic.interface.trajectory import min_jerk
 from episodic.interface.vocabulary import Flag
 from episodic.logs import read_episodes
@@ -22,11 +26,11 @@ from episodic.tools.link_lab import (
     OFFSET,
     RelayProcess,
     RobotProcess,
+    Trial,
     probe,
     reach_episode,
-    serving,
     signal_later,
-    trials,
+    start_runner,
     with_links,
 )
 from episodic.tools.relay import Faults
@@ -49,26 +53,67 @@ FAULTS = {
 SLACK = 1.1  # the in-process error's share that varies from episode to episode (where the start settled)
 
 
+@dataclass
+class Runs:
+    """What the module's processes did (``runs``)."""
+
+    reference: Trial                 # the in-process realtime mode's episode
+    faults: dict[str, Trial]         # each fault's episode through the relay
+    robot_killed: Trial | None = None  # the episode whose robot was killed
+    after_robot: Flag = Flag.OK      # the next start's flag (no robot at all)
+    robot_killed_took: float = 0.0   # s from the start of that episode to the next start's reply
+    logged: int = 0                  # episodes in the networked runner's log
+    braked: list = field(default_factory=list)  # the robot's states after its runner was killed
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Each fault's reach episode (one served runner through one relay whose faults change
-    between episodes), and the in-process realtime mode's (the reference)."""
+    """Robot A behind a relay whose faults change between episodes, a networked runner through
+    it, robot B with a networked runner straight on it (killed during a move), and a runner in
+    the in-process realtime mode; the processes start side by side (each takes seconds to
+    import). Last, robot A is killed during a move of its runner."""
     tmp = tmp_path_factory.mktemp("network")
-    reference = trials(1, tmp / "inprocess.h5")[0]
-    with RobotProcess() as robot, RelayProcess(robot.address, Faults()) as relay:
-        with serving(tmp / "net.h5", relay.address) as (served, client):
-            results = []
+    with contextlib.ExitStack() as stack:
+        robots = [stack.enter_context(contextlib.closing(RobotProcess())) for _ in range(2)]
+        inprocess = stack.enter_context(contextlib.closing(start_runner(tmp / "inprocess.h5")))
+        a, b = (robot.ready() for robot in robots)
+        relay = stack.enter_context(RelayProcess(a.address, Faults()))
+        net = stack.enter_context(contextlib.closing(start_runner(tmp / "net.h5", relay.address)))
+        doomed = stack.enter_context(contextlib.closing(start_runner(tmp / "doomed.h5", b.address)))
+        inprocess.wait_ready()
+        with Client(inprocess.channel) as client:
+            out = Runs(reach_episode(client), {})
+        inprocess.stop()
+        doomed.wait_ready()
+        with Client(doomed.channel) as client:  # its runner killed 0.1 s into a move: B must brake on its own
+            start = client.start_episode(1)
+            assert start.flag == Flag.OK and start.posture is not None
+            signal_later(doomed, signal.SIGKILL)()
+            with pytest.raises(RunnerGone):
+                client.send_trajectory(min_jerk(start.posture, start.posture + OFFSET, MOVE_SECONDS, DT).q)
+        out.braked = probe(b.address, 0.8)
+        net.wait_ready()
+        with Client(net.channel) as client:
             for name, faults in FAULTS.items():
                 relay.set(faults)
                 drop = name == "link drop 200 ms"
-                results.append(reach_episode(client, (lambda: signal_later(relay, signal.SIGUSR1)()) if drop else None))
-            served.stop()
-    return reference, dict(zip(FAULTS, with_links(results, tmp / "net.h5"), strict=True))
+                out.faults[name] = reach_episode(client, signal_later(relay, signal.SIGUSR1) if drop else None)
+                if drop:
+                    time.sleep(faults.drop_for)  # an episode started while the link is down is aborted at once
+            relay.set(Faults())
+            t0 = time.monotonic()
+            out.robot_killed = reach_episode(client, signal_later(a, signal.SIGKILL))
+            out.after_robot = client.start_episode(1).flag
+            out.robot_killed_took = time.monotonic() - t0
+        net.stop()
+    out.faults = dict(zip(FAULTS, with_links(list(out.faults.values()), tmp / "net.h5"), strict=True))
+    out.logged = len(read_episodes(tmp / "net.h5"))
+    return out
 
 
 def test_every_episode_is_logged_with_its_link_statistics(runs):
-    _, results = runs
-    for name, trial in results.items():
+    assert runs.logged == len(FAULTS) + 2  # the robot killed in the last but one, the last with none
+    for name, trial in runs.faults.items():
         assert trial.logged and trial.link is not None, name
         assert trial.link.states > 0, name
 
@@ -76,8 +121,7 @@ def test_every_episode_is_logged_with_its_link_statistics(runs):
 @pytest.mark.parametrize("name", ["none", "delay 1 ms", "delay 5 ms", "delay 20 ms", "jitter", "loss 1 %",
                                   "loss 10 %", "reordering", "after the drop"])
 def test_a_slow_or_lossy_link_tracks_as_the_in_process_mode_within_what_its_delay_explains(runs, name):
-    reference, results = runs
-    trial = results[name]
+    reference, trial = runs.reference, runs.faults[name]
     assert trial.flags == (Flag.OK, Flag.OK), trial.message
     assert trial.link is not None
     # the runner sees the robot a round trip (and up to a control period each side) behind its
@@ -88,14 +132,14 @@ def test_a_slow_or_lossy_link_tracks_as_the_in_process_mode_within_what_its_dela
 
 @pytest.mark.parametrize("name, delay", [("delay 1 ms", 0.001), ("delay 5 ms", 0.005), ("delay 20 ms", 0.020)])
 def test_the_round_trip_measured_is_the_relays_delay_both_ways(runs, name, delay):
-    link = runs[1][name].link
+    link = runs.faults[name].link
     assert link is not None
     # plus the robot's and the runner's ticks (up to a control period each) and the processes' own time
     assert 2 * delay <= link.rtt_p50 <= 2 * delay + 2 * DT + 0.004, link
 
 
 def test_lost_and_reordered_states_are_counted_and_the_reply_says_so(runs):
-    results = runs[1]
+    results = runs.faults
     for name in ("loss 1 %", "loss 10 %"):
         link = results[name].link
         assert link is not None and link.lost > 0, (name, link)
@@ -108,7 +152,7 @@ def test_lost_and_reordered_states_are_counted_and_the_reply_says_so(runs):
 
 
 def test_a_link_drop_aborts_the_segment_and_the_next_episode_runs(runs):
-    results = runs[1]
+    results = runs.faults
     drop = results["link drop 200 ms"]
     assert drop.flags == (Flag.OK, Flag.SAFETY_ABORT)
     assert "ms old" in drop.message and "segment aborted, robot holds" in drop.message
@@ -116,30 +160,15 @@ def test_a_link_drop_aborts_the_segment_and_the_next_episode_runs(runs):
     assert results["after the drop"].flags == (Flag.OK, Flag.OK)
 
 
-def test_the_robot_process_killed_aborts_the_segment_and_nothing_hangs(tmp_path):
-    with RobotProcess() as robot:
-        with serving(tmp_path / "killed.h5", robot.address) as (served, client):
-            t0 = time.monotonic()
-            killed = reach_episode(client, signal_later(robot, signal.SIGKILL))
-            again = client.start_episode(1)  # no robot at all now
-            took = time.monotonic() - t0
-            served.stop()
-    assert killed.flags == (Flag.OK, Flag.SAFETY_ABORT) and "ms old" in killed.message
-    assert again.flag == Flag.SAFETY_ABORT
-    assert took < MOVE_SECONDS + 5  # replies within the state bound, not at some timeout
-    assert len(read_episodes(tmp_path / "killed.h5")) == 2  # both episodes kept
+def test_the_robot_process_killed_aborts_the_segment_and_nothing_hangs(runs):
+    killed = runs.robot_killed
+    assert killed is not None and killed.flags == (Flag.OK, Flag.SAFETY_ABORT) and "ms old" in killed.message
+    assert runs.after_robot == Flag.SAFETY_ABORT  # no robot at all: the start is aborted at once
+    assert runs.robot_killed_took < MOVE_SECONDS + 3  # replies within the state bound, not at some timeout
 
 
-def test_the_runner_killed_leaves_the_robot_braked_and_still(tmp_path):
-    with RobotProcess() as robot:
-        with serving(tmp_path / "runner.h5", robot.address) as (served, client):
-            start = client.start_episode(1)
-            assert start.flag == Flag.OK and start.posture is not None
-            q = min_jerk(start.posture, start.posture + OFFSET, MOVE_SECONDS, DT).q
-            signal_later(served, signal.SIGKILL, after=0.1)()
-            with pytest.raises(Exception):  # noqa: B017 - whatever the client says of a dead runner
-                client.send_trajectory(q)
-        states = probe(robot.address, 0.8)
+def test_the_runner_killed_leaves_the_robot_braked_and_still(runs):
+    states = runs.braked
     assert len(states) > 100
     first = states[0]["stamp"]
     late = [d for d in states if d["stamp"] >= first + 0.5]  # once braked (watchdog 50 ms) and settled

@@ -110,7 +110,7 @@ def test_the_robot_follows_commands_and_brakes_when_they_stop(scene):
         server.tick()
         s = runner.state()
     assert Status(int(s["status"])) == Status(0) and s["echo"] == 149 and s["echo_stamp"] == 149
-    np.testing.assert_allclose(s["q"], goal, atol=0.03)  # on its way there (the PD rings)  
+    np.testing.assert_allclose(s["q"], goal, atol=0.03)  # on its way there (the PD rings)
     time.sleep(0.03)  # past the watchdog
     server.tick()
     s = runner.state()
@@ -134,7 +134,7 @@ def test_the_robot_follows_commands_and_brakes_when_they_stop(scene):
     server.close()
 
 
-def test_the_robot_clamps_positions_drops_old_and_bad_commands_and_brakes_over_its_velocity_limit(scene):
+def test_the_robot_clamps_positions_drops_old_bad_and_others_commands_and_brakes_over_its_velocity_limit(scene):
     server = RobotServer(scene)
     runner = Runner(server)
     q = server.plant.read().q
@@ -143,6 +143,11 @@ def test_the_robot_clamps_positions_drops_old_and_bad_commands_and_brakes_over_i
     runner.send(command(server, 4, q + 0.05))  # older than the one in force
     server.tick()
     assert runner.state()["echo"] == 5 and server.counters.reordered == 1
+    other = Runner(server)  # a second controller, while the first one's command is in force
+    other.send(command(server, 9, q + 0.05))
+    server.tick()
+    s = other.state()  # a monitor gets the states too
+    assert Status(int(s["status"])) & Status.OTHER_CONTROLLER and s["echo"] == 5
     runner.send(b"\x00" * 10)
     server.tick()
     assert Status(int(runner.state()["status"])) & Status.BAD_DATAGRAM

@@ -52,25 +52,36 @@ HOLD_SECONDS = 0.1    # s
 OFFSET = 0.15         # rad on every joint (stays well inside the WAM's range from the reach start)
 DT = 0.002            # s: the WAM's control period (robots/wam/robot.toml [control] rate = 500 Hz)
 N_DOFS = 7            # the WAM's joints
+HELLO_PERIOD = 0.1    # s between a probe's HELLOs (a robot-server keeps a peer PEER_SECONDS = 1 s)
 
 
 class _Process:
-    """A subprocess whose first stdout line says where it listens; stopped on leaving ``with``."""
+    """A subprocess whose first stdout line says where it listens (``ready``; started processes
+    start up side by side); stopped on leaving ``with``."""
 
     def __init__(self, args: list[str], prefix: str, stdin: int | None = None):
         self.stderr = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen([sys.executable, *args], stdin=stdin, stdout=subprocess.PIPE, stderr=self.stderr,
                                      text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        line = _first_line(self.proc, READY_TIMEOUT)
-        if not line.startswith(prefix):
-            self.stop()
-            self.stderr.seek(0)
-            raise RuntimeError(f"{' '.join(args)} did not start: {line!r} {self.stderr.read()}")
-        where = line.split(" ")[1 if prefix == "relay:" else 4].rstrip(",")
-        self.address = where
+        self.prefix, self.address = prefix, ""
+
+    def ready(self):
+        """Wait for the first line (RuntimeError with the process's stderr when it does not come);
+        then ``address`` is where it listens (HOST:PORT). Returns the process."""
+        if not self.address:
+            line = _first_line(self.proc, READY_TIMEOUT)
+            if not line.startswith(self.prefix):
+                self.stop()
+                self.stderr.seek(0)
+                raise RuntimeError(f"{' '.join(map(str, self.proc.args))} did not start: {line!r} {self.stderr.read()}")
+            self.address = line.split(" ")[1 if self.prefix == "relay:" else 4].rstrip(",")
+        return self
 
     def signal(self, sig: int) -> None:
         self.proc.send_signal(sig)
+
+    def close(self) -> None:
+        self.stop()
 
     def stop(self) -> str:
         """SIGTERM, then SIGKILL after 5 s; returns what it printed after its first line."""
@@ -84,7 +95,7 @@ class _Process:
         return out
 
     def __enter__(self):
-        return self
+        return self.ready()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
@@ -186,12 +197,17 @@ def serving(log: Path, robot_at: str | None = None,
             max_state_age: float = MAX_STATE_AGE) -> Iterator[tuple[ServedRunner, Client]]:
     """`episodic serve` in realtime mode (on the robot at ``robot_at``, else its own paced
     simulation) logging to ``log``, and a client of it."""
-    args = ("--learner-timeout", "5", "--quiet") + (() if robot_at is None else
-                                                    ("--robot-at", robot_at, "--max-state-age", str(max_state_age)))
-    with ServedRunner(fresh_channel("link"), task="reach", log=log, mode="realtime", args=args) as served:
+    with start_runner(log, robot_at, max_state_age) as served:
         served.wait_ready()
         with Client(served.channel, timeout=10.0) as client:
             yield served, client
+
+
+def start_runner(log: Path, robot_at: str | None = None, max_state_age: float = MAX_STATE_AGE) -> ServedRunner:
+    """Start `episodic serve` as ``serving`` does, without waiting for it to serve."""
+    args = ("--learner-timeout", "5", "--quiet") + (() if robot_at is None else
+                                                    ("--robot-at", robot_at, "--max-state-age", str(max_state_age)))
+    return ServedRunner(fresh_channel("link"), task="reach", log=log, mode="realtime", args=args)
 
 
 def with_links(results: list[Trial], log: Path) -> list[Trial]:
@@ -211,8 +227,8 @@ def signal_later(process: _Process | ServedRunner, sig: int, after: float = 0.1)
 
 
 def probe(at: str, seconds: float) -> list[np.void]:
-    """The robot's states over ``seconds`` s, asked for with HELLO datagrams (which do not feed
-    its watchdog) every control period."""
+    """The robot's states over ``seconds`` s, asked for with a HELLO datagram (which does not
+    feed its watchdog) every HELLO_PERIOD s; the states still queued at the end included."""
     host, port = address(at)
     dtype = datagram_dtype(N_DOFS)
     hello = np.zeros((), dtype)
@@ -220,14 +236,21 @@ def probe(at: str, seconds: float) -> list[np.void]:
     states = []
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.connect((host, port))
-        sock.settimeout(DT)
+        sock.settimeout(HELLO_PERIOD)
         end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            sock.send(hello.tobytes())
+        asked = -np.inf
+        while (now := time.monotonic()) < end or states:
+            if now < end and now - asked >= HELLO_PERIOD:
+                sock.send(hello.tobytes())
+                asked = now
+            elif now >= end:
+                sock.setblocking(False)
             try:
                 d = decode(sock.recv(65536), dtype, (Kind.STATE,))
             except (TimeoutError, ConnectionRefusedError):
                 continue
+            except BlockingIOError:
+                break
             if d is not None:
                 states.append(d.copy())
     return states

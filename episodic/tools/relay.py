@@ -17,6 +17,7 @@ SIGTERM, SIGINT or the end of its input it prints what it did, as JSON.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import heapq
 import json
 import selectors
@@ -29,9 +30,9 @@ from typing import TextIO
 
 import numpy as np
 
-from episodic.runtime.link import address
-from episodic.tools.robot_server import realtime
+from episodic.runtime.scheduling import SchedulingError, set_realtime
 
+REALTIME_PRIORITY = 50  # SCHED_FIFO priority where permitted (as robot-server's and a realtime runner's)
 REORDER_DELAY = 0.003  # s added to a datagram picked for reordering (1.5 control periods of the WAM at 500 Hz)
 
 
@@ -152,8 +153,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     a = parser.parse_args(argv)
     faults = Faults(a.delay, a.jitter, a.loss, a.reorder, a.drop_for)
-    realtime(None)  # the relay stands for a network, which other processes do not slow down
-    relay = Relay(address(a.to), faults, a.port, a.seed)
+    with contextlib.suppress(SchedulingError):  # a network is not slowed down by other processes
+        set_realtime(REALTIME_PRIORITY)
+    host, _, port = a.to.rpartition(":")
+    relay = Relay((host, int(port)), faults, a.port, a.seed)
     signal.signal(signal.SIGUSR1, relay.drop)
     signal.signal(signal.SIGTERM, relay.stop)
     signal.signal(signal.SIGINT, relay.stop)

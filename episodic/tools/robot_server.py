@@ -3,7 +3,9 @@
 It runs the arm in MuJoCo (the robot's model with the task's tool, as the runner's scene has it)
 at its own clock, the robot's control rate, and speaks the datagrams of episodic.runtime.link
 over UDP: every tick it applies the newest joint command received and sends its joint state to
-whoever commanded it last (or said HELLO). Its own safety layer, whatever the runner does:
+everyone heard from in the last PEER_SECONDS (its runner; a monitor saying HELLO). One controller
+at a time: commands from another address are ignored (Status.OTHER_CONTROLLER) while the one in
+force commands within the watchdog time. Its own safety layer, whatever the runner does:
 
 - watchdog: no command for ``watchdog`` s -> brake: hold the posture where it noticed, under its
   own PD gains, more damped (BRAKE_DAMPING), and gravity compensation (Status.WATCHDOG | HOLDING);
@@ -36,6 +38,7 @@ WATCHDOG = 0.05  # s without a command before the robot brakes (25 ticks at the 
 # at 0.2 rad/s is still, under 1 mrad/s, within 0.5 s, where its own damping rings on past 0.8 s:
 # tests/test_network_link.py)
 BRAKE_DAMPING = 3.0
+PEER_SECONDS = 1.0  # s a peer (a runner, a monitor saying HELLO) gets states after it was last heard
 REALTIME_PRIORITY = 50  # SCHED_FIFO priority of the robot's loop (as `episodic serve`'s realtime runner)
 _log = logging.getLogger("episodic.tools.robot_server")
 
@@ -66,7 +69,7 @@ class RobotServer:
         self.sock.bind((host, port))
         self.sock.setblocking(False)
         self.address: tuple[str, int] = self.sock.getsockname()
-        self.peer: tuple[str, int] | None = None  # where states go: whoever sent the last valid datagram
+        self.peers: dict[tuple[str, int], float] = {}  # where states go: who sent a valid datagram, and when last
         self._source: tuple[str, int] | None = None  # who sent the command in force
         self.counters = RobotCounters()
         self.status = Status.HOLDING
@@ -94,7 +97,7 @@ class RobotServer:
         self.plant.command(self._command(state.q, state.qd))
         self.plant.wait_tick()  # one control period of physics (unpaced)
         self.counters.held_ticks += self._in_force is None
-        self._send()
+        self._send(now)
         self._ticks += 1
 
     def _brake(self, q: np.ndarray, why: Status) -> None:
@@ -119,10 +122,13 @@ class RobotServer:
                 self.counters.bad += 1
                 events |= Status.BAD_DATAGRAM
                 continue
-            self.peer = peer
+            self.peers[peer] = now
             if d["kind"] == Kind.HELLO:
                 continue
             if peer != self._source:
+                if self._in_force is not None and now - self._last_command <= self.watchdog:
+                    events |= Status.OTHER_CONTROLLER  # its controller is alive: one controller at a time
+                    continue
                 self._source, newest, arrived = peer, None, 0
                 if self._in_force is not None:
                     self._brake(self.plant.read().q, Status(0))  # the old runner's command ends here
@@ -158,8 +164,11 @@ class RobotServer:
         zero = np.zeros(self.robot.n_dofs)
         return JointCommand(self._hold_q, zero, bias, self.robot.kp, BRAKE_DAMPING * self.robot.kd)
 
-    def _send(self) -> None:
-        if self.peer is None:
+    def _send(self, now: float) -> None:
+        """The state to every peer heard from within PEER_SECONDS."""
+        for peer in [p for p, heard in self.peers.items() if now - heard > PEER_SECONDS]:
+            del self.peers[peer]
+        if not self.peers:
             return
         d, out = self.plant.read(), self._out
         c = self._in_force if self._in_force is not None else self._refused
@@ -170,11 +179,13 @@ class RobotServer:
         act = self.scene.actuator
         out["kp"] = -self.plant.model.actuator_biasprm[act, 1]
         out["kd"] = -self.plant.model.actuator_biasprm[act, 2]
-        self.status &= ~Status.BAD_DATAGRAM  # reported once
-        try:
-            self.sock.sendto(out.tobytes(), self.peer)
-        except OSError:
-            pass  # the runner is gone or the link is down: the watchdog takes care of the robot
+        self.status &= ~(Status.BAD_DATAGRAM | Status.OTHER_CONTROLLER)  # reported once
+        data = out.tobytes()
+        for peer in self.peers:
+            try:
+                self.sock.sendto(data, peer)
+            except OSError:
+                pass  # the runner is gone or the link is down: the watchdog takes care of the robot
 
     # -- the loop ----------------------------------------------------------------------
     def serve(self) -> None:
