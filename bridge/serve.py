@@ -6,6 +6,7 @@ import gc
 import logging
 import signal
 from collections.abc import Callable
+from typing import Any
 
 import posix_ipc
 
@@ -35,7 +36,8 @@ def _realtime_priority(priority: int | None) -> None:
 
 def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.0, max_log_steps: int = 60_000,
           ready: Callable[[Endpoint], None] | None = None, batch: BatchEvaluator | None = None,
-          batch_sizes: tuple[int, int, int] | None = None, priority: int | None = None) -> None:
+          batch_sizes: tuple[int, int, int] | None = None, priority: int | None = None,
+          transport: Callable[[Runner], Any] | None = None) -> None:
     """Serve ``runner``'s episodes on ``channel`` until a terminating signal (STOP_SIGNALS); then
     the channel's objects are removed and the runner closed (an unfinished episode is kept with
     Flag.INTERRUPTED; paced motion stops at the next tick, a compiled blocking run before its
@@ -46,7 +48,9 @@ def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.
     the episodes of a batch command (None: batches are refused), ``batch_sizes`` are (max_batch,
     max_batch_commands, max_batch_values) of the channel's batch block (None: the defaults).
     A paced runner runs under SCHED_FIFO at ``priority`` (episodic.runtime.scheduling.SchedulingError
-    when not permitted), or when None at REALTIME_PRIORITY if permitted."""
+    when not permitted), or when None at REALTIME_PRIORITY if permitted. ``transport(runner)``, when
+    given, serves instead of the channel (an object with ``serve(stop)`` and ``close()``, e.g.
+    episodic.bridge.sl_shm.SLShm)."""
     stopping: list[int] = []
 
     def stop(sig: int, _frame) -> None:
@@ -63,7 +67,7 @@ def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.
             _realtime_priority(priority)
         try:
             endpoint = Endpoint(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps,
-                                batch=batch, batch_sizes=batch_sizes)
+                                batch=batch, batch_sizes=batch_sizes) if transport is None else transport(runner)
         except (OSError, posix_ipc.Error) as exc:  # e.g. /dev/shm full: a message, not a traceback
             runner.close()
             raise ChannelError(f"could not create channel '{channel}': {exc}") from None

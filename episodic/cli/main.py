@@ -625,10 +625,16 @@ def _channel_name(ctx, param, value: str) -> str:
 @click.option("--view", is_flag=True,
               help="Show the arm, the task's objects and the running episode in a window (MuJoCo's viewer; needs a "
                    "display and `pip install 'episodic[view]'`); the runner's numbers stay the same.")
+@click.option("--sl-shm", is_flag=True,
+              help="Serve SL's own SysV shared memory and semaphores instead of the channel, for a learner MEX "
+                   "built from SL's sources (needs the 'sl' extra: pip install 'episodic[sl]').")
+@click.option("--sl-keys", default=(100_000, 50_000), show_default=True, type=(int, int),
+              metavar="SEGMENTS SEMAPHORES",
+              help="--sl-shm: the first SysV keys of SL's three segments and of its semaphores.")
 def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path: str | None, overwrite: bool,
           seed: int, learner_timeout: float, max_log_steps: int, mode: str, priority: int | None, quiet: bool,
           threads: int, max_batch: int, max_batch_commands: int, max_batch_values: int, robot_at: str | None,
-          max_state_age: float, compress: bool, view: bool) -> None:
+          max_state_age: float, compress: bool, view: bool, sl_shm: bool, sl_keys: tuple[int, int]) -> None:
     """Serve episodes to a learner over a shared-memory channel until Ctrl-C, SIGTERM, SIGHUP or SIGQUIT.
 
     The channel name is 1 to 64 letters, digits, '_' or '-' (per user: two users may both serve
@@ -699,7 +705,8 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
             if warning:
                 click.echo(warning, err=True)
         how = "" if priority is None else f", {scheduling.summary()}"
-        click.echo(f"serving task {task} on robot {robot}, {mode} mode{how}, channel '{channel}' "
+        where = f"SL's SysV keys {sl_keys[0]} and {sl_keys[1]}" if sl_shm else f"channel '{channel}'"
+        click.echo(f"serving task {task} on robot {robot}, {mode} mode{how}, {where} "
                    f"(pid {os.getpid()}){f', log {log_path}' if log_path else ''}; stop with Ctrl-C")
 
     try:
@@ -720,7 +727,8 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
         with _live_view(runner, f"{task} on {robot}, {mode}") if view else contextlib.nullcontext():
             run_serve(runner, channel, learner_timeout=learner_timeout, max_log_steps=max_log_steps, ready=ready,
                       batch=batch if mode == "blocking" else None,
-                      batch_sizes=(max_batch, max_batch_commands, max_batch_values), priority=priority)
+                      batch_sizes=(max_batch, max_batch_commands, max_batch_values), priority=priority,
+                      transport=_sl_transport(sl_keys) if sl_shm else None)
     except (TaskError, RobotError, LogError, ValueError, RuntimeError, ConnectionError) as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -756,6 +764,15 @@ def robot_server(robot: str, task: str, params: tuple[str, ...], host: str, port
         run(scene, host, port, watchdog, priority, announce=lambda line: click.echo(line))
     except (TaskError, RobotError, OSError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _sl_transport(keys: tuple[int, int]):
+    """`serve --sl-shm`: SL's SysV transport on SL's numbering from ``keys`` (episodic.bridge.sl_shm)."""
+    try:
+        from episodic.bridge.sl_shm import SLKeys, SLShm
+    except ImportError as exc:
+        raise click.ClickException(f"--sl-shm needs sysv_ipc ({exc}): pip install 'episodic[sl]'") from None
+    return lambda runner: SLShm(runner, SLKeys.numbered(*keys))
 
 
 def _realtime_scheduling(priority: int):
