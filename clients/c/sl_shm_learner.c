@@ -2,13 +2,14 @@
  * sl_shm_learner.c: a learner that speaks SL's SysV layout (the IAS lab's SL bridge, as
  * `episodic serve --sl-shm` exposes it; bridge/sl_shm.py), written from SL's conventions alone:
  * the three segments as SL's C structs, the command and reply semaphores, the three mutexes. It
- * runs two reach episodes as a learner written for SL does, and saves what it got.
+ * sends what a runner must refuse (a NaN, a motion after its episode ended), then two reach
+ * episodes as a learner written for SL does, and saves what it got (tests/test_sl_shm.py).
  *
- *     cc -std=c99 -O2 -o sl_shm_learner clients/c/sl_shm_learner.c
+ *     make -C clients/c sl       (or: cc -std=c99 -O2 -o sl_shm_learner clients/c/sl_shm_learner.c -lm)
  *     sl_shm_learner Q_FILE OUT_DIR [SEGMENT_KEY SEMAPHORE_KEY]     (keys: SL's 100000 50000)
  *
  * Q_FILE: the motion, rows x 7 float64 (row-major). OUT_DIR receives replies.bin (the 20 first
- * state values of each reply, with its flag) and steps.bin (episode 1's motion steps: joints,
+ * state values of each reply, with its flag) and steps.bin (the first whole episode's motion steps: joints,
  * jointsVel, jointsAcc, jointsDes, jointsVelDes, jointsAccDes, torque (7 each), cart (7), state
  * (9), commandIdx, stepInTrajectory per step).
  */

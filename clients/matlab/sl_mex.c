@@ -1,8 +1,8 @@
 /*
  * sl_mex.c: SL's Matlab/Octave interface (the IAS lab's SLSendTrajectoryMex, SLGetEpisodeMex and
  * SLGetInfoMex) over an episodic channel, so that learners written for SL run unchanged against
- * `episodic serve`. One source, built three times under SL's names (episodic_build.m, or
- * `make -C clients/c sl-mex`); the function's name (mexFunctionName) says which it is:
+ * `episodic serve`. One source, built three times under SL's names (episodic_build.m); the
+ * function's name (mexFunctionName) says which it is:
  *
  *     [state, flag, reply] = SLSendTrajectoryMex(commandIdx, maxCommands, waitTime, trajectory, stateBuffer, timeOut)
  *     [joints, jointsVel, jointsAcc, jointsDes, jointsVelDes, jointsAccDes, torque, cart, states, commandIdx,
