@@ -31,7 +31,7 @@ def sim() -> Simulation:
 
 def test_the_go_to_start_ends_close_and_slow_and_is_handed_over_in_one_piece(sim):
     got: list[StepRecord] = []
-    go_to_start(sim, ROBOT, TARGET, GAINS, NONE_PASSIVE, None, got.append)
+    go_to_start(sim, sim.scene, TARGET, GAINS, NONE_PASSIVE, None, got.append)
     (record,) = got
     goto = ROBOT.goto
     assert np.max(np.abs(sim.q - TARGET)) < goto.tolerance_q and np.max(np.abs(sim.qd)) < goto.tolerance_qd
@@ -45,7 +45,7 @@ def test_a_passive_joint_is_neither_moved_nor_waited_for(sim):
     passive = NONE_PASSIVE.copy()
     passive[2] = True
     got: list[StepRecord] = []
-    go_to_start(sim, ROBOT, TARGET, GAINS.with_passive(passive), passive, None, got.append)
+    go_to_start(sim, sim.scene, TARGET, GAINS.with_passive(passive), passive, None, got.append)
     (record,) = got
     moving = len(record) - np.sum(np.all(record.desired.q == TARGET, axis=1))  # the move, before the holds
     assert moving > 0
@@ -55,7 +55,7 @@ def test_a_passive_joint_is_neither_moved_nor_waited_for(sim):
 def test_at_the_target_already_only_the_check_runs(sim):
     sim.reset(TARGET)
     got: list[StepRecord] = []
-    go_to_start(sim, ROBOT, TARGET, GAINS, NONE_PASSIVE, None, got.append)
+    go_to_start(sim, sim.scene, TARGET, GAINS, NONE_PASSIVE, None, got.append)
     assert got == []  # at rest there: no move, no hold
 
 
@@ -63,7 +63,7 @@ def test_an_interruption_ends_a_paced_go_to_start_at_the_next_tick():
     sim = Simulation(build_scene(ROBOT, make_task("reach")), Pacer(ROBOT.control_dt))
     sim.reset(ROBOT.home)
     got: list[StepRecord] = []
-    go_to_start(sim, ROBOT, TARGET, GAINS, NONE_PASSIVE, lambda: True, got.append)
+    go_to_start(sim, sim.scene, TARGET, GAINS, NONE_PASSIVE, lambda: True, got.append)
     (record,) = got
     assert len(record) == 1
 
@@ -71,7 +71,7 @@ def test_an_interruption_ends_a_paced_go_to_start_at_the_next_tick():
 def test_the_exact_start_is_at_rest_exactly_at_the_target_and_the_log_ends_at_it(sim):
     got: list[StepRecord] = []
     sim.data.time = 12.5  # as if earlier episodes ran
-    go_to_start(sim, ROBOT, TARGET, GAINS, NONE_PASSIVE, None, got.append)
+    go_to_start(sim, sim.scene, TARGET, GAINS, NONE_PASSIVE, None, got.append)
     reached, end = sim.get_state(), sim.data.time
     blocks = [{"time": got[0].state[:-1, 0]}]
     settled = restart_exactly(sim, TARGET, GAINS, blocks)

@@ -16,6 +16,7 @@ from episodic.interface.vocabulary import Flag, MachineState
 from episodic.logs import read_episodes
 from episodic.runtime.backend import MujocoDriver
 from episodic.runtime.runner import Runner
+from episodic.runtime.start import carried_sag
 from episodic.tasks import make_task
 from episodic.tools.replay import replay
 from tests.test_history import before, reference
@@ -91,3 +92,30 @@ def test_a_driven_robot_still_runs_its_go_to_start():
         reply = r.send(StartCommand(1, 1, posture=r.robot.clamp(r.robot.home + 0.3)))
         r.send(StartCommand(2, 1))  # ends the first
         assert reply.n_steps > 100 and r.episodes[0].goto_start == "ran"
+
+
+def test_the_sag_under_a_hanging_ball_is_allowed_and_nothing_else():
+    """ball_in_cup's hanging ball and string pull j6 about 3 mrad from the posture under the WAM's
+    gains (more than its 2 mrad tolerance_q); reach's arm carries nothing."""
+    for task, least, most in (("ball_in_cup", 2.5e-3, 3.5e-3), ("reach", 0.0, 1e-12)):
+        with Runner(make_task(task)) as r:
+            r.send(StartCommand(1, 1))  # the exact start: the ball hangs still
+            sag = carried_sag(r.scene, r.sim.get_state(), r.machine.default_gains())
+            assert least <= sag[5] <= most and np.all(np.delete(sag, 5) < 1.1e-3), sag
+
+
+@pytest.mark.slow
+def test_a_go_to_start_under_a_hanging_ball_settles_and_one_logged_before_replays_as_it_ran(tmp_path):
+    """The simulated go-to-start to ball_in_cup's posture ends once the arm rests (it held for the
+    whole settle_time before, the sag never within tolerance_q); a log written before (the whole
+    settle, no goto_start) replays as it ran."""
+    steps = {}
+    for allow in (True, False):
+        with Runner(make_task("ball_in_cup"), log=tmp_path / f"{allow}.h5") as r:
+            r.machine.skip_goto_start, r.machine.allow_carried_sag = False, allow
+            steps[allow] = r.send(StartCommand(1, 1)).n_steps
+    settle = int(round(r.robot.goto.settle_time * r.robot.control_rate))
+    assert steps[True] < steps[False] - settle // 2 and steps[False] > settle
+    with h5py.File(tmp_path / "False.h5", "r+") as f:
+        del f["episodes/000000"].attrs["goto_start"]
+    assert replay(tmp_path / "False.h5").identical and replay(tmp_path / "True.h5").identical

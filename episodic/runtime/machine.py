@@ -133,6 +133,9 @@ class EpisodeMachine:
         # where the exact start follows, do not simulate GOTO_START (episodic.runtime.start.start_exactly;
         # the episode's goto_start records it, and a replay of an episode whose go-to-start ran runs it)
         self.skip_goto_start = True
+        # "close" allows the static sag under what the arm carries (episodic.runtime.start.carried_sag);
+        # a replay of a log written before it (no goto_start) waits as that run did
+        self.allow_carried_sag = True
         # whether the task has its own segment_end (else a paced segment does not ask it each tick)
         self._ends_segments = type(task).segment_end is not Task.segment_end
         self.settled_state: np.ndarray | None = None  # where the last go-to-start really ended (None: skipped)
@@ -332,9 +335,9 @@ class EpisodeMachine:
             self._hold_q = target.copy()
         else:
             paced = self.sim.pacer is not None
-            go_to_start(self.sim, self.robot, target, self._gains, self.clock.passive,
+            go_to_start(self.sim, self.scene, target, self._gains, self.clock.passive,
                         (lambda: self._stopping() is not None) if paced else None,
-                        lambda record: self._record(record, 0))
+                        lambda record: self._record(record, 0), self.allow_carried_sag)
             self._hold_q = target.copy()
             stopped = self._stopping() if paced else None
             if stopped is not None:

@@ -125,13 +125,15 @@ def replay_commands(runner: Runner, ep: StoredEpisode) -> list[EpisodeBuffer]:
     in a batch (attribute batch >= 0) ran as the first episode of a fresh runner (episodic.tools.batch),
     so it is replayed as that: after ``runner.start_afresh()``, as episode 0. Its go-to-start is
     simulated or skipped as it was (attribute goto_start; absent, in a log written before the skip:
-    simulated, episodic.runtime.start)."""
+    simulated, waiting as it did then, without the carried load's allowance: episodic.runtime.start)."""
     commands = (command_from_record(attrs, arrays) for attrs, arrays in ep.commands)
     number = int(ep.name)
     if ep.attrs.get("batch", -1) >= 0:
         runner.start_afresh()
         number = 0
-    runner.machine.skip_goto_start = ep.attrs.get("goto_start", "ran") == "skipped"
+    recorded = ep.attrs.get("goto_start")
+    runner.machine.skip_goto_start = recorded == "skipped"
+    runner.machine.allow_carried_sag = recorded is not None
     return runner.replay_episode(number, ep.initial_state, commands, Flag(ep.attrs["flag"]))
 
 
