@@ -267,7 +267,7 @@ def watch(log: str, once: bool, interval: float, window: int) -> None:
         raise click.ClickException(str(exc)) from None
 
 
-def _size(n_bytes: int, episodes: int, storage: str) -> str:
+def _log_size(n_bytes: int, episodes: int, storage: str) -> str:
     """A log's size for `info`: in all, per episode, and how its datasets are stored."""
     each = f", {n_bytes / episodes / 1e6:.3f} MB per episode" if episodes else ""
     return f"{n_bytes / 1e6:.2f} MB{each}, stored {storage}"
@@ -326,7 +326,7 @@ def info(log: str) -> None:
         ("control rate", f"{rate:g} Hz" if isinstance(rate, (int, float)) else "?"),
         ("versions", _format_value(meta.get("versions", {}))),
         ("episodes", meta.get("n_episodes", 0)),
-        ("size", _size(path.stat().st_size, int(meta.get("n_episodes", 0) or 0), storage)),
+        ("size", _log_size(path.stat().st_size, int(meta.get("n_episodes", 0) or 0), storage)),
     ]
     width = max(len(k) for k, _ in fields)
     for key, value in fields:
