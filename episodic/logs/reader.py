@@ -101,18 +101,21 @@ def open_log(path: str | Path, wait: float = LIVE_WAIT) -> h5py.File:
     """``h5py.File(path, "r")``, waiting up to ``wait`` s while the log's writer has the file
     open (HDF5 then refuses readers with errno 11: BlockingIOError after the wait); any other
     error as h5py raises it. Close it soon: the writer waits while a reader holds the file."""
-    return _waiting(lambda: h5py.File(path, "r"), wait)
+    return _waiting(path, lambda: h5py.File(path, "r"), wait)
 
 
-def _waiting(opener: Callable[[], h5py.File], wait: float) -> h5py.File:
+def _waiting(path: str | Path, opener: Callable[[], h5py.File], wait: float) -> h5py.File:
     """``opener()``, tried again every READ_POLL s for up to ``wait`` s while it fails because a
-    writer holds the file (a BlockingIOError, or an error raised on one)."""
+    writer holds the file at ``path``: a BlockingIOError (or an error raised on one), or, while
+    a runner writes it, "truncated file": HDF5 takes a file's size before its lock, so an open
+    that waited for the writer's lock may find the file grown since."""
     deadline = time.monotonic() + wait
     while True:
         try:
             return opener()
-        except (BlockingIOError, HostileFileError) as exc:
-            busy = isinstance(exc, BlockingIOError) or isinstance(exc.__context__, BlockingIOError)
+        except (OSError, HostileFileError) as exc:
+            cause = exc.__context__ if isinstance(exc, HostileFileError) else exc  # open_hdf5's, raised on h5py's
+            busy = isinstance(cause, BlockingIOError) or ("truncated file" in str(exc) and being_written(path))
             if not busy or time.monotonic() >= deadline:
                 raise
         time.sleep(READ_POLL)
@@ -124,7 +127,7 @@ def _open_read(path: str | Path) -> h5py.File:
     HDF5's adaptive cache otherwise grows while a reader visits episode after episode (by about
     150 kB per episode), so reading a long log would take memory in proportion to it. What is
     not a regular HDF5 file is refused (episodic.interface.files.HostileFileError, a ValueError)."""
-    f = _waiting(lambda: open_hdf5(path), LIVE_WAIT)
+    f = _waiting(path, lambda: open_hdf5(path), LIVE_WAIT)
     fix_metadata_cache(f, METADATA_CACHE)
     return f
 
