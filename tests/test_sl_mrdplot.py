@@ -1,6 +1,7 @@
 """MRDPLOT as SL writes and reads it: a header whose frequency runs into the first name, as SL's
 Matlab writer leaves it; trajectory files with SL's joint names (the WAM's R_SFE ... R_WAA from
-robot.toml); names and units longer than SL's readers hold are refused."""
+robot.toml), whose feedforward torques (<joint>_uff) are refused rather than dropped unless 0;
+names and units longer than SL's readers hold are refused."""
 from __future__ import annotations
 
 import struct
@@ -43,6 +44,9 @@ def test_a_trajectory_file_with_sl_s_joint_names_is_read_for_the_wam(tmp_path):
     assert command.q.tobytes() == q.astype(np.float32).astype(float).tobytes()
     with pytest.raises(MrdplotError, match="no position column for joint j1, j2, j3, j4, j5, j6 of robot puma560"):
         trajectory_from_mrdplot(path, "puma560")  # six joints named j1..j6 and no SL names
+    torques = np.hstack([q, np.full_like(q, 0.5)]).astype(np.float32)
+    with pytest.raises(MrdplotError, match="R_SFE_uff ... columns hold feedforward torques"):
+        trajectory_from_mrdplot(matlab_file(tmp_path / "uff", names, ["rad"] * 7 + ["Nm"] * 7, 500, torques), wam)
     mixed = matlab_file(tmp_path / "mixed", ["j1_th", *[f"{j}_th" for j in SL_JOINTS[1:]]], ["rad"] * 7, 500,
                         q.astype(np.float32))
     with pytest.raises(MrdplotError, match=r"no position column for joint j2.*or SL's names R_SFE, R_SAA"):

@@ -35,8 +35,11 @@ or by its SL names (one naming for all joints); a joint's positions are the colu
 ``<joint>_des_th`` when every joint has one (a recorded data file holds the desired motion
 there and the measured one in ``_th``: the commanded motion is what is meant to run again),
 otherwise ``<joint>_th`` (how SL's trajectory-task files name the desired positions);
-velocities and accelerations come from ``_des_thd``/``_des_thdd`` (or ``_thd``/``_thdd``)
-when the file has them for every joint and are otherwise left to the runner. Rows are
+``<joint>_uff`` beside ``_th`` (SL's trajectory task adds it as feedforward torque) must be 0 or
+absent: a trajectory command carries no torques, so a file that needs them is refused rather than
+run without them (beside ``_des_th``, as `episodic export` writes it, ``_uff`` is the feedforward the
+runner computed, and is not read); velocities and accelerations come from ``_des_thd``/``_des_thdd``
+(or ``_thd``/``_thdd``) when the file has them for every joint and are otherwise left to the runner. Rows are
 samples at the header's frequency (a ``time`` column, if any, is not used); at another
 frequency than the robot's control rate they are resampled to it with
 :func:`episodic.interface.trajectory.resample` (scipy's cubic spline, Hermite when velocities are
@@ -296,6 +299,12 @@ def trajectory_from_mrdplot(path: str | Path, robot: Robot | str, *, episode_id:
 
     q, qd, qdd = (block(s) for s in family)
     assert q is not None  # family was chosen for having every joint's position column
+    uff = block("uff") if family == TRAJECTORY_FAMILIES[1] else None  # SL's trajectory task adds these
+    if uff is not None and uff.any():
+        raise MrdplotError(f"{path}: the {joints[0]}_uff ... columns hold feedforward torques, which SL's trajectory "
+                           f"task adds and a trajectory command cannot carry (the runner computes its own "
+                           f"feedforward: robot.toml [gains] feedforward, or a gain set's mode); zero them or leave "
+                           f"them out")
     if qdd is not None and qd is None:
         raise MrdplotError(f"{path}: has accelerations ({joints[0]}_{family[2]} ...) but no velocities "
                            f"({joints[0]}_{family[1]} ...); a trajectory gives velocities with accelerations")
