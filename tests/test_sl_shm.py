@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -35,31 +36,49 @@ def native_commands(q: np.ndarray, bad: np.ndarray) -> list:
             StartCommand(3, 2, context=CONTEXT), TrajectoryCommand(3, 1, 2, q), ResetCommand(3)]
 
 
-def test_a_c_learner_speaking_sl_s_sysv_layout_runs_as_the_native_commands(tmp_path):
+@pytest.fixture(scope="module")
+def learner(tmp_path_factory) -> Path:
     if shutil.which("cc") is None:
         pytest.skip("no C compiler (cc)")
-    learner = tmp_path / "sl_shm_learner"
+    program = tmp_path_factory.mktemp("sl") / "sl_shm_learner"
     source = ROOT / "clients" / "c" / "sl_shm_learner.c"
-    build = subprocess.run(["cc", "-std=c99", "-O2", "-o", str(learner), str(source), "-lm"], capture_output=True,
+    build = subprocess.run(["cc", "-std=c99", "-O2", "-o", str(program), str(source), "-lm"], capture_output=True,
                            text=True, timeout=120)
     assert build.returncode == 0, build.stderr
-    q = wave(HOME)
-    bad = q[:2].copy()
-    bad[0, 3] = np.nan
-    np.ascontiguousarray(q, dtype="<f8").tofile(tmp_path / "q.bin")
-    keys = SLKeys.numbered(0x5100_0000 + os.getpid() % 100_000 * 8, 0x5200_0000 + os.getpid() % 100_000 * 8)
+    return program
 
-    with Served(channel_name(), tmp_path / "sl.h5", "--sl-shm", "--sl-keys", str(keys.state), str(keys.command)) as s:
+
+def run_learner(learner: Path, folder: Path, keys: SLKeys, *args: str) -> np.ndarray:
+    """sl_shm_learner against a runner served on ``keys``; its replies (8 x 21)."""
+    q = wave(HOME)
+    np.ascontiguousarray(q, dtype="<f8").tofile(folder / "q.bin")
+    with Served(channel_name(), folder / "sl.h5", "--sl-shm", "--sl-keys", str(keys.state), str(keys.command),
+                *args) as s:
         assert "SL's SysV keys" in s.banner
-        out = subprocess.run([str(learner), str(tmp_path / "q.bin"), str(tmp_path), str(keys.state), str(keys.command)],
+        out = subprocess.run([str(learner), str(folder / "q.bin"), str(folder), str(keys.state), str(keys.command)],
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
-        with Runner(make_task("reach")) as other, pytest.raises(ChannelError, match="another runner serves these keys"):
-            SLShm(other, keys)  # a second runner on the same keys
+        if not args:
+            with Runner(make_task("reach")) as other, pytest.raises(ChannelError, match="another runner serves"):
+                SLShm(other, keys)  # a second runner on the same keys
         assert s.stop() == 0
     for key in (keys.state, keys.trajectory, keys.steps):  # removed at exit
         with pytest.raises(sysv_ipc.ExistentialError):
             sysv_ipc.SharedMemory(key)
+    return np.fromfile(folder / "replies.bin").reshape(8, 21)
+
+
+def own_keys(offset: int) -> SLKeys:
+    """Keys no other test process uses."""
+    return SLKeys.numbered(0x5100_0000 + os.getpid() % 100_000 * 16 + offset,
+                           0x5200_0000 + os.getpid() % 100_000 * 16 + offset)
+
+
+def test_a_c_learner_speaking_sl_s_sysv_layout_runs_as_the_native_commands(learner, tmp_path):
+    q = wave(HOME)
+    bad = q[:2].copy()
+    bad[0, 3] = np.nan
+    replies = run_learner(learner, tmp_path, own_keys(0))
 
     with Runner(make_task("reach"), log=tmp_path / "native.h5") as runner:
         native = [runner.send(c) for c in native_commands(q, bad)]
@@ -73,7 +92,6 @@ def test_a_c_learner_speaking_sl_s_sysv_layout_runs_as_the_native_commands(tmp_p
         assert (ours.attrs["return"], ours.attrs["flag"]) == (theirs.attrs["return"], theirs.attrs["flag"])
 
     # episode_state: flag 1 (answered), state[0] the command's reward, then the task state
-    replies = np.fromfile(tmp_path / "replies.bin").reshape(8, 21)
     assert list(replies[:, 20]) == [1] * 8
     assert replies[:, 0].tobytes() == np.array([r.reward for r in native]).tobytes()
     assert replies[:, 1:5].tobytes() == np.array([r.state for r in native]).tobytes()
@@ -91,3 +109,9 @@ def test_a_c_learner_speaking_sl_s_sysv_layout_runs_as_the_native_commands(tmp_p
     assert rows[:, 62:65].tobytes() == steps["task_state"][motion][:, :3].astype(float).tobytes()  # the target
     assert list(rows[:, 65]) == list(steps["index"][motion] + 1)  # SL's command index: the start is 1
     assert list(rows[:, 66]) == list(steps["step"][motion] + 1)
+
+
+def test_a_realtime_runner_answers_sl_s_learner(learner, tmp_path):
+    replies = run_learner(learner, tmp_path, own_keys(8), "--mode", "realtime")
+    assert list(replies[:, 20]) == [1] * 8  # every command answered, the robot held between them
+    assert list(replies[[0, 3, 5], 1]) == [0.5] * 3 and np.isfinite(replies[[4, 6, 7], 0]).all()
