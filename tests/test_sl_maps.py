@@ -90,3 +90,14 @@ def test_a_runner_taking_sl_layout_starts_the_ball_where_sl_puts_it_and_runs_sl_
         assert done.flag == Flag.OK and done.n_steps == 5000 and abs(done.state[0]) < 0.01
         refused = runner.send(StartCommand(2, 1, context=padded(0.1, -0.05, 1.0)))
         assert refused.flag == Flag.INVALID_PAYLOAD and "SL start value 3 is 1" in refused.message
+
+
+@pytest.mark.slow  # three scenes built
+@pytest.mark.parametrize("name,values", [("tetherball", (1.0, 0.3, 1.6)), ("casting", (0.6, 0.2)),
+                                         ("beer_pong", (1.5, 0.1))])
+def test_sl_s_start_values_put_the_cup_or_target_where_sl_means(name, values):
+    with SLRunner(make_task(name), "wam") as runner:
+        reply = runner.send(StartCommand(1, 1, context=padded(*values)))
+        assert reply.flag == Flag.OK, reply.message
+        rows = sl_states(task_class(name).sl, runner.state_names)[6:6 + len(values)]  # SL's cup or target rows
+        assert [reply.state[r] for r in rows] == list(values)
