@@ -73,7 +73,7 @@ class Status(enum.IntFlag):
     VELOCITY_LIMIT = 8      # a joint moved faster than its limit: braked and holding
     COMMAND_REFUSED = 16    # a command while holding was farther than max_start_jump from the posture held
     BAD_DATAGRAM = 32       # a datagram since the last state was malformed (wrong size, version, kind, n_dofs, values)
-    OTHER_CONTROLLER = 64   # a command since the last state came from another address than the live controller's: ignored
+    OTHER_CONTROLLER = 64   # a command came from another address than the live controller's: ignored
 
 
 def datagram_dtype(n_dofs: int) -> np.dtype:

@@ -46,7 +46,7 @@ from episodic.runtime.link import (
 from episodic.tools.relay import Faults
 from episodic.tools.served import ServedRunner, fresh_channel
 
-READY_TIMEOUT = 30.0  # s to wait for a process's first line
+READY_TIMEOUT = 60.0  # s to wait for a process's first line (as episodic.tools.served)
 MOVE_SECONDS = 0.5    # s
 HOLD_SECONDS = 0.1    # s
 OFFSET = 0.15         # rad on every joint (stays well inside the WAM's range from the reach start)
@@ -233,7 +233,7 @@ def probe(at: str, seconds: float) -> list[np.void]:
     dtype = datagram_dtype(N_DOFS)
     hello = np.zeros((), dtype)
     hello["version"], hello["kind"], hello["n_dofs"] = VERSION, Kind.HELLO, N_DOFS
-    states = []
+    states: list[np.void] = []
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.connect((host, port))
         sock.settimeout(HELLO_PERIOD)
