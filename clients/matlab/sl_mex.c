@@ -208,8 +208,9 @@ static void send_trajectory(int nlhs, mxArray *plhs[], int nrhs, const mxArray *
             controller = rows == 1;
             if (controller) {
                 zeros = mxCalloc((size_t)n_dofs, sizeof(double));
+                /* always SL's 10 values ([] too): the runner then runs it on the robot's own joint gains */
                 rc = ep_send_gains(c, index - 1, sl_max - 1, zeros, zeros, NULL, EP_FF_GRAVITY_COMPENSATION,
-                                   buffer, n_buffer, wait_time, &reply);
+                                   buffer, SL_CONTEXT, wait_time, &reply);
             } else {
                 const double *m = real_doubles(trajectory, who, "trajectory");
                 q = mxMalloc(sizeof(double) * rows * (size_t)n_dofs);
