@@ -1,6 +1,6 @@
 """Which filter compact logs use, and what `--compress` costs a runner.
 
-    python benchmarks/log_compression.py [--bic LOG] [--episodes 10] [--rounds 3] [--part filters|runner]
+    python benchmarks/log_compression.py [--bic LOG] [--episodes 10] [--rounds 3] [--part filters|runner|tasks]
 
 1. Filters: the datasets of ``--episodes`` episodes of a ball-in-a-cup log (``--bic``; default a
    fresh one of the reference swing) and of a reach log (made here: three 1 s wave segments per
@@ -10,7 +10,10 @@
    time per episode (process time, median of the rounds) and the time to read every dataset back.
 2. The runner: blocking Runners with a log, compression off and on (EPISODIC_LOG_FILTER=gzip)
    alternately, ``--rounds`` times, run the same reach and ball-in-a-cup episodes; printed: wall
-   time per episode of each and the ratio on/off per round (one run: the same machine load).
+   and CPU time (the process's, all threads: steadier on a shared machine) per episode of each
+   and the ratio on/off per round (one run: the same machine load).
+3. Every task: ``--episodes`` episodes of its scripted reference on the WAM, logged plain, then
+   compacted with gzip and with Blosc (`episodic compact`); printed: bytes per episode of each.
 """
 from __future__ import annotations
 
@@ -145,28 +148,52 @@ def filters(logs: dict[str, Path], n: int, rounds: int, folder: Path) -> None:
 def runner_speed(n: int, rounds: int, folder: Path) -> None:
     print(f"\nrunner, blocking, {n} episodes per task and round; EPISODIC_LOG_FILTER off / gzip")
     for task, episode in (("reach", reach_episode), ("ball_in_cup", bic_episode)):
-        ratios, per = [], {"off": [], "on": []}
+        ratios, cpu_ratios, per = [], [], {"off": [], "on": []}
         for _ in range(rounds):
-            seconds = {}
+            seconds, cpu = {}, {}
             for state in ("off", "on"):
                 if state == "on":
                     os.environ[ENV] = "gzip"
                 else:
                     os.environ.pop(ENV, None)
                 path = folder / f"{task}_{state}.h5"
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 with Runner(make_task(task), log=path, seed=0, keep_episodes=False, overwrite=True) as runner:
                     for i in range(n):
                         episode(runner, i + 1)
                 seconds[state] = time.perf_counter() - start
+                cpu[state] = time.process_time() - start_cpu
                 per[state].append(seconds[state] / n)
                 size = path.stat().st_size / n
-                print(f"  {task} {state}: {1e3 * seconds[state] / n:.1f} ms/episode, {size / 1e3:.1f} kB/episode")
+                print(f"  {task} {state}: {1e3 * seconds[state] / n:.1f} ms/episode wall, "
+                      f"{1e3 * cpu[state] / n:.1f} ms CPU, {size / 1e3:.1f} kB/episode")
             ratios.append(seconds["on"] / seconds["off"])
+            cpu_ratios.append(cpu["on"] / cpu["off"])
         os.environ.pop(ENV, None)
         print(f"{task}: ms/episode off {1e3 * statistics.median(per['off']):.1f}, on "
-              f"{1e3 * statistics.median(per['on']):.1f}; on/off per round {', '.join(f'{r:.3f}' for r in ratios)} "
-              f"(median {statistics.median(ratios):.3f})")
+              f"{1e3 * statistics.median(per['on']):.1f}; on/off per round, wall "
+              f"{', '.join(f'{r:.3f}' for r in ratios)} (median {statistics.median(ratios):.3f}), CPU "
+              f"{', '.join(f'{r:.3f}' for r in cpu_ratios)} (median {statistics.median(cpu_ratios):.3f})")
+
+
+def task_sizes(n: int, folder: Path) -> None:
+    from episodic.tasks import TASKS, reference_commands
+    from episodic.tools.compact import compact
+
+    names = ["gzip"] + (["blosc"] if FILTERS["blosc"].available() else [])
+    print(f"\nsize per episode of each task's reference ({n} episodes): plain, {', '.join(names)}")
+    for name, cls in TASKS.items():
+        if cls.reference is None:
+            continue
+        path = folder / f"{name}.h5"
+        with Runner(make_task(name), log=path, seed=0, keep_episodes=False, overwrite=True) as runner:
+            for i in range(n):
+                for command in reference_commands(cls)(runner.robot, i + 1):
+                    runner.send(command)
+        sizes = [path.stat().st_size] + [compact(path, folder / f"{name}_{f}.h5", f, overwrite=True).bytes_after
+                                         for f in names]
+        print(f"{name:16} " + "  ".join(f"{size / n / 1e3:9.1f} kB" + (f" ({sizes[0] / size:.2f}x)" if k else "")
+                                        for k, size in enumerate(sizes)))
 
 
 def main() -> None:
@@ -174,16 +201,18 @@ def main() -> None:
     parser.add_argument("--bic", type=Path, default=None, help="a ball-in-a-cup log (default: made here)")
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--part", choices=("filters", "runner"), default=None, help="only this part")
+    parser.add_argument("--part", choices=("filters", "runner", "tasks"), default=None, help="only this part")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        if args.part != "runner":
+        if args.part in (None, "filters"):
             logs = {"ball_in_cup": args.bic or make_log(folder / "bic.h5", "ball_in_cup", args.episodes),
                     "reach": make_log(folder / "reach.h5", "reach", args.episodes)}
             filters(logs, args.episodes, args.rounds, folder)
-        if args.part != "filters":
+        if args.part in (None, "runner"):
             runner_speed(args.episodes, args.rounds, folder)
+        if args.part in (None, "tasks"):
+            task_sizes(args.episodes, folder)
 
 
 if __name__ == "__main__":
