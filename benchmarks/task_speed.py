@@ -1,10 +1,15 @@
 """Simulation speed of each benchmark task, and what closing the loop costs.
 
-    python benchmarks/task_speed.py [--repeats 5] [--only closed-loop|tasks]
+    python benchmarks/task_speed.py [--repeats 5] [--only closed-loop|tasks|air]
 
 Tasks: each task's scripted reference episode (examples/<task>_reference.py) run in-process by a
 blocking Runner, median of repeats: steps/s, the real-time factor (simulated s per wall-clock
 s), the episode's return and whether it succeeded.
+
+Air before and after (issue 33): every task with air, its reference episode on MuJoCo's own air
+(``air=implicit``, the physics before) and on the explicit air (``air=explicit``, the default),
+alternating repeat by repeat: episodes/s of each (median over repeats, the commands after the
+start timed, logging included), their ratio, and each one's return and success.
 
 Closed loop against open loop (goal: closed loop at >= 75 % of the open loop's steps/s). For each
 task with a feedback law and a reference: the reference's motion (its commands after the start)
@@ -149,11 +154,43 @@ def task_speeds(repeats: int) -> None:
               f"{episode.episode_return:>10.4g} {'yes' if episode.success else 'no'}")
 
 
+def air_before_after(repeats: int) -> None:
+    print(f"air before (implicit) and after (explicit): reference episodes/s, medians of {repeats} interleaved")
+    print(f"{'task':<16} {'before ep/s':>11} {'after ep/s':>10} {'ratio':>6}  {'return before':>13} "
+          f"{'return after':>12}  success")
+    modes = ("implicit", "explicit")
+    for name, cls in TASKS.items():
+        make = reference(name)
+        if make is None or "air" not in cls.declared():
+            continue
+        walls: dict[str, list[float]] = {mode: [] for mode in modes}
+        episodes = {}
+        for _ in range(repeats):  # the two alternate, so that a load on the machine hits both
+            for mode in modes:
+                with Runner(make_task(name, {"air": mode})) as runner:
+                    commands = make(runner.robot, episode_id=1)
+                    runner.send(commands[0])
+                    began = time.perf_counter()
+                    for command in commands[1:]:
+                        runner.send(command)
+                    walls[mode].append(time.perf_counter() - began)
+                    (episodes[mode],) = runner.episodes
+        rate = {mode: 1.0 / float(np.median(walls[mode])) for mode in modes}
+        before, after = episodes["implicit"], episodes["explicit"]
+        ratio = rate["explicit"] / rate["implicit"]
+        print(f"{name:<16} {rate['implicit']:>11.2f} {rate['explicit']:>10.2f} {ratio:>5.2f}x  "
+              f"{before.episode_return:>13.5g} {after.episode_return:>12.5g}  "
+              f"{'yes' if before.success else 'no'} -> {'yes' if after.success else 'no'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--only", choices=("tasks", "closed-loop"), help="run one of the two parts")
+    parser.add_argument("--only", choices=("tasks", "closed-loop", "air"), help="run one of the three parts")
     args = parser.parse_args()
+    if args.only == "air":
+        air_before_after(args.repeats)
+        return
     if args.only != "closed-loop":
         task_speeds(args.repeats)
     if args.only != "tasks":

@@ -187,22 +187,30 @@ def throw_miss(robot: Robot, task, cup, velocity, point=RELEASE_POINT, scene=Non
     return float("nan")
 
 
-def plan_release_speed(robot: Robot, task, cup, point=RELEASE_POINT, tolerance: float = 0.002) -> tuple:
+def plan_release_speed(robot: Robot, task, cup, point=RELEASE_POINT, tolerance: float = 0.002,
+                       jump: float = 0.01) -> tuple:
     """The release velocity (toward the cup, up) m/s whose throw comes down through the rim
-    plane on the cup's axis (within ``tolerance`` m along the throw): the upward speed the
+    plane on the cup's axis (within ``tolerance`` m along the throw; where the bounce falls within
+    a physics step moves the landing in jumps of up to 3 cm as the speed changes, so when the
+    bisection closes on a jump that straddles the axis, the speed tried that came nearest, if
+    within ``jump`` m): the upward speed the
     module's, the speed toward the cup by bisection between 0.7 and 1.3 times the module's
     (``throw_miss``); ValueError when no speed in that range lands there."""
     low, high = 0.7 * RELEASE_VELOCITY[0], 1.3 * RELEASE_VELOCITY[0]
     scene = build_scene(robot, task)
+    nearest = (np.inf, 0.0)
     for _ in range(30):
         middle = (low + high) / 2
         miss = throw_miss(robot, task, cup, (middle, RELEASE_VELOCITY[1]), point, scene)
         if abs(miss) < tolerance:
             return middle, RELEASE_VELOCITY[1]
+        nearest = min(nearest, (abs(miss), middle))
         if miss < 0:  # short (a nan, a second bounce first, counts as long: the ball ran on)
             low = middle
         else:
             high = middle
+    if nearest[0] < jump:
+        return nearest[1], RELEASE_VELOCITY[1]
     raise ValueError(f"no release speed toward the cup between {0.7 * RELEASE_VELOCITY[0]:.3g} and "
                      f"{1.3 * RELEASE_VELOCITY[0]:.3g} m/s brings the ball down on the cup's axis")
 

@@ -124,6 +124,7 @@ from episodic.task.contact import (
     TENNIS_BALL_DRAG_COEFFICIENT,
     add_air,
     add_bouncing_pairs,
+    air_choice,
     solref_for_restitution,
 )
 from episodic.task.contract import BALL_COLUMNS
@@ -234,6 +235,7 @@ class BallBouncing(Task[Bounces]):
                                    ge=0, le=1.0)
     sensing_noise: float = param(0.0, "m", "std of the noise on the ball's sensed x and y", ge=0, le=1.0)
     sensing_noise_rate: float = param(0.0, "m/s", "std of the noise on the ball's sensed vx and vy", ge=0, le=10.0)
+    air: str = air_choice()
 
     def check_params(self) -> None:
         if self.ball_radius >= self.head_radius:
@@ -287,7 +289,7 @@ class BallBouncing(Task[Bounces]):
         # head's restitution is set again at every reset from the context
         add_bouncing_pairs(spec, "ball", BALL_SURFACES.restitution, BALL_SURFACES.friction, spec.option.timestep,
                            overrides={"racket_head": dict(restitution=self.restitution)})
-        add_air(spec, ["ball"], TENNIS_BALL_DRAG_COEFFICIENT)
+        add_air(spec, ["ball"], TENNIS_BALL_DRAG_COEFFICIENT, self.air)
 
     def start_posture(self, robot: Robot) -> np.ndarray:
         return START.copy()

@@ -291,6 +291,7 @@ class BallInCup(Task):
                                 ge=0, le=1.5)
     rest_speed: float = param(0.1, "m/s", "'at rest' below this speed relative to the cup", gt=0)
     rest_time: float = param(0.2, "s", "caught this long ends the segment with the bonus", ge=0)
+    air: str = contact.air_choice()
 
     def check_params(self) -> None:
         if not self.cup_radius > self.ball_radius:
@@ -387,7 +388,7 @@ class BallInCup(Task):
         for geom in self.cup_geoms():
             contact.add_bouncing_pair(spec, "ball", geom, self.cup_restitution, self.cup_friction, timestep,
                                       name=f"ball/{geom}")
-        contact.add_air(spec, ["ball"])
+        contact.add_air(spec, ["ball"], mode=self.air)
         add_frame_sensors(spec, "bic_ball", mujoco.mjtObj.mjOBJ_XBODY, "ball")
         add_frame_sensors(spec, "bic_rim", mujoco.mjtObj.mjOBJ_SITE, "cup_rim")
         rim = dict(objtype=mujoco.mjtObj.mjOBJ_SITE, objname="cup_rim")

@@ -111,7 +111,7 @@ from episodic.task import (
     param,
     place_free_ball,
 )
-from episodic.task.contact import SPHERE_DRAG_COEFFICIENT, MaterialPair, add_air, add_bouncing_pairs
+from episodic.task.contact import SPHERE_DRAG_COEFFICIENT, MaterialPair, add_air, add_bouncing_pairs, air_choice
 from episodic.task.contract import BALL_COLUMNS
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
@@ -201,6 +201,7 @@ class BallPaddling(Task[Rally]):
                               gt=0)
     penalty: float = param(1.0, "", "reward of a hit off the face or after a slack flight, negated", ge=0)
     min_hits: int = param(10, "", "success: this many good hits in a row", ge=1)
+    air: str = air_choice()
 
     def check_params(self) -> None:
         if not self.string_length > self.ball_radius:
@@ -282,7 +283,7 @@ class BallPaddling(Task[Rally]):
                                 objtype=mujoco.mjtObj.mjOBJ_GEOM, objname="ball",
                                 reftype=mujoco.mjtObj.mjOBJ_XBODY, refname=ROBOT_ROOT)
         touch.intprm = [1 | 32, 0, 1]  # data "found" and "normal", no reduction, 1 slot
-        add_air(spec, ["ball"], SPHERE_DRAG_COEFFICIENT)
+        add_air(spec, ["ball"], SPHERE_DRAG_COEFFICIENT, self.air)
 
     def start_posture(self, robot: Robot) -> np.ndarray:
         """The racket forward, its face level and facing up (module docstring)."""

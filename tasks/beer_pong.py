@@ -133,6 +133,7 @@ from episodic.task.contact import (
     add_air,
     add_bouncing_pair,
     add_bouncing_pairs,
+    air_choice,
     friction_solref,
     solref_for_restitution,
 )
@@ -237,6 +238,7 @@ class BeerPong(Task[BeerPongEpisode]):
     bounces: int = param(1, "", "table bounces before the ball comes down through the rim plane", ge=1)
     rest_speed: float = param(0.05, "m/s", "'at rest' below this speed", gt=0)
     rest_time: float = param(0.3, "s", "success: in the cup at rest this long; also ends a segment", ge=0)
+    air: str = air_choice()
 
     def check_params(self) -> None:
         if not self.cup_bottom_radius > self.ball_radius:
@@ -330,7 +332,7 @@ class BeerPong(Task[BeerPongEpisode]):
             restitution = self.cup_restitution if other in cup else self.table_restitution
             pair.solref = list(solref_for_restitution(restitution, timestep, CONTACT_OMEGA))
             pair.solreffriction = list(friction_solref(CONTACT_OMEGA))
-        add_air(spec, ["ball"], SPHERE_DRAG_COEFFICIENT)
+        add_air(spec, ["ball"], SPHERE_DRAG_COEFFICIENT, self.air)
         add_frame_sensors(spec, "bp_ball", mujoco.mjtObj.mjOBJ_SITE, "ball")
         spec.add_sensor(name="bp_cup_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,
                         objtype=mujoco.mjtObj.mjOBJ_XBODY, objname="cup")

@@ -279,6 +279,7 @@ class Casting(Task[Cast]):
     strike_penalty: float = param(0.5, "s", "subtracted from the return for each rim strike", ge=0)
     max_time: float = param(10.0, "s", "the time charged when the ball never comes to rest in the cup, and the "
                             "most charged: the episode's length", gt=0)
+    air: str = contact.air_choice()
 
     def check_params(self) -> None:
         for key, least, what in (("cup_radius", self.ball_radius, f"ball_radius ({self.ball_radius} m)"),
@@ -359,7 +360,7 @@ class Casting(Task[Cast]):
                      for geom in self.cup_geoms()}
         contact.add_bouncing_pairs(spec, "ball", HARD_SURFACES.restitution, HARD_SURFACES.friction,
                                    spec.option.timestep, overrides=overrides)
-        contact.add_air(spec, ["ball"])
+        contact.add_air(spec, ["ball"], mode=self.air)
         add_frame_sensors(spec, "cast_ball", mujoco.mjtObj.mjOBJ_XBODY, "ball")
         for site in ("cup_rim", "hook_anchor"):
             spec.add_sensor(name=f"cast_{site}", type=mujoco.mjtSensor.mjSENS_FRAMEPOS,

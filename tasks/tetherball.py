@@ -125,6 +125,7 @@ from episodic.task.contact import (
     TENNIS_BALL_DRAG_COEFFICIENT,
     add_air,
     add_bouncing_pairs,
+    air_choice,
 )
 from episodic.task.contract import BALL_COLUMNS
 from episodic.task.sl import SLMap
@@ -210,6 +211,7 @@ class Tetherball(Task[Approach]):
     approaches: int = param(1, "", "how many approaches of the ball to the target an episode scores: 1, the "
                             "single stroke; more, a periodic task of that many swings (module docstring)",
                             ge=1, le=100)
+    air: str = air_choice()
 
     # -- derived quantities ----------------------------------------------------
     @property
@@ -278,7 +280,7 @@ class Tetherball(Task[Approach]):
         spec.add_sensor(name="clock", type=mujoco.mjtSensor.mjSENS_CLOCK)
         # every geom the ball can touch (racket, links, floor) gets a calibrated bouncing pair
         add_bouncing_pairs(spec, "ball", self.restitution, BALL_SURFACES.friction, spec.option.timestep)
-        add_air(spec, ["ball"], TENNIS_BALL_DRAG_COEFFICIENT)
+        add_air(spec, ["ball"], TENNIS_BALL_DRAG_COEFFICIENT, self.air)
 
     def _add_circling_target(self, spec: mujoco.MjSpec) -> None:
         """The moving target: a mocap body ``target_centre`` on the anchor's vertical axis (at the

@@ -234,19 +234,20 @@ def test_a_hard_friction_row_stops_the_slip_without_reversing_it():
 
 
 def falling_ball(radius: float, mass: float, drag_coefficient: float | None, seconds: float,
-                 dt: float = 0.002) -> np.ndarray:
+                 dt: float = 0.002, air: str = "explicit") -> np.ndarray:
     """Downward speed (n,) m/s of a ball dropped in air (``drag_coefficient`` None: MuJoCo's
-    default ellipsoid coefficients), each step."""
+    default ellipsoid coefficients; ``air``: contact.AIR_MODES), each step."""
     spec = mujoco.MjSpec()
     spec.option.timestep, spec.option.integrator = dt, IMPLICITFAST
     add_free_ball(spec, "ball", [0, 0, 100], radius, mass)
     if drag_coefficient is None:
-        contact.add_air(spec)
+        contact.add_air(spec, mode=air)
         spec.geom("ball").fluid_ellipsoid = 1.0  # MuJoCo's defaults: blunt drag 0.5
     else:
-        contact.add_air(spec, ["ball"], drag_coefficient)
+        contact.add_air(spec, ["ball"], drag_coefficient, air)
     model = spec.compile()
-    assert model.opt.density == 1.204 and model.opt.viscosity == 1.81e-5
+    assert contact.model_air(model) == (1.204, 1.81e-5)
+    assert (model.opt.density == 0) == (air == "explicit")
     data = mujoco.MjData(model)
     speeds = np.empty(int(seconds / dt))
     for i in range(len(speeds)):
@@ -258,13 +259,14 @@ def falling_ball(radius: float, mass: float, drag_coefficient: float | None, sec
 @pytest.mark.parametrize("ball, cd", [((0.02, 0.0027), contact.SPHERE_DRAG_COEFFICIENT),
                                       ((0.035, 0.06), contact.TENNIS_BALL_DRAG_COEFFICIENT)],
                          ids=["table-tennis-ball", "tennis-ball"])
-def test_a_falling_ball_reaches_a_spheres_terminal_velocity(ball, cd):
+@pytest.mark.parametrize("air", contact.AIR_MODES)
+def test_a_falling_ball_reaches_a_spheres_terminal_velocity(ball, cd, air):
     """v_t = sqrt(2 m g / (rho Cd pi r^2)), within 3 %: 8.6 m/s for a 2.7 g, 40 mm ball with
     Cd 0.47; the tennis ball (Cd 0.508) is followed for 6 s of its approach, where the speed
-    is v_t tanh(g t / v_t)."""
+    is v_t tanh(g t / v_t). The same in either air (explicit or MuJoCo's own)."""
     radius, mass = ball
     terminal = math.sqrt(2 * mass * G / (contact.AIR_DENSITY * cd * math.pi * radius**2))
-    speeds = falling_ball(radius, mass, cd, 6.0)
+    speeds = falling_ball(radius, mass, cd, 6.0, air=air)
     t = np.arange(1, len(speeds) + 1) * 0.002
     np.testing.assert_allclose(speeds, terminal * np.tanh(G * t / terminal), rtol=0.03)
     if terminal < 10:

@@ -267,7 +267,7 @@ def test_the_ball_bounces_off_the_cup_and_flies_through_air(model):
             np.testing.assert_allclose(m.pair_solref[i], solref)
             assert m.pair_friction[i, 0] == material.friction
         assert m.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
-        assert m.opt.density == contact.AIR_DENSITY and m.opt.viscosity == contact.AIR_VISCOSITY
+        assert contact.model_air(m) == (contact.AIR_DENSITY, contact.AIR_VISCOSITY) and m.opt.density == 0
         assert m.geom_fluid[ball, 0] == 1.0 and m.geom_fluid[ball, 1] == contact.SPHERE_DRAG_COEFFICIENT / 2
 
 

@@ -173,7 +173,7 @@ def test_task_declares_its_columns_context_and_parameters():
     assert {"ball_radius", "ball_mass", "table_x", "table_y", "table_height", "table_length", "table_width",
             "table_restitution", "cup_x", "cup_y", "cup_rim_radius", "cup_bottom_radius", "cup_height",
             "cup_restitution", "release_time", "bounces", "rest_speed", "rest_time", "table_tilt", "pads",
-            "pad_radius", "pad_x", "pad_y", "pad_spacing"} == set(task.params())
+            "pad_radius", "pad_x", "pad_y", "pad_spacing", "air"} == set(task.params())
     assert (task.ball_radius, task.ball_mass, task.table_height) == (0.02, 0.0027, 0.76)  # ITTF
     np.testing.assert_array_equal(task.default_context(), [task.release_time, task.cup_x, task.cup_y])
     with pytest.raises(TaskError, match="cup_bottom_radius"):
@@ -311,7 +311,7 @@ def test_reference_throw_bounces_once_and_lands_in_the_cup(tmp_path):
     ep = r.episodes[-1]
     assert [x.flag for x in replies] == [Flag.OK] * 4 and replies[-1].episode_done and ep.success
     assert ep.episode_return == pytest.approx(-scored, abs=1e-12) and scored < 0.02
-    assert ep.episode_return == pytest.approx(-0.0025, abs=0.005)
+    assert ep.episode_return == pytest.approx(-0.0183, abs=0.005)
     rows = motion(ep)
     touch = col(rows, "on_table") > 0.5
     onsets = np.flatnonzero(touch & ~np.r_[False, touch[:-1]])
@@ -332,7 +332,7 @@ def test_a_cup_at_the_same_distance_elsewhere_is_aimed_at_by_turning_j1():
         replies = [r.send(c) for c in reference.reference_commands(r.robot, 1, cup)]
         ep = r.episodes[-1]
     np.testing.assert_allclose(replies[0].state[6:8], cup)
-    assert ep.success and ep.episode_return == pytest.approx(-0.0025, abs=0.005)
+    assert ep.success and ep.episode_return == pytest.approx(-0.0183, abs=0.005)
 
 
 def test_after_the_release_the_ball_flies_as_the_drag_ode_says():
@@ -386,7 +386,9 @@ def test_rewards_do_not_depend_on_how_the_throw_is_split_into_segments():
     segments) runs bit-identically to the whole stroke, which the machine splits there itself.
     Cut 40 steps earlier, the motion is the same up to the cut and differs a little from there
     (a run's last step holds its reference instead of ramping toward the next sample,
-    episodic/runtime/simulation.py): the throw still lands in the cup, scored within 2 mm."""
+    episodic/runtime/simulation.py): the throw still lands in the cup, scored within 2.5 cm (the
+    table bounce turns a tenth of a millimetre where the ball meets the table into up to 3 cm at
+    the rim: where the impact falls within a physics step sets its restitution)."""
     start, _, windup, _ = reference.reference_commands("wam")
     release = int(round(start.context[0] * 500)) - len(windup.q)
     whole, rewards, rows = split_throw(None)
@@ -397,7 +399,7 @@ def test_rewards_do_not_depend_on_how_the_throw_is_split_into_segments():
     before, _, before_rows = split_throw(release - 40)
     cut = len(windup.q) + release - 40
     np.testing.assert_array_equal(before_rows[:cut], rows[:cut])
-    assert before.success and before.episode_return == pytest.approx(whole.episode_return, abs=0.002)
+    assert before.success and before.episode_return == pytest.approx(whole.episode_return, abs=0.025)
 
 
 def test_a_throw_that_is_never_let_go_or_bounces_twice_is_not_scored():

@@ -45,7 +45,7 @@ def test_task_declares_its_columns_context_and_parameters():
     assert "cup" in task.context_help and task.context_sizes == (0, 2)
     assert {"string_length", "string_stiffness", "string_dampratio", "ball_radius", "ball_mass", "cup_radius",
             "cup_depth", "cup_restitution", "cup_friction", "cup_x", "cup_y", "rest_speed", "rest_time",
-            "strike_penalty", "max_time"} == set(task.params())
+            "strike_penalty", "max_time", "air"} == set(task.params())
     np.testing.assert_array_equal(task.default_context(), [0.55, 0.35])
     with pytest.raises(TaskError, match="cup_radius.*larger than ball_radius"):
         make_task("casting", {"ball_radius": "0.07"})

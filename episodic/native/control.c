@@ -250,3 +250,174 @@ void episodic_sense(const episodic_sensing* param, mjtNum* memory, const mjtNum*
   }
   memory[EPISODIC_SENSING_STEPS] = (mjtNum)(k + 1);
 }
+
+/* Air drag applied explicitly (episodic.task.contact.add_air): MuJoCo's fluid forces
+ * (engine_passive.c: mj_fluid, mj_ellipsoidFluidModel with mj_addedMassForces and
+ * mj_viscousForces, mj_inertiaBoxFluidModel, ported operation for operation) on every body with
+ * mass, in the still air of the model's numeric EPISODIC_AIR (density kg/m^3, viscosity Pa s),
+ * the model's own option density and viscosity being 0. As a passive callback the forces are
+ * not differentiated by the implicit integrators, which otherwise differentiate the fluid forces
+ * of every body, every step. It adds to qfrc_fluid and qfrc_passive, as MuJoCo does. */
+static void semiaxes_of(mjtNum semiaxes[3], const mjtNum size[3], int type) {
+  switch (type) {
+    case mjGEOM_SPHERE:
+      semiaxes[0] = semiaxes[1] = semiaxes[2] = size[0];
+      break;
+    case mjGEOM_CAPSULE:
+      semiaxes[0] = semiaxes[1] = size[0];
+      semiaxes[2] = size[1] + size[0];
+      break;
+    case mjGEOM_CYLINDER:
+      semiaxes[0] = semiaxes[1] = size[0];
+      semiaxes[2] = size[1];
+      break;
+    default:
+      mju_copy3(semiaxes, size);
+  }
+}
+
+static mjtNum pow4(mjtNum x) {
+  return (x * x) * (x * x);
+}
+
+static mjtNum pow2(mjtNum x) {
+  return x * x;
+}
+
+static mjtNum max_moment(const mjtNum size[3], int dir) {
+  mjtNum d0 = size[dir], d1 = size[(dir + 1) % 3], d2 = size[(dir + 2) % 3];
+  return 8.0 / 15.0 * mjPI * d0 * pow4(mju_max(d1, d2));
+}
+
+/* lfrc (6,): torque and force in the geom's frame, of local velocity lvel (6,: angular, linear)
+ * of an ellipsoid of semiaxes s with fluid coefficients c (geom_fluid) */
+static void ellipsoid_force(const mjtNum lvel[6], mjtNum density, mjtNum viscosity, const mjtNum s[3],
+                            const mjtNum* c, mjtNum lfrc[6]) {
+  mjtNum blunt = c[1], slender = c[2], angular = c[3], kutta = c[4], magnus = c[5];
+  const mjtNum* virtual_mass = c + 6;
+  const mjtNum* virtual_inertia = c + 9;
+  const mjtNum* w = lvel;
+  const mjtNum* v = lvel + 3;
+  /* added mass (mj_addedMassForces without accelerations) */
+  mjtNum lin_mom[3], ang_mom[3], force[3], torque1[3], torque2[3];
+  for (int i = 0; i < 3; i++) {
+    lin_mom[i] = density * virtual_mass[i] * v[i];
+    ang_mom[i] = density * virtual_inertia[i] * w[i];
+  }
+  mju_cross(force, lin_mom, w);
+  mju_cross(torque1, lin_mom, v);
+  mju_cross(torque2, ang_mom, w);
+  mju_addTo3(lfrc, torque1);
+  mju_addTo3(lfrc, torque2);
+  mju_addTo3(lfrc + 3, force);
+  /* lift and drag (mj_viscousForces) */
+  mjtNum volume = 4.0 / 3.0 * mjPI * s[0] * s[1] * s[2];
+  mjtNum d_max = mju_max(mju_max(s[0], s[1]), s[2]);
+  mjtNum d_min = mju_min(mju_min(s[0], s[1]), s[2]);
+  mjtNum d_mid = s[0] + s[1] + s[2] - d_max - d_min;
+  mjtNum a_max = mjPI * d_max * d_mid;
+  mjtNum magnus_force[3];
+  mju_cross(magnus_force, w, v);
+  for (int i = 0; i < 3; i++) {
+    magnus_force[i] *= magnus * density * volume;
+  }
+  mjtNum proj_denom = pow4(s[1] * s[2]) * pow2(v[0]) + pow4(s[2] * s[0]) * pow2(v[1]) + pow4(s[0] * s[1]) * pow2(v[2]);
+  mjtNum proj_num = pow2(s[1] * s[2] * v[0]) + pow2(s[2] * s[0] * v[1]) + pow2(s[0] * s[1] * v[2]);
+  mjtNum a_proj = mjPI * mju_sqrt(proj_denom / mju_max(mjMINVAL, proj_num));
+  mjtNum norm[3] = {pow2(s[1] * s[2]) * v[0], pow2(s[2] * s[0]) * v[1], pow2(s[0] * s[1]) * v[2]};
+  mjtNum cos_alpha = proj_num / mju_max(mjMINVAL, mju_norm3(v) * proj_denom);
+  mjtNum kutta_circ[3], kutta_force[3];
+  mju_cross(kutta_circ, norm, v);
+  for (int i = 0; i < 3; i++) {
+    kutta_circ[i] *= kutta * density * cos_alpha * a_proj;
+  }
+  mju_cross(kutta_force, kutta_circ, v);
+  mjtNum sphere_d = 2.0 / 3.0 * (s[0] + s[1] + s[2]);
+  mjtNum visc_force = 3.0 * mjPI * sphere_d;
+  mjtNum visc_torque = mjPI * sphere_d * sphere_d * sphere_d;
+  mjtNum i_max = 8.0 / 15.0 * mjPI * d_mid * pow4(d_max);
+  mjtNum ii[3] = {max_moment(s, 0), max_moment(s, 1), max_moment(s, 2)};
+  mjtNum mom_visc[3];
+  for (int i = 0; i < 3; i++) {
+    mom_visc[i] = w[i] * (angular * ii[i] + slender * (i_max - ii[i]));
+  }
+  mjtNum drag_lin = viscosity * visc_force + density * mju_norm3(v) * (a_proj * blunt + slender * (a_max - a_proj));
+  mjtNum drag_ang = viscosity * visc_torque + density * mju_norm3(mom_visc);
+  for (int i = 0; i < 3; i++) {
+    lfrc[i] -= drag_ang * w[i];
+    lfrc[3 + i] += magnus_force[i] + kutta_force[i] - drag_lin * v[i];
+  }
+}
+
+/* mj_inertiaBoxFluidModel: body b as the box of its inertia, into qfrc_fluid */
+static void inertia_box(const mjModel* m, mjData* d, int b, mjtNum density, mjtNum viscosity) {
+  mjtNum lvel[6], wind[6] = {0}, lwind[6], lfrc[6] = {0}, bfrc[6], box[3];
+  const mjtNum* inertia = m->body_inertia + 3 * b;
+  for (int i = 0; i < 3; i++) {
+    mjtNum across = inertia[(i + 1) % 3] + inertia[(i + 2) % 3] - inertia[i];
+    box[i] = mju_sqrt(mju_max(mjMINVAL, across) / m->body_mass[b] * 6.0);
+  }
+  mj_objectVelocity(m, d, mjOBJ_BODY, b, lvel, 1);
+  mju_copy3(wind + 3, m->opt.wind);
+  mju_transformSpatial(lwind, wind, 0, d->xipos + 3 * b, d->subtree_com + 3 * m->body_rootid[b], d->ximat + 9 * b);
+  mju_subFrom3(lvel + 3, lwind + 3);
+  if (viscosity > 0) {
+    mjtNum diam = (box[0] + box[1] + box[2]) / 3.0;
+    mju_scl3(lfrc, lvel, -mjPI * diam * diam * diam * viscosity);
+    mju_scl3(lfrc + 3, lvel + 3, -3.0 * mjPI * diam * viscosity);
+  }
+  if (density > 0) {  /* each axis against the box's two others, in MuJoCo's order */
+    static const int lo[3] = {1, 0, 0}, hi[3] = {2, 2, 1};
+    for (int i = 0; i < 3; i++) {
+      lfrc[3 + i] -= 0.5 * density * box[lo[i]] * box[hi[i]] * mju_abs(lvel[3 + i]) * lvel[3 + i];
+    }
+    for (int i = 0; i < 3; i++) {
+      mjtNum b1 = box[lo[i]], b2 = box[hi[i]];
+      lfrc[i] -= density * box[i] * (b1 * b1 * b1 * b1 + b2 * b2 * b2 * b2) * mju_abs(lvel[i]) * lvel[i] / 64.0;
+    }
+  }
+  mju_mulMatVec3(bfrc, d->ximat + 9 * b, lfrc);
+  mju_mulMatVec3(bfrc + 3, d->ximat + 9 * b, lfrc + 3);
+  mj_applyFT(m, d, bfrc + 3, bfrc, d->xipos + 3 * b, b, d->qfrc_fluid);
+}
+
+/* mj_ellipsoidFluidModel: each geom of body b with fluid coefficients, into qfrc_fluid */
+static void ellipsoids(const mjModel* m, mjData* d, int b, mjtNum density, mjtNum viscosity) {
+  for (int j = 0; j < m->body_geomnum[b]; j++) {
+    int g = m->body_geomadr[b] + j;
+    const mjtNum* c = m->geom_fluid + mjNFLUID * g;
+    if (c[0] == 0.0) continue;
+    mjtNum semiaxes[3], lvel[6], wind[6] = {0}, lwind[6], lfrc[6] = {0}, bfrc[6];
+    semiaxes_of(semiaxes, m->geom_size + 3 * g, m->geom_type[g]);
+    mj_objectVelocity(m, d, mjOBJ_GEOM, g, lvel, 1);
+    mju_copy3(wind + 3, m->opt.wind);
+    mju_transformSpatial(lwind, wind, 0, d->geom_xpos + 3 * g, d->subtree_com + 3 * m->body_rootid[b],
+                         d->geom_xmat + 9 * g);
+    mju_subFrom3(lvel + 3, lwind + 3);
+    ellipsoid_force(lvel, density, viscosity, semiaxes, c, lfrc);
+    mju_scl(lfrc, lfrc, c[0], 6);
+    mju_mulMatVec3(bfrc, d->geom_xmat + 9 * g, lfrc);
+    mju_mulMatVec3(bfrc + 3, d->geom_xmat + 9 * g, lfrc + 3);
+    mj_applyFT(m, d, bfrc + 3, bfrc, d->geom_xpos + 3 * g, b, d->qfrc_fluid);
+  }
+}
+
+void episodic_air_drag(const mjModel* m, mjData* d) {
+  if (!m->nnumeric) return;
+  int air = mj_name2id(m, mjOBJ_NUMERIC, EPISODIC_AIR);
+  if (air < 0 || m->numeric_size[air] != 2) return;
+  mjtNum density = m->numeric_data[m->numeric_adr[air]], viscosity = m->numeric_data[m->numeric_adr[air] + 1];
+  for (int b = 1; b < m->nbody; b++) {
+    if (m->body_mass[b] < mjMINVAL) continue;
+    int ellipsoid = 0;
+    for (int j = 0; j < m->body_geomnum[b] && !ellipsoid; j++) {
+      ellipsoid = m->geom_fluid[mjNFLUID * (m->body_geomadr[b] + j)] > 0;
+    }
+    (ellipsoid ? ellipsoids : inertia_box)(m, d, b, density, viscosity);
+  }
+  mju_addTo(d->qfrc_passive, d->qfrc_fluid, m->nv);
+}
+
+void episodic_air_install(void) {
+  mjcb_passive = episodic_air_drag;
+}

@@ -147,6 +147,17 @@ void episodic_stop_clear(void);
 int episodic_feedback(episodic_law law, const mjModel* m, mjData* d, int n, const void* param, mjtNum* memory,
                       mjtNum* offset, char* error);
 
+/* The numeric of a model whose air drags explicitly: (density kg/m^3, viscosity Pa s); the
+ * model's option density and viscosity are then 0 (episodic.task.contact.add_air). */
+#define EPISODIC_AIR "episodic_air"
+
+/* MuJoCo's fluid forces (its ellipsoid model for a body with a geom of nonzero fluid
+ * coefficients, its inertia-box model for any other body with mass) in the air of the model's
+ * EPISODIC_AIR numeric (none: nothing): added to d->qfrc_fluid and d->qfrc_passive. A passive-force callback (mjcb_passive), so the implicit integrators do not
+ * differentiate it; episodic_air_install makes it MuJoCo's, for every model of the process. */
+void episodic_air_drag(const mjModel* m, mjData* d);
+void episodic_air_install(void);
+
 /* mjVERSION_HEADER of the MuJoCo this library was compiled against. */
 int episodic_mujoco_version(void);
 

@@ -70,15 +70,20 @@ gravity during the impact adds up to +0.02 at impact speeds below 1 m/s.
 
 :data:`MATERIALS` holds the physical ball-surface pairs the tasks use, each with its source.
 :func:`add_air` fills the world with air and :func:`add_air_drag` gives a ball a real sphere's
-drag.
+drag; by default the drag is applied explicitly (episodic.native.air: the implicit integrator's
+derivatives of every body's drag took two thirds of a step).
 """
 from __future__ import annotations
 
 import functools
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import mujoco
+
+from episodic.native import air
+from episodic.task.params import choice
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity| (standard gravity 9.80665 rounded)
 
@@ -361,16 +366,52 @@ def add_material_pair(spec: mujoco.MjSpec, geom1: str, geom2: str, material: str
                              condim=condim)
 
 
+# How air drags (the tasks' choice ``air``): "explicit", MuJoCo's fluid forces applied as
+# passive forces that the implicit integrator does not differentiate (episodic.native.air; the
+# default since issue 33: ball_in_cup about 3x faster); "implicit", MuJoCo's own, whose
+# derivatives for every body the integrator takes every step (the physics of logs written
+# before, which record no ``air`` and replay with it).
+AIR_MODES = ("explicit", "implicit")
+
+
+def air_choice() -> Any:
+    """The tasks' parameter ``air``: how air drags (:data:`AIR_MODES`, "explicit" by default), a
+    choice recorded in every log; a log written before it records none and replays "implicit"
+    (episodic.tools.replay)."""
+    return choice("explicit", AIR_MODES, "explicit: MuJoCo's drag applied as a force, not differentiated (fast); "
+                                         "implicit: differentiated every step (the physics before issue 33)")
+
+
 def add_air(spec: mujoco.MjSpec, geoms: list[str] | None = None,
-            drag_coefficient: float = SPHERE_DRAG_COEFFICIENT) -> None:
+            drag_coefficient: float = SPHERE_DRAG_COEFFICIENT, mode: str = "explicit") -> None:
     """Fill the world with still dry air (:data:`AIR_DENSITY`, :data:`AIR_VISCOSITY`) and give
     each ball geom named in ``geoms`` (None: none) the drag of a sphere of ``drag_coefficient``
-    (:func:`add_air_drag`). Once the air has a density, MuJoCo's default fluid model (a box of
-    the body's inertia) acts on every other body too, e.g. a robot's links: small at arm speeds."""
-    spec.option.density = AIR_DENSITY
-    spec.option.viscosity = AIR_VISCOSITY
+    (:func:`add_air_drag`). MuJoCo's default fluid model (a box of the body's inertia) acts on
+    every other body too, e.g. a robot's links: small at arm speeds. ``mode`` (:data:`AIR_MODES`):
+    "explicit", the air is the model's numeric ``episodic_air`` and the forces come from
+    episodic's passive-force callback (episodic.native.air, installed here), not differentiated;
+    "implicit", the air is the model's option density and viscosity, MuJoCo's own forces, their
+    derivatives taken by the implicit integrator every step."""
+    if mode not in AIR_MODES:
+        raise ValueError(f"air drags in one of the modes {', '.join(AIR_MODES)}; got {mode!r}")
+    if mode == "explicit":
+        spec.add_numeric(name=air.AIR, data=[AIR_DENSITY, AIR_VISCOSITY])
+        air.install()
+    else:
+        spec.option.density = AIR_DENSITY
+        spec.option.viscosity = AIR_VISCOSITY
     for geom in geoms or ():
         add_air_drag(spec, geom, drag_coefficient)
+
+
+def model_air(model: mujoco.MjModel) -> tuple[float, float]:
+    """The air of a compiled ``model`` (:func:`add_air`): its density kg/m^3 and viscosity Pa s,
+    from its numeric ``episodic_air`` (explicit) or else its options (implicit; 0, 0: no air)."""
+    found = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_NUMERIC, air.AIR)
+    if found >= 0:
+        density, viscosity = model.numeric_data[model.numeric_adr[found]: model.numeric_adr[found] + 2]
+        return float(density), float(viscosity)
+    return float(model.opt.density), float(model.opt.viscosity)
 
 
 def add_air_drag(spec: mujoco.MjSpec, geom_name: str, drag_coefficient: float = SPHERE_DRAG_COEFFICIENT) -> None:

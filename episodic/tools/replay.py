@@ -115,8 +115,10 @@ def runner_for(path: str | Path, meta: dict, robot: str | None = None) -> Runner
         raise ValueError(f"{path} records limits this version does not know ({limits!r}); use the episodic "
                          f"version that wrote it") from None
     recorded = load_recorded_robot(meta["robot"], meta.get("robot_settings") or {}, robot)
-    return Runner(logged_task(meta).with_params(meta.get("task_params") or {}), recorded, seed=meta["seed"],
-                  limits=limits, keep_episodes=False)
+    task, params = logged_task(meta), meta.get("task_params") or {}
+    if "air" in task.declared() and "air" not in params:  # written before air's choice: MuJoCo's own drag
+        params = {**params, "air": "implicit"}  # (episodic.task.contact.AIR_MODES)
+    return Runner(task.with_params(params), recorded, seed=meta["seed"], limits=limits, keep_episodes=False)
 
 
 def replay_commands(runner: Runner, ep: StoredEpisode) -> list[EpisodeBuffer]:
