@@ -5,7 +5,7 @@ by side in one run.
 
 One black-box episode is ``reset`` then ``step`` (a whole throw) on each side, with a random
 ProMP action:
-- ours: ``BlackBoxEnv(Runner(make_task("beer_pong"), keep_episodes=False), primitive="promp")``,
+- ours: ``BlackBoxEnv("beer_pong", primitive="promp")`` (an in-process runner keeping no episodes),
   ``N_WEIGHTS`` weights per joint within +-``SCALE`` rad, a ``DURATION`` s motion and a
   ``HOLD`` s hold: 3 s of simulated time, the peer's, at our physics step (0.5 ms, 4 substeps of
   the 2 ms control step) and the task's release time;
@@ -42,8 +42,6 @@ from dataclasses import dataclass, field
 
 import episodic.native
 from episodic.learning.gym_env import BlackBoxEnv
-from episodic.runtime.runner import Runner
-from episodic.tasks import make_task
 
 N_WEIGHTS, SCALE, DURATION, HOLD = 3, 0.1, 2.0, 1.0  # ours: ProMP weights per joint, rad, s, s
 PEER_QUIET = 40.5e-3  # s per episode: fancy_gym's ProMP beer pong as shipped on a quiet machine (issue 33)
@@ -129,8 +127,7 @@ class Ours:
     wrapping episodic.native's segment call."""
 
     def __init__(self):
-        self.runner = Runner(make_task("beer_pong"), keep_episodes=False)
-        self.env = BlackBoxEnv(self.runner, primitive="promp", n_weights=N_WEIGHTS, duration=DURATION, hold=HOLD,
+        self.env = BlackBoxEnv("beer_pong", primitive="promp", n_weights=N_WEIGHTS, duration=DURATION, hold=HOLD,
                                scale=SCALE)
         self.env.reset(seed=0)
         self.env.action_space.seed(0)
@@ -163,7 +160,7 @@ class Ours:
         return statistics.median(times), statistics.median(steps), loop / total
 
     def close(self) -> None:
-        self.runner.close()
+        self.env.close()
 
 
 def main() -> None:
