@@ -30,8 +30,11 @@ from episodic.tools.link_lab import (
     RobotProcess,
     Trial,
     probe,
+    reach_episode,
+    serving,
     signal_later,
     trials,
+    with_links,
 )
 from episodic.tools.relay import Faults
 from episodic.tools.served import ServedRunner, fresh_channel
@@ -81,11 +84,22 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|---|---|")
         print(row("in-process realtime", inprocess, reference), flush=True)
         with RobotProcess() as robot:
-            for name, faults in FAULTS.items():
-                with RelayProcess(robot.address, faults) as relay:
+            log = next(logs)
+            with RelayProcess(robot.address, Faults()) as relay, serving(log, relay.address) as (served, client):
+                results: dict[str, list[Trial]] = {}
+                for name, faults in FAULTS.items():
+                    relay.set(faults)
                     drop = name == "link drop 200 ms"
-                    during = (lambda i, relay=relay: signal_later(relay, signal.SIGUSR1)) if drop else None
-                    print(row(name, trials(n, next(logs), relay.address, during=during), reference), flush=True)
+                    results[name] = []
+                    for _ in range(n):
+                        results[name].append(reach_episode(client, signal_later(relay, signal.SIGUSR1) if drop
+                                                           else None))
+                        if drop:
+                            time.sleep(faults.drop_for)  # the link back before the next episode starts
+                served.stop()
+            linked = iter(with_links([t for name in FAULTS for t in results[name]], log))
+            for name in FAULTS:
+                print(row(name, [next(linked) for _ in range(n)], reference), flush=True)
             print(runner_killed(robot, next(logs)), flush=True)
             killed = trials(n, next(logs), robot.address, during=lambda i: signal_later(robot, signal.SIGKILL))
             print(row("robot process killed (then gone)", killed, reference), flush=True)
