@@ -12,6 +12,11 @@ SIGKILL loses.
    with back-to-back batches of 256 such episodes (Client.evaluate, protocol v4 batches); the
    runner is then SIGKILLed. Printed: episodes finished (a reply received), episodes on disk
    (whole, under /episodes), episodes lost, and the age at the kill of the oldest one lost.
+3. Reading the live log: the same served runner driven with batches for ``--seconds`` s while
+   this process reads the log every 0.1 s (episodic.logs.open_log and its /summary, as `episodic
+   watch` does). Printed: the reads' wait for the writer (median and max), how often a plain
+   h5py.File(path, "r") tried once at the same moments is refused (the writer holds the file),
+   and the episodes/s of the learner with and without the reader.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import os
 import signal
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -28,6 +34,7 @@ import numpy as np
 
 from episodic.bridge import Client
 from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.logs import open_log
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from episodic.tools.served import ServedRunner, fresh_channel
@@ -106,6 +113,45 @@ def loss(log: Path, seconds: float, batches: bool) -> str:
             f"before the kill")
 
 
+def batches_per_second(log: Path, seconds: float, read: bool) -> tuple[float, list[float], int]:
+    """Serve a blocking reach runner logging to ``log`` and drive it with batches of BATCH short
+    episodes for ``seconds`` s; with ``read``, open the log every 0.1 s meanwhile (plain h5py
+    once, then open_log). Episodes/s, each open_log's time (s), and the plain opens refused."""
+    waits: list[float] = []
+    refused = 0
+    with ServedRunner(fresh_channel("writer"), task="reach", log=log) as served:
+        with Client(served.channel, timeout=60) as client:
+            q = np.tile(client.start_episode(1).posture, (2, 1))
+            client.send_trajectory(q)
+            population = [[StartCommand(k, 1), TrajectoryCommand(k, 1, 1, q)] for k in range(BATCH)]
+            done = threading.Event()
+
+            def reader() -> None:
+                nonlocal refused
+                while not done.wait(0.1):
+                    try:
+                        h5py.File(log, "r").close()
+                    except OSError:  # errno 11 while the writer writes (or the file grew as the open waited)
+                        refused += 1
+                    started = time.perf_counter()
+                    with open_log(log) as f:
+                        f["summary"].shape  # noqa: B018 - what a watcher reads
+                    waits.append(time.perf_counter() - started)
+
+            thread = threading.Thread(target=reader)
+            if read:
+                thread.start()
+            n, started = 0, time.monotonic()
+            while time.monotonic() < started + seconds:
+                client.evaluate(population)
+                n += BATCH
+            rate = n / (time.monotonic() - started)
+            done.set()
+            if read:
+                thread.join()
+    return rate, waits, refused
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=300)
@@ -123,6 +169,11 @@ def main() -> None:
         print(f"on/off: {statistics.median(ratios):.2f} (range {min(ratios):.2f} to {max(ratios):.2f})")
         print(loss(Path(tmp) / "single.h5", args.seconds, batches=False))
         print(loss(Path(tmp) / "batches.h5", args.seconds, batches=True))
+        alone, _, _ = batches_per_second(Path(tmp) / "alone.h5", args.seconds, read=False)
+        watched, waits, refused = batches_per_second(Path(tmp) / "watched.h5", args.seconds, read=True)
+        print(f"live log read every 0.1 s: open_log waited {statistics.median(waits) * 1e3:.1f} ms median, "
+              f"{max(waits) * 1e3:.1f} ms at most ({len(waits)} reads); plain h5py refused {refused} of "
+              f"{len(waits)} single tries; learner {watched:.0f} episodes/s read, {alone:.0f} not read")
 
 
 if __name__ == "__main__":
