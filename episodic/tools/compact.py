@@ -15,7 +15,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from episodic.interface.files import open_hdf5, replacing
+from episodic.interface.files import member, open_hdf5, replacing
 from episodic.logs import being_written
 from episodic.logs.compression import DEFAULT, Filter, creation, filters_of, get
 
@@ -157,13 +157,18 @@ def compact(path: str | Path, out: str | Path | None = None, filter_name: str = 
 
 
 def describe_storage(f: h5py.File) -> str:
-    """How the step data of the log ``f`` is stored: the filters of its first episode's datasets
-    (\"plain\" without)."""
-    episodes = f["episodes"]
-    names = sorted(episodes)
-    if not names:
-        return "plain"
-    found: set[str] = set()
-    episodes[names[0]].visititems(lambda _, item: found.update(filters_of(item))
-                                  if isinstance(item, h5py.Dataset) else None)
-    return "+".join(sorted(found)) or "plain"
+    """How the step data of the log ``f`` is stored: the filters of the step columns of its first
+    episode (\"plain\" without, \"-\" for a log without one); links to other files are refused
+    (episodic.interface.files.member)."""
+    episodes = member(f, "episodes")
+    for name in sorted(episodes) if isinstance(episodes, h5py.Group) else ():
+        group = member(episodes, name)
+        steps = member(group, "steps") if isinstance(group, h5py.Group) else None
+        if isinstance(steps, h5py.Group):
+            found: set[str] = set()
+            for column in steps:
+                item = member(steps, column)
+                if isinstance(item, h5py.Dataset):
+                    found.update(filters_of(item))
+            return "+".join(sorted(found)) or "plain"
+    return "-"
