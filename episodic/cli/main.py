@@ -270,7 +270,7 @@ def watch(log: str, once: bool, interval: float, window: int) -> None:
 def _log_size(n_bytes: int, episodes: int, storage: str) -> str:
     """A log's size for `info`: in all, per episode, and how its datasets are stored."""
     each = f", {n_bytes / episodes / 1e6:.3f} MB per episode" if episodes else ""
-    return f"{n_bytes / 1e6:.2f} MB{each}, stored {storage}"
+    return f"{n_bytes / 1e6:.2f} MB{each}" + (f", stored {storage}" if storage != "-" else "")
 
 
 def _format_value(value) -> str:
