@@ -16,10 +16,10 @@ written before it (no ``goto_start``) waits as that run did (``carried=False``).
 
 Exact start (``restart_exactly``; a backend that can, ``Backend.can_start_exactly``: a blocking
 simulation). So that an episode depends only on its own commands, the task, the seed and the
-software versions, never on the episodes before it, the go-to-start is run and logged as it
-happened and the simulation is then put in the exact start state (``Backend.reset`` to the
-posture; the task's ``reset`` follows, episodic.runtime.machine). Since nothing of a go-to-start
-followed by the exact start can reach the episode, the machine does not simulate it: it goes
+software versions, never on the episodes before it, the simulation is put in the exact start
+state after the go-to-start (``Backend.reset`` to the posture; the task's ``reset`` follows,
+episodic.runtime.machine). Since nothing of a go-to-start followed by the exact start can reach
+the episode, the machine does not simulate it (``EpisodeMachine.skip_goto_start``): it goes
 through GOTO_START to the exact start state at once (``start_exactly``), so the log holds no
 GOTO_START steps (as for a go-to-start that had nothing to do, the robot already at rest at the
 posture) and the start's reply says 0 steps; the episode's ``goto_start`` attribute says
