@@ -37,7 +37,8 @@ class EpisodeOption(click.Option):
 
     def __init__(self, *args, one: bool = False, absent: int | None = None, **kwargs):
         kwargs.setdefault("metavar", "N" if one else "N|A-B ...")
-        super().__init__(*args, multiple=True, type=str, **kwargs)
+        kwargs.update(multiple=True, type=str)
+        super().__init__(*args, **kwargs)
         self.one, self.absent = one, absent
 
     def add_to_parser(self, parser, ctx) -> None:
