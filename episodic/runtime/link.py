@@ -287,9 +287,9 @@ class NetworkDriver:
             c.states += 1
             if self._newest is not None:
                 gap = (int(d["seq"]) - int(self._newest["seq"])) & 0xFFFFFFFF
-                if gap == 0 or gap >= 1 << 31:  # a duplicate or an older state than the newest
+                if gap == 0 or gap >= 1 << 31:  # a duplicate, or an older state than the newest
                     c.reordered += 1
-                    c.lost -= 1  # it was counted lost when the gap was seen
+                    c.lost -= gap != 0  # an older one was counted lost when the gap was seen
                     continue
                 c.lost += gap - 1
             self._newest, self._arrived, fresh = d, now, True
