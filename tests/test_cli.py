@@ -265,10 +265,10 @@ def test_info_reads_a_log_written_before_the_summary_the_same_way(demo_log, log_
         del f["summary"]
         for g in f["episodes"].values():
             del g.attrs["complete"]
-    table = invoke("info", str(demo_log[0])).output.splitlines()[13:]  # after the metadata and a blank line
+    table = invoke("info", str(demo_log[0])).output.splitlines()[14:]  # after the metadata and a blank line
     old = invoke("info", str(log_copy))
     assert old.exit_code == 0, old.output
-    assert old.output.splitlines()[13:] == table and len(table) == N_EPISODES + 3  # head, rule, rows, count
+    assert old.output.splitlines()[14:] == table and len(table) == N_EPISODES + 3  # head, rule, rows, count
 
 
 def _drop_last_episode_write(path: Path) -> str:
