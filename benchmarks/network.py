@@ -29,6 +29,7 @@ from episodic.tools.link_lab import (
     RelayProcess,
     RobotProcess,
     Trial,
+    inprocess_trials,
     probe,
     reach_episode,
     serving,
@@ -77,7 +78,7 @@ def main() -> None:
     n = parser.parse_args().episodes
     with tempfile.TemporaryDirectory() as tmp:
         logs = (Path(tmp) / f"{i}.h5" for i in range(100))
-        inprocess = trials(n, next(logs))
+        inprocess = inprocess_trials(n)
         reference = float(np.mean([t.tracking for t in inprocess]))
         print("| fault | tracking error mrad | bound mrad | round trip p50 ms | p99 ms | states lost | reordered "
               "| segments aborted | episodes lost |")

@@ -1,6 +1,6 @@
 """A robot across a faulty network, with real processes: `episodic robot-server`, the fault
 relay (episodic.tools.relay) and `episodic serve --robot-at` driven by a learner over the
-bridge, against `episodic serve --mode realtime` (the in-process realtime mode). Every fault of
+bridge, against the in-process realtime mode (a Runner in the test's process, its simulation paced). Every fault of
 benchmarks/network.py's table: nothing hangs, no finished episode is lost, the robot never
 moves once its controller is gone, and tracking matches the in-process mode within what the
 link's round trip explains (episodic.runtime.link.tracking_bound)."""
@@ -27,6 +27,7 @@ from episodic.tools.link_lab import (
     RelayProcess,
     RobotProcess,
     Trial,
+    inprocess_trials,
     probe,
     reach_episode,
     signal_later,
@@ -69,21 +70,17 @@ class Runs:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Robot A behind a relay whose faults change between episodes, a networked runner through
-    it, robot B with a networked runner straight on it (killed during a move), and a runner in
-    the in-process realtime mode; the processes start side by side (each takes seconds to
-    import). Last, robot A is killed during a move of its runner."""
+    it, robot B with a networked runner straight on it (killed during a move), and the in-process
+    realtime mode's episode (a Runner in this process); the processes start side by side (each
+    takes seconds to import). Last, robot A is killed during a move of its runner."""
     tmp = tmp_path_factory.mktemp("network")
     with contextlib.ExitStack() as stack:
         robots = [stack.enter_context(contextlib.closing(RobotProcess())) for _ in range(2)]
-        inprocess = stack.enter_context(contextlib.closing(start_runner(tmp / "inprocess.h5")))
         a, b = (robot.ready() for robot in robots)
         relay = stack.enter_context(RelayProcess(a.address, Faults()))
         net = stack.enter_context(contextlib.closing(start_runner(tmp / "net.h5", relay.address)))
         doomed = stack.enter_context(contextlib.closing(start_runner(tmp / "doomed.h5", b.address)))
-        inprocess.wait_ready()
-        with Client(inprocess.channel) as client:
-            out = Runs(reach_episode(client), {})
-        inprocess.stop()
+        out = Runs(inprocess_trials(1)[0], {})  # while they start
         doomed.wait_ready()
         with Client(doomed.channel) as client:  # its runner killed 0.1 s into a move: B must brake on its own
             start = client.start_episode(1)

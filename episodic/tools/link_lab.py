@@ -1,7 +1,7 @@
 """A robot across a faulty network on one machine, for tests and benchmarks/network.py: an
 `episodic robot-server` process, fault-injecting relays in front of it (episodic.tools.relay),
-and reach episodes served by `episodic serve` in realtime mode, measured the same way on the robot
-through the link and in the runner's own paced simulation (the in-process realtime mode).
+and reach episodes measured the same way on the robot through the link (`episodic serve --robot-at`)
+and in the in-process realtime mode (a Runner in this process, its simulation paced).
 
     with RobotProcess() as robot, RelayProcess(robot.address, Faults(delay=0.005)) as relay:
         results = trials(3, tmp / "link.h5", relay.address)
@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from episodic.bridge import Client
+from episodic.interface.sender import Sender
 from episodic.interface.trajectory import min_jerk
 from episodic.interface.vocabulary import Flag, MachineState
 from episodic.logs import read_episodes, read_metadata
@@ -43,6 +44,8 @@ from episodic.runtime.link import (
     logged_links,
     rms,
 )
+from episodic.runtime.runner import Runner
+from episodic.tasks import make_task
 from episodic.tools.relay import Faults
 from episodic.tools.served import ServedRunner, fresh_channel
 
@@ -140,7 +143,7 @@ def _first_line(proc: subprocess.Popen, timeout: float) -> str:
 
 @dataclass(frozen=True)
 class Trial:
-    """One reach episode: the flags of its replies, the end's message, the tracking error rad
+    """One reach episode: the flags of its replies, their messages, the tracking error rad
     (RMS over the move), the RMS desired speed rad/s over the move, and the link's statistics
     (None in the in-process mode, or when the episode is not in the log)."""
 
@@ -157,56 +160,55 @@ class Trial:
         return sum(f != Flag.OK for f in self.flags)
 
 
-def reach_episode(client: Client, during: Callable[[], None] | None = None) -> Trial:
-    """Run the module's reach episode through ``client``; ``during()`` is called just before
-    the move is sent (e.g. to start a fault)."""
+def reach_episode(client: Sender, during: Callable[[], None] | None = None) -> Trial:
+    """Run the module's reach episode through ``client`` (a bridge Client, or a Runner in this
+    process); ``during()`` is called just before the move is sent (e.g. to start a fault)."""
     reply = client.start_episode(1)
-    flags = [reply.flag]
+    replies = [reply]
     if reply.flag == Flag.OK:
         assert reply.posture is not None
         q = min_jerk(reply.posture, reply.posture + OFFSET, MOVE_SECONDS, DT).q
         if during is not None:
             during()
-        reply = client.send_trajectory(q, wait_time=HOLD_SECONDS)
-        flags.append(reply.flag)
+        replies.append(client.send_trajectory(q, wait_time=HOLD_SECONDS))
     steps = client.get_episode()
     move = np.flatnonzero((steps["machine_state"] == MachineState.DO_MOTION) & (steps["index"] == 1))
     move = move[: round(MOVE_SECONDS / DT)]  # the move, not the hold after it
-    return Trial(tuple(Flag(f) for f in flags), reply.message, rms(steps["q"][move] - steps["q_d"][move]),
-                 rms(steps["qd_d"][move]))
+    return Trial(tuple(Flag(r.flag) for r in replies), "; ".join(r.message for r in replies if r.message),
+                 rms(steps["q"][move] - steps["q_d"][move]), rms(steps["qd_d"][move]))
 
 
-def trials(n: int, log: Path, robot_at: str | None = None, max_state_age: float = MAX_STATE_AGE,
-           during: Callable[[int], Callable[[], None] | None] | None = None,
-           runner: Callable[[ServedRunner], None] | None = None) -> list[Trial]:
-    """``n`` reach episodes served by `episodic serve` in realtime mode, on the robot at
-    ``robot_at`` (HOST:PORT) or, when None, in its own paced simulation (the in-process
-    realtime mode), logged to ``log`` (a new file); ``during(i)`` gives episode i's fault, if any;
-    ``runner(served)`` is called once it serves. Each trial carries its episode's link
-    statistics from the log; an episode missing from it is marked so (``logged``)."""
+def trials(n: int, log: Path, robot_at: str, max_state_age: float = MAX_STATE_AGE,
+           during: Callable[[int], Callable[[], None] | None] | None = None) -> list[Trial]:
+    """``n`` reach episodes served by `episodic serve --robot-at` (realtime mode) on the robot
+    at ``robot_at`` (HOST:PORT), logged to ``log`` (a new file); ``during(i)`` gives episode i's
+    fault, if any. Each trial carries its episode's link statistics from the log; an episode
+    missing from it is marked so (``logged``)."""
     with serving(log, robot_at, max_state_age) as (served, client):
-        if runner is not None:
-            runner(served)
         out = [reach_episode(client, during(i) if during else None) for i in range(n)]
         served.stop()
     return with_links(out, log)
 
 
+def inprocess_trials(n: int) -> list[Trial]:
+    """``n`` reach episodes in the in-process realtime mode: a Runner in this process, its
+    simulation paced to the wall clock."""
+    with Runner(make_task("reach"), "wam", mode="realtime") as runner:
+        return [reach_episode(runner) for _ in range(n)]
+
+
 @contextlib.contextmanager
-def serving(log: Path, robot_at: str | None = None,
-            max_state_age: float = MAX_STATE_AGE) -> Iterator[tuple[ServedRunner, Client]]:
-    """`episodic serve` in realtime mode (on the robot at ``robot_at``, else its own paced
-    simulation) logging to ``log``, and a client of it."""
+def serving(log: Path, robot_at: str, max_state_age: float = MAX_STATE_AGE) -> Iterator[tuple[ServedRunner, Client]]:
+    """`episodic serve --robot-at` logging to ``log``, and a client of it."""
     with start_runner(log, robot_at, max_state_age) as served:
         served.wait_ready()
         with Client(served.channel, timeout=10.0) as client:
             yield served, client
 
 
-def start_runner(log: Path, robot_at: str | None = None, max_state_age: float = MAX_STATE_AGE) -> ServedRunner:
+def start_runner(log: Path, robot_at: str, max_state_age: float = MAX_STATE_AGE) -> ServedRunner:
     """Start `episodic serve` as ``serving`` does, without waiting for it to serve."""
-    args = ("--learner-timeout", "5", "--quiet") + (() if robot_at is None else
-                                                    ("--robot-at", robot_at, "--max-state-age", str(max_state_age)))
+    args = ("--learner-timeout", "5", "--quiet", "--robot-at", robot_at, "--max-state-age", str(max_state_age))
     return ServedRunner(fresh_channel("link"), task="reach", log=log, mode="realtime", args=args)
 
 
