@@ -253,8 +253,8 @@ def test_batches_in_a_run_log_are_numbered_and_replay_bit_identically(tmp_path, 
     alone = replay(path, [8, 2, 5])  # batch episodes without what ran before them, and the reverse
     assert alone.identical and len(alone.episodes) == 3, alone.differences
     table = CliRunner().invoke(main, ["info", str(path)], catch_exceptions=False).output.splitlines()
-    assert "batch:pos" in table[13]
-    assert [line.split()[7] for line in table[15:25]] == ["-", "0:0", "0:1", "0:2", "0:3", "-", "-", "1:0",
+    assert "batch:pos" in table[14]
+    assert [line.split()[7] for line in table[16:26]] == ["-", "0:0", "0:1", "0:2", "0:3", "-", "-", "1:0",
                                                           "1:2", "-"]
 
 
