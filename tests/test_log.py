@@ -417,7 +417,8 @@ def test_a_logging_runner_keeps_no_python_object_per_episode(tmp_path):
         before = settled()
         run(50, 400)
         grown = settled() - before
-        strategy = r.log._file.id.get_create_plist().get_file_space_strategy()[0]
+    with h5py.File(path, "r") as f:
+        strategy = f.id.get_create_plist().get_file_space_strategy()[0]
     assert grown < 40, f"{grown} more Python objects after 400 episodes"
     assert strategy == h5py.h5f.FSPACE_STRATEGY_NONE  # HDF5 keeps no in-memory record per freed block
     assert len(read_summary(path)[0]) == 450
