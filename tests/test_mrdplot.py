@@ -62,6 +62,7 @@ def log(tmp_path_factory) -> Path:
     with Runner(make_task("reach"), log=path, seed=1) as r:
         run_episode(r, 1, n_segments=2)
         posture = r.robot.home + np.array([0.2, -0.1, 0.1, 0.2, 0.0, 0.1, 0.1])
+        r.machine.skip_goto_start = False  # the move to the start simulated and logged (episodic.runtime.start)
         r.send(StartCommand(2, 2, posture=posture, context=np.array([0.5, 0.2, 1.4])))
         for k in (1, 2):
             r.send(TrajectoryCommand(2, k, 2, wave(posture, n=300, phase=0.0 if k == 1 else np.pi)))
