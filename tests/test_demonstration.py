@@ -139,6 +139,7 @@ def test_missing_derivatives_are_numpy_gradients_accurate_to_their_truncation_er
 def test_from_log_takes_exactly_the_logged_motion_of_an_episode(tmp_path):
     path = tmp_path / "run.h5"
     with Runner(make_task("reach"), log=path, seed=5) as runner:
+        runner.machine.skip_goto_start = False  # the go-to-start simulated and logged (episodic.runtime.start)
         start = runner.robot.home + 0.05  # away from where the runner starts: the go-to-start moves
         runner.send(StartCommand(1, 2, posture=start, context=np.array([0.5, 0.2, 1.5])))
         runner.send(TrajectoryCommand(1, 1, 2, wave(start, 300)))
