@@ -648,7 +648,8 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
     reply whose command ended an episode that could not be logged (e.g. a full disk) says so in
     its message. A learner faster than the disk waits for the log's writer (at most 8 episodes
     and 8 MiB queued), so every episode finished over a second before the runner is killed is on
-    disk.
+    disk. The log can be read while the runner serves (`episodic watch`, info, plot, replay,
+    export, h5py): the runner opens it only to write and closes it between writes.
 
     Memory: with --log, a long episode's steps go to the log as it runs, so the runner holds at
     most about 50 MB of an episode (4 MiB of earlier steps, one command's steps: a segment and a
