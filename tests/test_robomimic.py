@@ -30,6 +30,7 @@ def log(tmp_path_factory) -> Path:
     the start (no learner step); 3: waves that miss the target."""
     path = tmp_path_factory.mktemp("rm") / "reach.h5"
     with Runner(make_task("reach"), log=path, seed=2) as r:
+        r.machine.skip_goto_start = False  # the moves to the start simulated and logged (episodic.runtime.start)
         run_reach_demo(r, demo_targets(r, 2, 0))
         r.send(StartCommand(10, 2, posture=r.robot.home + 0.3, context=np.array([0.5, 0.2, 1.4])))
         r.send(ResetCommand(10, 1, 2))

@@ -11,14 +11,17 @@ import h5py
 import numpy as np
 import pytest
 
-from episodic.interface.commands import StartCommand
+from episodic.interface.commands import ResetCommand, StartCommand, TrajectoryCommand
 from episodic.interface.vocabulary import Flag, MachineState
 from episodic.logs import read_episodes
 from episodic.runtime.backend import MujocoDriver
 from episodic.runtime.runner import Runner
 from episodic.runtime.start import carried_sag
 from episodic.tasks import make_task
+from episodic.tools.export.mrdplot import export_mrdplot
+from episodic.tools.export.robomimic import export_robomimic
 from episodic.tools.replay import replay
+from tests.helpers import wave
 from tests.test_history import before, reference
 
 
@@ -119,3 +122,18 @@ def test_a_go_to_start_under_a_hanging_ball_settles_and_one_logged_before_replay
     with h5py.File(tmp_path / "False.h5", "r+") as f:
         del f["episodes/000000"].attrs["goto_start"]
     assert replay(tmp_path / "False.h5").identical and replay(tmp_path / "True.h5").identical
+
+
+def test_an_episode_that_ends_at_its_start_has_no_steps_and_the_exports_skip_it(tmp_path):
+    path = tmp_path / "run.h5"
+    with Runner(make_task("reach"), log=path) as r:
+        r.send(StartCommand(1, 1, posture=r.robot.home + 0.3))
+        r.send(ResetCommand(1, 1, 1))
+        r.send(StartCommand(2, 1))
+        r.send(TrajectoryCommand(2, 1, 1, wave(r.robot.home)))
+    first, second = read_episodes(path)
+    assert first.steps == {} and first.attrs["n_steps"] == 0 and len(second.steps["time"]) == 500
+    mrd = export_mrdplot(path, tmp_path / "mrd")
+    assert [p.name for p in mrd.files] == ["run_ep000001.mrd"] and "no steps" in mrd.skipped["000000"]
+    demos = export_robomimic(path, tmp_path / "rm.hdf5")
+    assert "000000" in demos.skipped and len(demos.demos) == 1

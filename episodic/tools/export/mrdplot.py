@@ -179,6 +179,9 @@ def export_mrdplot(log: str | Path, out_dir: str | Path | None = None, numbers: 
     out.mkdir(parents=True, exist_ok=True)
     result = MrdplotExport(skipped=skipped)
     for episode in iter_episodes(log, wanted):
+        if not episode.steps:  # ended at its start, no step logged (a skipped go-to-start: episodic.runtime.start)
+            result.skipped[episode.name] = "it has no steps (it ended at its start)"
+            continue
         names, units, data = episode_table(episode, joints)
         path = targets[int(episode.name)]
         write_mrdplot(path, names, units, freq, data, overwrite)

@@ -84,7 +84,8 @@ class RobomimicExport:
 
 def learner_steps(episode: StoredEpisode) -> np.ndarray:
     """Boolean mask of the steps of an episode's commands 1, 2, ... (the move to the start left out)."""
-    return episode.steps["index"] >= 1
+    steps = episode.steps  # {} for an episode that ended at its start, with no steps at all
+    return steps["index"] >= 1 if "index" in steps else np.zeros(0, bool)
 
 
 def demo_arrays(episode: StoredEpisode, lower: np.ndarray, upper: np.ndarray) -> dict[str, np.ndarray]:
