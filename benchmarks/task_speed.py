@@ -77,7 +77,8 @@ def open_loop(commands: list, episode) -> list:
     one trajectory segment, led by one step at the posture held before it."""
     steps = episode.steps()
     index = steps["index"]
-    held = steps["q_d"][index == 0][-1]  # where the move to the start ended
+    # where the move to the start ended; not simulated (episodic.runtime.start): the start posture, at rest
+    held = steps["q_d"][index == 0][-1] if (index == 0).any() else steps["q"][0]
     out = []
     for command in commands[1:]:
         if isinstance(command, GainsCommand):
