@@ -3,6 +3,7 @@ processes and channels for the bridge tests (fixtures live in conftest.py)."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import itertools
 import os
 import subprocess
@@ -75,6 +76,15 @@ def each_case() -> Iterator[Callable[[str], contextlib.AbstractContextManager[No
     yield case
     assert count, "no case was checked"
     assert not failures, f"{len(failures)} of {count} cases failed:\n" + "\n".join(failures)
+
+
+def require_matplotlib() -> None:
+    """Skip the test without matplotlib (the plot extra); under CI=true fail instead."""
+    if importlib.util.find_spec("matplotlib") is None:
+        message = "matplotlib is not installed: pip install 'episodic[plot]'"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true: {message}")
+        pytest.skip(message)
 
 
 def channel_name() -> str:

@@ -5,8 +5,6 @@ Without the plot extra (matplotlib) these tests skip with the reason, except in 
 where they fail."""
 from __future__ import annotations
 
-import importlib.util
-import os
 import struct
 import subprocess
 import sys
@@ -20,18 +18,14 @@ from episodic.cli.main import main
 from episodic.logs import read_episodes, read_metadata, read_summary
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
-from tests.helpers import run_episode
+from tests.helpers import require_matplotlib, run_episode
 
 N_EPISODES = 3
 
 
 @pytest.fixture(autouse=True)
 def matplotlib_installed():
-    if importlib.util.find_spec("matplotlib") is None:
-        message = "matplotlib is not installed: pip install 'episodic[plot]'"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true: {message}")
-        pytest.skip(message)
+    require_matplotlib()
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,6 @@ episode plot shows plain numbers, draws a joint that does not move flat and has 
 Real logs, real matplotlib (Agg), the real renderer; no mocks."""
 from __future__ import annotations
 
-import importlib.util
-import os
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +15,7 @@ from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.logs import read_episodes, read_summary
 from episodic.runtime.runner import Runner
 from episodic.tasks import TASKS, make_task
-from tests.helpers import wave
+from tests.helpers import require_matplotlib, wave
 
 HELD = (0, 2)  # the joints the second episode holds at home (j1 and j3 of the WAM)
 UNITS = {"", "m", "m/s", "rad", "rad/s"}
@@ -25,11 +23,7 @@ UNITS = {"", "m", "m/s", "rad", "rad/s"}
 
 @pytest.fixture()
 def matplotlib_installed():
-    if importlib.util.find_spec("matplotlib") is None:
-        message = "matplotlib is not installed: pip install 'episodic[plot]'"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true: {message}")
-        pytest.skip(message)
+    require_matplotlib()
 
 
 def test_every_task_says_what_its_columns_and_reward_are():
