@@ -2,7 +2,6 @@
 into a run (``evaluate_into``); the package's text (episodic.tools.batch) says how."""
 from __future__ import annotations
 
-import functools
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -65,13 +64,6 @@ class ChunkResult:
     versions: dict[str, str]
 
 
-@functools.cache
-def _versions() -> dict[str, str]:
-    """This process's ``software_versions()``, read once: the packages it has loaded do not change
-    while it runs, and reading scipy's metadata takes 10-20 ms, a twentieth of a small batch."""
-    return software_versions()
-
-
 def _run_episode(r: Runner, commands: Sequence[Command], keep_steps: bool,
                  keep_episode: bool) -> tuple[EpisodeResult, EpisodeBuffer | None]:
     """One episode as the first of a fresh runner ``r``: its result, and the episode as logged
@@ -130,7 +122,7 @@ def evaluate_chunk(chunk: Chunk, tick: Callable[[], None] | None = None) -> Chun
     else:
         with ThreadPoolExecutor(max_workers=k, thread_name_prefix="episodic-batch") as pool:
             done = list(pool.map(share, _shares(chunk.episodes, k)))
-    return ChunkResult(tuple(x for part in done for x in part), dict(_versions()))
+    return ChunkResult(tuple(x for part in done for x in part), software_versions())
 
 
 def check_versions(theirs: dict[str, str], ours: dict[str, str]) -> None:
@@ -199,7 +191,7 @@ def _evaluate(setup: Setup, episodes: Sequence[Sequence[Command]], threads: int,
         chunks = [Chunk(setup, tuple(s), threads, keep_steps, keep_episodes)
                   for s in _shares(population, math.ceil(n / chunk_size))]
         futures = [executor.submit(evaluate_chunk, c) for c in chunks]
-        ours, gathered = _versions(), []
+        ours, gathered = software_versions(), []
         try:
             for future in futures:
                 got = future.result()
