@@ -97,8 +97,9 @@ def with_ids(episode: list, episode_id: int) -> list:
 
 @pytest.fixture(scope="module")
 def swings():
-    """Six ball_in_cup swings (the reference and five perturbed), a short catch wait."""
-    return [swing_commands(ROBOT, swing, episode_id=k + 1, wait=0.3) for k, (_, swing) in enumerate(demo_swings(6))]
+    """Six ball_in_cup swings (the reference and five perturbed), a short catch wait (0.5 s: the
+    reference's ball comes to rest in the cup 0.3-0.5 s after the swing)."""
+    return [swing_commands(ROBOT, swing, episode_id=k + 1, wait=0.5) for k, (_, swing) in enumerate(demo_swings(6))]
 
 
 @pytest.fixture(scope="module")
