@@ -202,7 +202,7 @@ def test_the_chain_never_passes_through_the_cup_and_the_tendon_does():
             for episode, (label, swing) in enumerate(swings if model == "chain" else swings[:1], start=1):
                 replies, qpos = swing_positions(r, swing_commands(r.robot, swing, episode))
                 assert all(reply.flag == Flag.OK for reply in replies), label
-                assert len(qpos) > 2000
+                assert len(qpos) > 1500  # the swing and the catch wait (the go-to-start is not simulated)
                 counts[model, label] = states_through_cup(r.scene.model, qpos, r.task)
     for label, _ in swings:
         assert counts["chain", label] == (0, 0), label
