@@ -37,12 +37,11 @@ import h5py
 import numpy as np
 
 from episodic.bridge import Client
-from episodic.bridge.serve import REALTIME_PRIORITY
 from episodic.interface.robot import load_robot
 from episodic.interface.trajectory import min_jerk
 from episodic.logs.timing import Timing
 from episodic.runtime.pacing import Pacer
-from episodic.runtime.scheduling import Scheduling, SchedulingError, describe, set_realtime
+from episodic.runtime.scheduling import REALTIME_PRIORITY, Scheduling, SchedulingError, describe, set_realtime
 from episodic.tools.served import ServedRunner, fresh_channel
 from process import MULTI_CORE, pin, rss_kib
 

@@ -14,10 +14,9 @@ from episodic import native
 from episodic.bridge.channel import ChannelError
 from episodic.bridge.endpoint import BatchEvaluator, Endpoint
 from episodic.runtime.runner import Runner
-from episodic.runtime.scheduling import SchedulingError, set_realtime
+from episodic.runtime.scheduling import realtime_where_permitted
 
 log = logging.getLogger("episodic.serve")
-REALTIME_PRIORITY = 50  # SCHED_FIFO priority of a realtime runner (1..99)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # each ends serving cleanly
 
 
@@ -26,12 +25,8 @@ def _realtime_priority(priority: int | None) -> None:
     and SCHED_FIFO with locked memory (episodic.runtime.scheduling): at ``priority``, or when None at
     REALTIME_PRIORITY as far as this process may (a warning when it may not)."""
     gc.freeze()
-    try:
-        set_realtime(REALTIME_PRIORITY if priority is None else priority)
-    except SchedulingError as exc:
-        if priority is not None:
-            raise
-        log.warning("running the realtime loop without real-time scheduling (%s); expect more jitter", exc)
+    realtime_where_permitted(priority, lambda why: log.warning(
+        "running the realtime loop without real-time scheduling (%s); expect more jitter", why))
 
 
 def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.0, max_log_steps: int = 60_000,

@@ -16,6 +16,7 @@ import ctypes
 import os
 import resource
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,21 @@ class Scheduling:
                 f"{self.rt_period_us / 1e6:g} s "
                 f"while other tasks wait for its core; turn it off with `sysctl kernel.sched_rt_runtime_us=-1` "
                 f"(as root). A real robot wants a PREEMPT_RT kernel as well")
+
+
+REALTIME_PRIORITY = 50  # SCHED_FIFO priority of episodic's paced loops: a realtime runner, robot-server, the relay
+
+
+def realtime_where_permitted(priority: int | None, warn: Callable[[str], object]) -> None:
+    """SCHED_FIFO with locked memory for the calling thread's process (``set_realtime``): at
+    ``priority`` (SchedulingError when not permitted), or when None at REALTIME_PRIORITY as far as
+    the process may: when it may not, ``warn`` gets the reason and goes on (expect more jitter)."""
+    try:
+        set_realtime(REALTIME_PRIORITY if priority is None else priority)
+    except SchedulingError as exc:
+        if priority is not None:
+            raise
+        warn(str(exc))
 
 
 def set_realtime(priority: int, pid: int = 0) -> Scheduling:

@@ -30,9 +30,8 @@ from typing import TextIO
 
 import numpy as np
 
-from episodic.runtime.scheduling import SchedulingError, set_realtime
+from episodic.runtime.scheduling import REALTIME_PRIORITY, SchedulingError, set_realtime
 
-REALTIME_PRIORITY = 50  # SCHED_FIFO priority where permitted (as robot-server's and a realtime runner's)
 REORDER_DELAY = 0.003  # s added to a datagram picked for reordering (1.5 control periods of the WAM at 500 Hz)
 
 

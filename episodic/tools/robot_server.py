@@ -31,7 +31,7 @@ from episodic.runtime.backend import JointCommand, MujocoDriver
 from episodic.runtime.link import VERSION, Kind, Status, datagram_dtype, decode
 from episodic.runtime.pacing import Pacer
 from episodic.runtime.scene import Scene
-from episodic.runtime.scheduling import SchedulingError, set_realtime
+from episodic.runtime.scheduling import realtime_where_permitted
 
 WATCHDOG = 0.05  # s without a command before the robot brakes (25 ticks at the WAM's 500 Hz)
 # the brake: the robot's PD gains with this many times its damping (the WAM braked while ringing
@@ -39,7 +39,6 @@ WATCHDOG = 0.05  # s without a command before the robot brakes (25 ticks at the 
 # tests/test_network_link.py)
 BRAKE_DAMPING = 3.0
 PEER_SECONDS = 1.0  # s a peer (a runner, a monitor saying HELLO) gets states after it was last heard
-REALTIME_PRIORITY = 50  # SCHED_FIFO priority of the robot's loop (as `episodic serve`'s realtime runner)
 _log = logging.getLogger("episodic.tools.robot_server")
 
 
@@ -219,7 +218,8 @@ def run(scene: Scene, host: str, port: int, watchdog: float, priority: int | Non
     """Serve the robot until SIGTERM or SIGINT, under SCHED_FIFO at ``priority`` (None: at
     REALTIME_PRIORITY where permitted, else a warning), as a robot's real-time controller runs;
     ``announce`` gets the line saying where."""
-    realtime(priority)
+    realtime_where_permitted(priority, lambda why: _log.warning(
+        "running without real-time scheduling (%s); expect more jitter", why))
     server = RobotServer(scene, host, port, watchdog)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, server.stop)
@@ -232,13 +232,3 @@ def run(scene: Scene, host: str, port: int, watchdog: float, priority: int | Non
         server.close()
 
 
-def realtime(priority: int | None) -> None:
-    """SCHED_FIFO with locked memory for this process (episodic.runtime.scheduling): at
-    ``priority`` (SchedulingError when not permitted), or when None at REALTIME_PRIORITY where
-    permitted (else a warning: expect more jitter)."""
-    try:
-        set_realtime(REALTIME_PRIORITY if priority is None else priority)
-    except SchedulingError as exc:
-        if priority is not None:
-            raise
-        _log.warning("running without real-time scheduling (%s); expect more jitter", exc)
