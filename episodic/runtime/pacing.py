@@ -52,6 +52,13 @@ class Pacer:
         self._ticks += 1
         self._missed += late
 
+    def time_left(self) -> float:
+        """Seconds until the next tick is due (from the start of the last one; 0 before the
+        first tick or when it is already late)."""
+        if self._last is None:
+            return 0.0
+        return max(0.0, self._last + self.dt - time.perf_counter())
+
     def mark(self) -> Mark:
         """The tick record now, for ``timing(since=...)`` and ``Timing.between`` (a copy of the
         histogram: a few us, where the statistics take tens)."""

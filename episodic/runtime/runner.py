@@ -34,10 +34,11 @@ from episodic.runtime.startable import build_startable_scene
 from episodic.task import Task, task_source
 
 MODES = ("blocking", "realtime")
-# share of a control period each paced step may spend writing queued log pieces (at least one
-# piece is written when any is queued, so finished episodes reach the disk within a few hundred
-# ticks even while the learner leaves the robot no idle tick)
-TICK_LOG_SHARE = 0.1
+# share of the time left before the next tick that a paced step may spend writing queued log
+# pieces (at least one piece is written when any is queued, so finished episodes reach the disk
+# even while the learner leaves the robot no idle tick; the rest is the margin for a piece that
+# takes longer than the last one did)
+TICK_LOG_SHARE = 0.5
 _log = logging.getLogger("episodic.runtime.runner")
 
 
@@ -195,9 +196,9 @@ class Runner(Sender):
 
     def _between_ticks(self) -> None:
         """After each paced control step (simulated or driven): write queued log pieces for up to
-        TICK_LOG_SHARE of a control period (s)."""
+        TICK_LOG_SHARE of the time left before the next tick (s)."""
         if self.log is not None:
-            self.log.work(TICK_LOG_SHARE * self.robot.control_dt)
+            self.log.work(TICK_LOG_SHARE * self.sim.pacer.time_left())
 
     def interrupt(self) -> None:
         """Stop what the robot is doing at the next tick (safe to call from a signal handler): a
