@@ -6,6 +6,7 @@ so the WAM's scenes keep their numbers exactly. What a task asks of a robot (joi
 hinge) is :class:`Needs`."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -13,6 +14,7 @@ import mujoco
 import numpy as np
 
 from episodic.interface.robot import Robot, load_robot
+from episodic.task.kinematics import SiteIK
 
 REFERENCE_ROBOT = "wam"  # the robot whose frame the tasks' scene numbers are given in
 REACH_SAMPLES = 4096  # postures RobotFrame samples for an arm's reach (0.08 s)
@@ -175,3 +177,35 @@ class Needs:
             + ([f"wrist hinge '{self.hinge}'"] if self.hinge else []) \
             + (["the last joint turning about the flange's axis"] if self.flange_hinge else [])
         return ", ".join(parts)
+
+
+def tool_ik(robot: Robot, add_tool: Callable[[mujoco.MjSpec, Robot], None], site: str) -> SiteIK:
+    """Inverse kinematics of ``site`` (a site of a task's tool) on ``robot`` with the tool that
+    ``add_tool`` (a task's :meth:`add_tool`) mounts on its flange, and no scene."""
+    spec = mujoco.MjSpec.from_file(str(robot.mjcf))
+    add_tool(spec, robot)
+    model = spec.compile()
+    joints = [model.joint(name) for name in robot.joint_names]
+    return SiteIK(model, site, [j.qposadr[0] for j in joints], [j.dofadr[0] for j in joints],
+                  robot.range_lower, robot.range_upper)
+
+
+def easiest_posture(ik: SiteIK, robot: Robot, position: np.ndarray, normal: np.ndarray, twist: np.ndarray,
+                    seeds: int = 32) -> np.ndarray | None:
+    """A posture (n_dofs,) rad putting ``ik``'s site at ``position`` (3,) m with its x axis along
+    ``normal`` (3,): of the inverse kinematics solutions from the robot's home and ``seeds``
+    postures drawn uniformly within its joint range (a generator seeded with 0), the one that
+    moves the site at ``twist`` (6,: m/s and rad/s) with the least joint rates (least squares)
+    relative to the robot's velocity limits; None when no seed reaches it (error 1e-6)."""
+    best, lowest = None, np.inf
+    starts = np.vstack([robot.home, np.random.default_rng(0).uniform(robot.range_lower, robot.range_upper,
+                                                                     (seeds, robot.n_dofs))])
+    for start in starts:
+        q, error = ik.solve(start, position, normal, iterations=1000)
+        if error > 1e-6:
+            continue
+        rates = np.linalg.lstsq(ik.jacobian(q), twist, rcond=None)[0]
+        ratio = float(np.max(np.abs(rates) / robot.velocity_limit))
+        if ratio < lowest:
+            best, lowest = q, ratio
+    return best
