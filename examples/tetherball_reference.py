@@ -56,12 +56,14 @@ import time
 
 import numpy as np
 from scipy.integrate import quad
+from scipy.optimize import linprog
 from scipy.special import ellipk
 
 from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.interface.robot import Robot, load_robot
 from episodic.interface.trajectory import Desired, min_jerk, min_jerk_duration
 from episodic.runtime.scene import build_scene
+from episodic.task.frame import RobotFrame
 from episodic.task.kinematics import SiteIK
 from episodic.tasks import make_task
 
@@ -72,9 +74,11 @@ APEX_MARGIN = 0.05     # m, the swing's apex above the target
 RETRACT = (0.25, 0.25)  # m, the racket's final pull back toward the robot and down
 RETRACT_TIME = 0.8     # s
 APPROACH_DROP = 0.35   # m, the approach passes this far below the start and backswing points
+FLOOR_CLEARANCE = 0.1  # m, the blade's edge stays at least this high above the floor (z = 0) in the approach
 MIN_MOVE_TIME = 0.5    # s, shortest of the approach's three moves
 FLIGHT_WAIT = 0.5      # s, held at the end while the ball flies
 GRAVITY = 9.81
+SPEED_SHARE = 0.9      # of a joint's velocity limit the stroke may plan: a tenth spare for the tracking's overshoot
 
 
 def stroke_plan(task, target: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -87,6 +91,20 @@ def stroke_plan(task, target: np.ndarray) -> tuple[np.ndarray, np.ndarray, float
         raise ValueError("the target lies straight below or above the anchor: no swing reaches it")
     rise = max(float(target[2] - rest[2]), 0.0) + APEX_MARGIN
     return rest, towards / np.linalg.norm(towards), np.sqrt(2 * GRAVITY * rise) / GAIN
+
+
+def least_share_rates(jacobian: np.ndarray, direction: np.ndarray, limits: np.ndarray) -> np.ndarray:
+    """Joint rates (n_dofs,) rad/s that move a point at 1 m/s along ``direction`` (3,) through
+    ``jacobian`` (3, n_dofs) with the smallest largest share of the joints' velocity ``limits``
+    (n_dofs,) rad/s (a linear program over the rates and that share)."""
+    n = len(limits)
+    bounds = np.hstack([np.vstack([np.eye(n), -np.eye(n)]), -np.concatenate([limits, limits])[:, None]])
+    result = linprog(np.append(np.zeros(n), 1.0), A_ub=bounds, b_ub=np.zeros(2 * n),
+                     A_eq=np.hstack([jacobian, np.zeros((3, 1))]), b_eq=direction,
+                     bounds=[(None, None)] * (n + 1))
+    if not result.success:
+        raise ValueError(f"no joint rates move the racket along {np.round(direction, 3).tolist()}: {result.message}")
+    return result.x[:n]
 
 
 def swing_time(task, target: np.ndarray) -> float:
@@ -146,10 +164,10 @@ def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, target=N
     ``params``: the task's parameters (None: its defaults)."""
     robot = load_robot(robot) if isinstance(robot, str) else robot
     task = make_task("tetherball", params)
+    scene = build_scene(robot, task)  # the scene placed for the robot: its anchor and default target
     target = task.default_target if target is None else np.asarray(target, float)
     if task.target_speed != 0:
         return meet_moving_target(robot, task, target, episode_id)
-    scene = build_scene(robot, task)
     ik = SiteIK(scene.model, "racket_centre", scene.qpos_adr, scene.dof_adr, robot.range_lower, robot.range_upper)
     rest, u, speed = stroke_plan(task, target)
     dt = robot.control_dt
@@ -163,12 +181,20 @@ def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, target=N
     # squares in q_dot / velocity limit
     scale = np.diag(robot.velocity_limit)
     w = scale @ np.linalg.pinv(ik.jacobian(q_contact) @ scale) @ np.concatenate([u, np.zeros(3)])
+    if speed * np.max(np.abs(w) / robot.velocity_limit) > SPEED_SHARE:  # too fast for a joint: let the racket turn
+        w = least_share_rates(ik.jacobian(q_contact)[:3], u, robot.velocity_limit)
+        if speed * np.max(np.abs(w) / robot.velocity_limit) > SPEED_SHARE:
+            joint = int(np.argmax(np.abs(w) / robot.velocity_limit))
+            raise ValueError(f"the stroke needs {robot.joint_names[joint]} at {speed * abs(w[joint]):.2f} rad/s, "
+                             f"over {SPEED_SHARE:.0%} of its limit {robot.velocity_limit[joint]:g}")
     q_back = q_contact - BACKSWING * w
     if np.any(q_back < robot.range_lower) or np.any(q_back > robot.range_upper):
         raise ValueError("the backswing leaves the joint range")
 
-    # segment 1: to the backswing posture, passing below the ball: down, across, up
-    low = np.array([0.0, 0.0, APPROACH_DROP])
+    # segment 1: to the backswing posture, passing below the ball: down, across, up (less far
+    # down where the blade would come within FLOOR_CLEARANCE of the floor: a low-mounted arm)
+    lowest = min(ik.pose(q_start)[0][2], ik.pose(q_back)[0][2]) - task.blade_radius - FLOOR_CLEARANCE
+    low = np.array([0.0, 0.0, min(APPROACH_DROP, lowest)])
     q_start_low, _ = ik.solve(q_start, ik.pose(q_start)[0] - low)
     q_back_low, _ = ik.solve(q_back, ik.pose(q_back)[0] - low)
     moves = []
@@ -182,7 +208,8 @@ def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, target=N
     stroke = min_jerk(np.zeros(1), np.full(1, length), 1.875 * length / speed, dt)
     q_stroke = q_back + stroke.q * w
     end, _ = ik.pose(q_stroke[-1])
-    radial = np.array([end[0], end[1], 0.0]) / np.hypot(end[0], end[1])
+    base = RobotFrame.of(robot).anchor  # the robot's first joint: the retract pulls toward its axis
+    radial = np.array([end[0] - base[0], end[1] - base[1], 0.0]) / np.hypot(end[0] - base[0], end[1] - base[1])
     q_away, _ = ik.solve(q_stroke[-1], end - RETRACT[0] * radial - np.array([0, 0, RETRACT[1]]))
     retract = min_jerk(q_stroke[-1], q_away, RETRACT_TIME, dt)
     q2 = np.vstack([q_stroke, retract.q])

@@ -94,14 +94,15 @@ is minus the sum of the segment rewards so far.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 import mujoco
 import numpy as np
 
-from episodic.interface.robot import Robot
+from episodic.interface.robot import Robot, load_robot
 from episodic.task import (
     TARGET,
     Camera,
@@ -128,12 +129,15 @@ from episodic.task.contact import (
     air_choice,
 )
 from episodic.task.contract import BALL_COLUMNS
+from episodic.task.frame import REFERENCE_ROBOT, RobotFrame, posture_along, tool_ik
 from episodic.task.sl import SLMap
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
 TARGET_RGBA = [0.2, 0.8, 0.2, 0.25]
 TARGET_MASS = 1.0  # kg, the moving target marker's (it touches nothing: any mass moves it alike)
 BALL_SURFACES = MATERIALS["tennis_ball_on_rigid"]  # restitution, friction and their sources
+START_SEEDS = 16  # postures drawn for another arm's start posture (start_posture)
+START_MARGIN = 0.3  # rad, another arm's start posture keeps its joints this far inside their range
 
 
 @dataclass
@@ -160,9 +164,7 @@ class Tetherball(Task[Approach]):
         learner="examples.learning.tetherball",
     )
     summary: ClassVar[str] = "hit a ball hung from the ceiling on an elastic string through a target."
-    needs: ClassVar[Needs] = Needs(robots=("wam",), why=(
-            "the ball's anchor and the swing are placed for the WAM at WAM joint angles; not yet placed "
-            "in another robot's frame"))
+    needs: ClassVar[Needs] = Needs(dofs=6)  # the racket's centre and face normal placed for the stroke
     camera: ClassVar[Camera] = {"azimuth": 140, "elevation": -10}  # deg; episodic render frames the rest
     sl: ClassVar[SLMap] = SLMap(("target x m", "target y m", "target z m"), (0, 1, 2),
                                 states=tuple(BALL_COLUMNS) + ("target_x", "target_y", "target_z"))
@@ -216,11 +218,26 @@ class Tetherball(Task[Approach]):
     # -- derived quantities ----------------------------------------------------
     @property
     def anchor(self) -> np.ndarray:
-        return np.array([self.anchor_x, self.anchor_y, self.anchor_z])
+        """m, the string's fixed point: (anchor_x, anchor_y, anchor_z), placed for the robot (:meth:`placed`)."""
+        return self.placed(np.array([self.anchor_x, self.anchor_y, self.anchor_z]))
 
     @property
     def default_target(self) -> np.ndarray:
-        return np.array([self.target_x, self.target_y, self.target_z])
+        """m, the target without a context: (target_x, target_y, target_z), placed for the robot (:meth:`placed`)."""
+        return self.placed(np.array([self.target_x, self.target_y, self.target_z]))
+
+    def placed(self, point: np.ndarray) -> np.ndarray:
+        """A point (3,) m of the scene as its parameters give it (for the WAM), placed for the robot
+        the scene was last built for: the hanging ball where :meth:`Task.from_wam` puts its WAM
+        place (the same place relative to the robot's base and facing, scaled to its reach), and the
+        scene moved with it rigidly, turned with the robot's facing but not scaled, so that the
+        string, the ball's swing and the target on it keep their sizes. The point itself on the WAM."""
+        point = np.asarray(point, float)
+        if self._robot is None or RobotFrame.of(self._robot).is_reference():
+            return point.copy()
+        frame = RobotFrame.of(self._robot)
+        rest = np.array([self.anchor_x, self.anchor_y, self.anchor_z - self.string_length - self.static_stretch])
+        return frame.from_wam(rest) + frame.direction_from_wam(point - rest)
 
     @property
     def static_stretch(self) -> float:
@@ -313,9 +330,27 @@ class Tetherball(Task[Approach]):
                                 np.full(len(t), float(start[2]))])
 
     def start_posture(self, robot: Robot) -> np.ndarray:
-        """Home with the first joint turned -0.5 rad: the racket waits beside the ball."""
+        """On the WAM home with the first joint turned -0.5 rad: the racket waits beside the ball.
+        On another arm the posture that puts the racket's centre where the WAM's is there, placed in
+        the arm's frame (episodic.task.frame), its face turned as the WAM's, reached from the arm's
+        home along a straight line (episodic.task.frame.posture_along) or by inverse kinematics from
+        START_SEEDS postures drawn within its joint range (seeded): of those with every joint
+        START_MARGIN inside its range, the one whose joints are highest above the floor on average
+        (an elbow up: the UR5's shoulder is 9 cm above the floor, and with its elbow down its links
+        hit the floor in the stroke). Computed once per robot and racket."""
         q = robot.home.copy()
-        q[0] -= 0.5
+        frame = RobotFrame.of(robot)
+        if frame.is_reference():
+            q[0] -= 0.5
+            return q
+        wam = load_robot(REFERENCE_ROBOT)
+        centre, normal = tool_ik(wam, self.add_tool, "racket_centre").pose(self.start_posture(wam))
+        q, error = _start_posture(robot, self.add_tool, frame.from_wam(centre), frame.direction_from_wam(normal),
+                                  (self.blade_radius, self.blade_thickness, self.blade_mass, self.handle_length,
+                                   self.handle_mass))
+        if error > 1e-6:
+            raise TaskError(f"tetherball cannot hold the racket where it is placed on '{robot.name}' "
+                            f"(inverse kinematics error {error:.2g}); choose an arm that reaches it")
         return q
 
     def default_context(self) -> np.ndarray:
@@ -408,6 +443,32 @@ class Tetherball(Task[Approach]):
             return bool(min(self.closest_approach(), state[10]) < self.tolerance)
         distances = self.approach_distances()
         return bool(distances.size == self.approaches and np.all(distances < self.tolerance))
+
+
+_STARTS: dict[tuple, tuple[np.ndarray, float]] = {}  # another arm's start postures (Tetherball.start_posture)
+
+
+def _start_posture(robot: Robot, add_tool: Callable[[mujoco.MjSpec, Robot], None], position: np.ndarray,
+                   normal: np.ndarray, racket: tuple[float, ...]) -> tuple[np.ndarray, float]:
+    """A posture (n_dofs,) rad of ``robot`` with the racket's centre at ``position`` (3,) m and its
+    face normal along ``normal`` (3,), and the remaining error (m + rad): the one
+    :meth:`Tetherball.start_posture` describes, cached by robot, ``racket`` (the tool's parameters)
+    and place."""
+    key = (robot.name, robot.sha256, tuple(robot.home), racket, tuple(position), tuple(normal))
+    if key not in _STARTS:
+        ik = tool_ik(robot, add_tool, "racket_centre")
+        seeds = np.random.default_rng(0).uniform(robot.range_lower, robot.range_upper, (START_SEEDS, robot.n_dofs))
+        best = -np.inf
+        for q, error in itertools.chain([posture_along(ik, robot.home, position, normal)],
+                                        (ik.solve(seed, position, normal, iterations=1000) for seed in seeds)):
+            ik.pose(q)
+            height = float(np.mean([ik.data.xanchor[ik.model.joint(name).id][2] for name in robot.joint_names]))
+            inside = np.all((q >= robot.range_lower + START_MARGIN) & (q <= robot.range_upper - START_MARGIN))
+            if key not in _STARTS or (error <= 1e-6 and inside and height > best):
+                _STARTS[key] = (q, error)
+                best = height if error <= 1e-6 and inside else best
+    q, error = _STARTS[key]
+    return q.copy(), error
 
 
 def _first(mask: np.ndarray, offset: int) -> int | None:

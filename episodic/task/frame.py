@@ -143,10 +143,7 @@ class Needs:
     joint (name) the task uses as a hinge ("" none); robots: the robots the task is tied to (()
     any robot that has the rest), why: the reason it is tied to them; flange_hinge: the last
     joint must turn about the z axis of the body holding the end-effector site (the axis a tool
-    bolted along the flange turns about); placed: the task's own test of a robot that the rest
-    cannot make (e.g. whether inverse kinematics puts its tool where its scene needs it), which
-    returns why the robot does not suit ("" when it does), and placed_doc what it asks in a few
-    words (None, "": no such test)."""
+    bolted along the flange turns about)."""
 
     dofs: int = 1
     reach: float = 0.0
@@ -154,8 +151,6 @@ class Needs:
     flange_hinge: bool = False
     robots: tuple[str, ...] = ()
     why: str = ""
-    placed: Callable[[Robot], str] | None = None
-    placed_doc: str = ""
 
     def unmet(self, robot: Robot) -> str:
         """Why ``robot`` does not suit the task ("" when it does)."""
@@ -172,7 +167,7 @@ class Needs:
                     f"flange's frame")
         if self.reach > 0 and RobotFrame.of(robot).reach < self.reach:
             return f"needs a reach of {self.reach:g} m, '{robot.name}' reaches {RobotFrame.of(robot).reach:.2f} m"
-        return "" if self.placed is None else self.placed(robot)
+        return ""
 
     def describe(self) -> str:
         """One line: the needs as `episodic tasks` shows them."""
@@ -180,8 +175,7 @@ class Needs:
             return f"the {' or '.join(self.robots)} robot ({self.why})"
         parts = [f"{self.dofs}+ arm joints"] + ([f"reach {self.reach:g} m"] if self.reach else []) \
             + ([f"wrist hinge '{self.hinge}'"] if self.hinge else []) \
-            + (["the last joint turning about the flange's axis"] if self.flange_hinge else []) \
-            + ([self.placed_doc] if self.placed_doc else [])
+            + (["the last joint turning about the flange's axis"] if self.flange_hinge else [])
         return ", ".join(parts)
 
 
@@ -215,3 +209,20 @@ def easiest_posture(ik: SiteIK, robot: Robot, position: np.ndarray, normal: np.n
         if ratio < lowest:
             best, lowest = q, ratio
     return best
+
+
+def posture_along(ik: SiteIK, q0: np.ndarray, position: np.ndarray, normal: np.ndarray, steps: int = 20,
+                  axis: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """The posture (n_dofs,) rad reached from ``q0`` by moving ``ik``'s site along the straight
+    line to ``position`` (3,) m, its x axis (or the direction ``axis`` (3,) of its frame) turned
+    evenly to ``normal`` (3,), by inverse kinematics at ``steps`` points of the way, each from the
+    last: small steps, which keep to q0's branch of the solutions where one solve over a long way
+    may jump to another; returns it and the remaining error (m + rad, as :meth:`SiteIK.solve`)."""
+    start, turned = ik.pose(q0, axis)
+    turned = turned if turned @ normal >= 0 else -turned
+    q, error = np.asarray(q0, float), np.inf
+    for s in np.linspace(0.0, 1.0, steps + 1)[1:]:
+        direction = (1 - s) * turned + s * np.asarray(normal, float)
+        q, error = ik.solve(q, (1 - s) * start + s * np.asarray(position, float),
+                            direction / np.linalg.norm(direction), iterations=1000, axis=axis)
+    return q, error
