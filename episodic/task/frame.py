@@ -143,7 +143,10 @@ class Needs:
     joint (name) the task uses as a hinge ("" none); robots: the robots the task is tied to (()
     any robot that has the rest), why: the reason it is tied to them; flange_hinge: the last
     joint must turn about the z axis of the body holding the end-effector site (the axis a tool
-    bolted along the flange turns about)."""
+    bolted along the flange turns about); placed: the task's own test of a robot that the rest
+    cannot make (e.g. whether inverse kinematics puts its tool where its scene needs it), which
+    returns why the robot does not suit ("" when it does), and placed_doc what it asks in a few
+    words (None, "": no such test)."""
 
     dofs: int = 1
     reach: float = 0.0
@@ -151,6 +154,8 @@ class Needs:
     flange_hinge: bool = False
     robots: tuple[str, ...] = ()
     why: str = ""
+    placed: Callable[[Robot], str] | None = None
+    placed_doc: str = ""
 
     def unmet(self, robot: Robot) -> str:
         """Why ``robot`` does not suit the task ("" when it does)."""
@@ -167,7 +172,7 @@ class Needs:
                     f"flange's frame")
         if self.reach > 0 and RobotFrame.of(robot).reach < self.reach:
             return f"needs a reach of {self.reach:g} m, '{robot.name}' reaches {RobotFrame.of(robot).reach:.2f} m"
-        return ""
+        return "" if self.placed is None else self.placed(robot)
 
     def describe(self) -> str:
         """One line: the needs as `episodic tasks` shows them."""
@@ -175,7 +180,8 @@ class Needs:
             return f"the {' or '.join(self.robots)} robot ({self.why})"
         parts = [f"{self.dofs}+ arm joints"] + ([f"reach {self.reach:g} m"] if self.reach else []) \
             + ([f"wrist hinge '{self.hinge}'"] if self.hinge else []) \
-            + (["the last joint turning about the flange's axis"] if self.flange_hinge else [])
+            + (["the last joint turning about the flange's axis"] if self.flange_hinge else []) \
+            + ([self.placed_doc] if self.placed_doc else [])
         return ", ".join(parts)
 
 
