@@ -16,6 +16,10 @@ runners of the same user change that one). Then the runner is stopped with SIGTE
 is checked for leftovers of the channel, and ``episodic info`` on the log is timed in a
 subprocess, interpreter start included, as a user would run it.
 
+Its resident memory is also read every SLOPE_EVERY episodes from episode 1,000 on, and the
+least-squares slope of those readings is printed in bytes per episode (the growth a longer soak
+would show, warm-up left out).
+
 Goals: RSS growth from episode 1,000 to the last under 5 %; the same fds and channel entries at
 both samples; nothing of the channel left in /dev/shm after the stop; info under a second.
 """
@@ -43,6 +47,7 @@ from process import rss_kib
 SEGMENT_SAMPLES = 50   # samples of each episode's one segment
 EVERY = 100            # episodes between log fetches and rounds of bad commands
 SAMPLE_FROM = 1000     # episode of the first sample
+SLOPE_EVERY = 250      # episodes between the readings of the RSS slope
 TARGET = np.array([0.6, 0.1, 1.5])  # reach target around which contexts are drawn, m
 GROWTH_GOAL = 5.0      # % RSS growth
 INFO_GOAL = 1.0        # s for `episodic info`
@@ -93,12 +98,14 @@ def bad_commands(client: Client, tally: Tally) -> None:
     tally.check(client.start_episode(1, context=[np.nan, *TARGET[1:]]), Flag.INVALID_PAYLOAD, "NaN context")
 
 
-def soak(runner: ServedRunner, episodes: int, seed: int) -> tuple[Tally, float, dict[int, tuple[int, ...]]]:
-    """Run the episodes; the tally, the wall time s, and per sampled episode the runner's RSS KiB
-    and fds and the /dev/shm entries of its channel and of all of this user's channels."""
+def soak(runner: ServedRunner, episodes: int, seed: int) -> tuple[Tally, float, dict[int, tuple[int, ...]],
+                                                                 dict[int, int]]:
+    """Run the episodes; the tally, the wall time s, per sampled episode the runner's RSS KiB
+    and fds and the /dev/shm entries of its channel and of all of this user's channels, and the
+    runner's RSS KiB every SLOPE_EVERY episodes from SAMPLE_FROM on."""
     rng = np.random.default_rng(seed)
     tally = Tally()
-    samples = {}
+    samples, readings = {}, {}
     pid = runner.proc.pid
     with Client(runner.channel, timeout=30) as client:
         dt = 1 / client.control_rate
@@ -116,8 +123,10 @@ def soak(runner: ServedRunner, episodes: int, seed: int) -> tuple[Tally, float, 
                 client.get_episode()
             if episode in (SAMPLE_FROM, episodes):
                 samples[episode] = (rss_kib(pid), open_fds(pid), shm_entries(runner.channel), shm_entries())
+            if episode >= SAMPLE_FROM and (episode - SAMPLE_FROM) % SLOPE_EVERY == 0:
+                readings[episode] = rss_kib(pid)
         seconds = time.perf_counter() - t0
-    return tally, seconds, samples
+    return tally, seconds, samples, readings
 
 
 def main() -> None:
@@ -134,7 +143,7 @@ def main() -> None:
         try:
             with ServedRunner(channel, task="reach", log=log, seed=0) as runner:
                 try:
-                    tally, seconds, samples = soak(runner, args.episodes, args.seed)
+                    tally, seconds, samples, readings = soak(runner, args.episodes, args.seed)
                 except (OSError, ProtocolError) as exc:  # the runner died or stopped answering
                     raise runner.failed(f"the soak stopped: {type(exc).__name__}: {exc}") from None
                 code = runner.stop()
@@ -152,6 +161,7 @@ def main() -> None:
 
     (rss0, fds0, shm0, users0), (rss1, fds1, shm1, users1) = samples[SAMPLE_FROM], samples[args.episodes]
     growth = 100 * (rss1 - rss0) / rss0
+    slope = np.polyfit(list(readings), list(readings.values()), 1)[0] * 1024 if len(readings) > 1 else 0.0
     flags = ", ".join(f"{flag.name} {n:,}" for flag, n in sorted(tally.flags.items()))
     print(f"episodes:   {args.episodes:,} in {seconds:.1f} s ({args.episodes / seconds:.0f} episodes/s)")
     print(f"commands:   {tally.commands:,} sent, {tally.refusals:,} refused ({flags})")
@@ -160,7 +170,7 @@ def main() -> None:
     if len(tally.surprises) > 10:
         print(f"  ... {len(tally.surprises) - 10:,} more unexpected replies")
     print(f"runner RSS: {rss0 / 1024:.1f} MiB at episode {SAMPLE_FROM:,}, {rss1 / 1024:.1f} MiB at "
-          f"{args.episodes:,}: {growth:+.2f} %")
+          f"{args.episodes:,}: {growth:+.2f} %; slope {slope:.0f} B per episode ({len(readings)} readings)")
     print(f"runner fds: {fds0} at episode {SAMPLE_FROM:,}, {fds1} at {args.episodes:,}")
     print(f"/dev/shm:   {shm0} entries of the channel at episode {SAMPLE_FROM:,}, {shm1} at {args.episodes:,} "
           f"(all of this user's channels: {users0}, {users1})")

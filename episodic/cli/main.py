@@ -64,14 +64,20 @@ def _open_log(path: str):
 def _other_file(f) -> str:
     """What the HDF5 file ``f``, not a run log, is and what reads it, when it is one of the other
     files episodic writes (a demonstration, a robomimic export); '' otherwise. External links
-    are not followed."""
+    are not followed. A run log is told by its format alone, without importing what reads the
+    others (a demonstration's module imports MuJoCo and SciPy: seconds of `info`'s time)."""
     import h5py
 
     from episodic.interface.files import member
-    from episodic.learning.demonstration import FORMAT as DEMONSTRATION
+    from episodic.logs.layout import FORMAT as LOG
 
     fmt = f.attrs.get("format")
-    if (fmt.decode(errors="replace") if isinstance(fmt, bytes) else fmt) == DEMONSTRATION:
+    fmt = fmt.decode(errors="replace") if isinstance(fmt, bytes) else fmt
+    if isinstance(fmt, str) and fmt.split("/")[0] == LOG.split("/")[0]:
+        return ""
+    from episodic.learning.demonstration import FORMAT as DEMONSTRATION
+
+    if fmt == DEMONSTRATION:
         q = member(f, "q")
         samples = f"{q.shape[0]} samples, " if isinstance(q, h5py.Dataset) and q.ndim else ""
         return (f"a demonstration ({samples}task {f.attrs.get('task', '?')}, robot {f.attrs.get('robot', '?')}; "
