@@ -68,7 +68,7 @@ from episodic.runtime.motion_clock import MotionClock, control_steps
 from episodic.runtime.recorder import StepRecorder
 from episodic.runtime.scene import ROLLOUT_SPEC, Scene
 from episodic.runtime.simulation import SimulationUnstable, StepRecord
-from episodic.runtime.start import go_to_start, restart_exactly, start_exactly
+from episodic.runtime.start import CarriedSag, go_to_start, restart_exactly, start_exactly
 from episodic.task import Task, TaskError
 
 __all__ = ["EpisodeMachine", "Flag", "MachineState", "HELD_BLOCK", "INTERRUPTED_MESSAGE", "SEGMENT_END_WINDOW"]
@@ -136,6 +136,7 @@ class EpisodeMachine:
         # "close" allows the static sag under what the arm carries (episodic.runtime.start.carried_sag);
         # a replay of a log written before it (no goto_start) waits as that run did
         self.allow_carried_sag = True
+        self._sag = CarriedSag(scene, now=sim.pacer is not None)  # its scratch data, made once
         # whether the task has its own segment_end (else a paced segment does not ask it each tick)
         self._ends_segments = type(task).segment_end is not Task.segment_end
         self.settled_state: np.ndarray | None = None  # where the last go-to-start really ended (None: skipped)
@@ -337,7 +338,7 @@ class EpisodeMachine:
             paced = self.sim.pacer is not None
             go_to_start(self.sim, self.scene, target, self._gains, self.clock.passive,
                         (lambda: self._stopping() is not None) if paced else None,
-                        lambda record: self._record(record, 0), self.allow_carried_sag)
+                        lambda record: self._record(record, 0), self.allow_carried_sag, self._sag)
             self._hold_q = target.copy()
             stopped = self._stopping() if paced else None
             if stopped is not None:

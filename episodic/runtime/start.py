@@ -60,46 +60,72 @@ from episodic.runtime.simulation import StepRecord
 SETTLE_CHUNK = 0.05  # s of holding between "close and slow" checks in GOTO_START
 
 
+class CarriedSag:
+    """``carried_sag`` for one scene, on scratch simulation data made once: two MjData, a few ms
+    to make each, where the rest of the check takes tens of us (so a paced go-to-start's settle
+    check fits between two ticks); ``mj_resetData`` before each use leaves them as new. Made at
+    the first use, or at once when ``now`` (a paced run's first check then costs no more than the
+    others). Not shared between threads."""
+
+    def __init__(self, scene: Scene, now: bool = False) -> None:
+        self.scene = scene
+        self._data: tuple[mujoco.MjData, mujoco.MjData] | None = None
+        if now:
+            self._data = mujoco.MjData(scene.model), mujoco.MjData(scene.dynamics)
+
+    def __call__(self, state: np.ndarray, gains: Gains) -> np.ndarray:
+        """(n_dofs,) rad: the static error ``gains`` leave on each joint under the weight of what
+        the arm carries in the scene's ``state`` (mjSTATE_INTEGRATION) besides itself and its tool
+        (module docstring): the torque that holds the scene still in this configuration
+        (mj_inverse at rest, qvel and qacc 0) less what contacts take (pressing on an obstacle is
+        no load) and less the robot's and its tool's own static torque (``scene.dynamics``; all of
+        it is left to the gains under Feedforward.NONE), over kp; 0 where kp is 0."""
+        scene = self.scene
+        m = scene.model
+        if self._data is None:
+            self._data = mujoco.MjData(m), mujoco.MjData(scene.dynamics)
+        d, own = self._data
+        mujoco.mj_resetData(m, d)
+        mujoco.mj_resetData(scene.dynamics, own)
+        mujoco.mj_setState(m, d, state, STATE_SPEC)
+        d.qvel[:] = 0.0  # at rest (qacc is 0 after mj_resetData, and mjSTATE_INTEGRATION sets none)
+        mujoco.mj_inverse(m, d)
+        contact = np.where(d.efc_type >= int(mujoco.mjtConstraint.mjCNSTR_CONTACT_FRICTIONLESS), d.efc_force, 0.0)
+        by_contacts = np.zeros(m.nv)
+        mujoco.mj_mulJacTVec(m, d, by_contacts, contact)
+        own.qpos[:] = d.qpos[scene.qpos_adr]
+        mujoco.mj_inverse(scene.dynamics, own)
+        load = (d.qfrc_inverse + by_contacts)[scene.dof_adr]  # qfrc_inverse counts the contacts' force against it
+        if gains.feedforward != Feedforward.NONE:
+            load = load - own.qfrc_inverse
+        sag: np.ndarray = np.divide(np.abs(load), gains.kp, out=np.zeros_like(load), where=gains.kp > 0)
+        return sag
+
+
 def carried_sag(scene: Scene, state: np.ndarray, gains: Gains) -> np.ndarray:
-    """(n_dofs,) rad: the static error ``gains`` leave on each joint under the weight of what the
-    arm carries in ``scene``'s ``state`` (mjSTATE_INTEGRATION) besides itself and its tool (module docstring):
-    the torque that holds the scene still in this configuration (mj_inverse at rest, qvel and qacc
-    0) less what contacts take (pressing on an obstacle is no load) and less the robot's and its
-    tool's own static torque (``scene.dynamics``; all of it is left to the gains under
-    Feedforward.NONE), over kp; 0 where kp is 0."""
-    m, d = scene.model, mujoco.MjData(scene.model)
-    mujoco.mj_setState(m, d, state, STATE_SPEC)
-    d.qvel[:] = 0.0  # at rest (qacc is 0 in a new MjData, and mjSTATE_INTEGRATION sets none)
-    mujoco.mj_inverse(m, d)
-    contact = np.where(d.efc_type >= int(mujoco.mjtConstraint.mjCNSTR_CONTACT_FRICTIONLESS), d.efc_force, 0.0)
-    by_contacts = np.zeros(m.nv)
-    mujoco.mj_mulJacTVec(m, d, by_contacts, contact)
-    own = mujoco.MjData(scene.dynamics)
-    own.qpos[:] = d.qpos[scene.qpos_adr]
-    mujoco.mj_inverse(scene.dynamics, own)
-    load = (d.qfrc_inverse + by_contacts)[scene.dof_adr]  # qfrc_inverse counts the contacts' force against it
-    if gains.feedforward != Feedforward.NONE:
-        load = load - own.qfrc_inverse
-    sag: np.ndarray = np.divide(np.abs(load), gains.kp, out=np.zeros_like(load), where=gains.kp > 0)
-    return sag
+    """:class:`CarriedSag` of ``scene`` once: (n_dofs,) rad, the static error ``gains`` leave on
+    each joint under the weight of what the arm carries in ``state`` besides itself and its tool."""
+    return CarriedSag(scene)(state, gains)
 
 
 def go_to_start(sim: Backend, scene: Scene, target: np.ndarray, gains: Gains, passive: np.ndarray,
                 interrupted: Callable[[], bool] | None, record: Callable[[StepRecord], None],
-                carried: bool = True) -> None:
+                carried: bool = True, sag: CarriedSag | None = None) -> None:
     """Move ``sim``'s robot (``scene``'s) to ``target`` (n_dofs,) rad under ``gains`` and hold
     until close and slow or robot.goto.settle_time s have passed; joints where ``passive``
     (n_dofs,) bool stay where they are. "Close": within tolerance_q and, when ``carried``, the
-    ``carried_sag`` of the moment. ``interrupted()`` (a paced backend; else None) ends the move at
-    the next tick when true. The move and its holds are handed to ``record`` as one StepRecord
-    (also when a run fails part-way: what ran is kept), so that the log and the bridge's log block
-    take the go-to-start in one piece."""
+    ``carried_sag`` of the moment (worked out by ``sag``, else on data made for this call).
+    ``interrupted()`` (a paced backend; else None) ends the move at the next tick when true. The
+    move and its holds are handed to ``record`` as one StepRecord (also when a run fails part-way:
+    what ran is kept), so that the log and the bridge's log block take the go-to-start in one
+    piece."""
     robot = scene.robot
     goto = robot.goto
     q0 = sim.q
     driven = ~passive
     goal = np.where(driven, target, q0)
     stop: Stop | None = None if interrupted is None else (lambda *_: interrupted())
+    sag = sag or CarriedSag(scene)
     duration = min_jerk_duration(q0, goal, goto.max_velocity, goto.max_acceleration)
     records: list[StepRecord] = []
     try:
@@ -108,7 +134,7 @@ def go_to_start(sim: Backend, scene: Scene, target: np.ndarray, gains: Gains, pa
         chunk = max(control_steps(SETTLE_CHUNK, robot.control_rate), 1)
         for _ in range(int(np.ceil(goto.settle_time / SETTLE_CHUNK))):
             if (np.max(np.abs(sim.qd)[driven], initial=0.0) < goto.tolerance_qd
-                    and _close(sim, scene, target, gains, driven, carried)) \
+                    and _close(sim, scene, target, gains, driven, sag if carried else None)) \
                     or (interrupted is not None and interrupted()):
                 break
             records.append(sim.run(Desired.hold(target, chunk), gains, stop=stop))
@@ -118,13 +144,13 @@ def go_to_start(sim: Backend, scene: Scene, target: np.ndarray, gains: Gains, pa
 
 
 def _close(sim: Backend, scene: Scene, target: np.ndarray, gains: Gains, driven: np.ndarray,
-           carried: bool) -> bool:
-    """Whether ``sim``'s ``driven`` joints are within tolerance_q of ``target``, or, when
-    ``carried``, within it and their ``carried_sag`` (worked out only then: a few ms)."""
+           sag: CarriedSag | None) -> bool:
+    """Whether ``sim``'s ``driven`` joints are within tolerance_q of ``target``, or, given ``sag``,
+    within it and their carried sag (worked out only then)."""
     error = np.abs(sim.q - target)[driven]
     tolerance = scene.robot.goto.tolerance_q
     return bool(np.all(error < tolerance)
-                or carried and np.all(error < tolerance + carried_sag(scene, sim.get_state(), gains)[driven]))
+                or sag is not None and np.all(error < tolerance + sag(sim.get_state(), gains)[driven]))
 
 
 def start_exactly(sim: Backend, target: np.ndarray, gains: Gains) -> None:
