@@ -3,6 +3,7 @@ episode-log block up to date; evaluates a batch of episodes with the evaluator i
 and fetches their logs. Nothing a client writes can make it raise."""
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -22,12 +23,30 @@ from episodic.interface.vocabulary import CommandError, EpisodeResult, Flag, Kin
 from episodic.runtime.runner import Runner, StepCursor
 
 log = logging.getLogger("episodic.serve")
-SPARE_TIME = 0.25  # share of a control period a waiting realtime runner spends writing its log
+# share of a control period that must be left before the next tick for a collection of the young
+# objects (the garbage collector's two younger generations: about 0.1-0.5 ms; see hold)
+COLLECT_ROOM = 0.5
 WATCH_POLL = 0.05  # s between looks whether the learner of a running paced command still lives
 # evaluates a batch: (episodes, keep_steps) -> one result per episode, in order (episodic.tools.batch)
 BatchEvaluator = Callable[[Sequence[Sequence[Command | MalformedCommand]], bool], list[EpisodeResult]]
 NO_BATCH = ("this runner evaluates no batches (a realtime runner cannot run episodes side by side); "
             "send the episodes one by one, or serve a blocking simulation")
+
+
+def hold(runner: Runner) -> None:
+    """One tick of a paced runner while its learner is silent: the robot holds for a control step
+    (the runner writes queued log pieces after it, Runner._between_ticks), then, when the garbage
+    collector's youngest generation is due (its threshold, gc.get_threshold) and COLLECT_ROOM of
+    the period is left before the next tick, a collection of the two younger generations. A
+    paced ``serve`` turns automatic collection off, so that no collection lands in the middle of
+    a tick's work; this is where collections happen instead (the oldest generation, frozen at
+    start-up, is never collected while paced: a prompt learner's episodes leave about two cyclic
+    objects each, benchmarks/realtime.py's memory line)."""
+    runner.idle(1)
+    pacer = runner.sim.pacer
+    if gc.get_count()[0] >= gc.get_threshold()[0] and pacer is not None \
+            and pacer.time_left() > COLLECT_ROOM * pacer.dt:
+        gc.collect(1)
 
 
 class Endpoint:
@@ -90,6 +109,7 @@ class Endpoint:
             self.serve_one()
 
     def _serve_ticking(self, stop: Callable[[], bool], poll: float) -> None:
+        """The paced loop: a command at the first tick after it arrives, else ``hold``."""
         dt = 1.0 / self.runner.control_rate
         check_every = max(int(poll / dt), 1)
         tick = 0
@@ -97,8 +117,7 @@ class Endpoint:
             try:
                 self.channel.cmd_ready.acquire(0)
             except posix_ipc.BusyError:
-                self.runner.idle(1)
-                self.runner.spare_time(SPARE_TIME * dt)
+                hold(self.runner)
                 tick += 1
                 if tick % check_every == 0:
                     self._check_learner()

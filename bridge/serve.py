@@ -21,10 +21,14 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  #
 
 
 def _realtime_priority(priority: int | None) -> None:
-    """For a paced loop: no garbage-collector passes over the objects that exist at start-up,
-    and SCHED_FIFO with locked memory (episodic.runtime.scheduling): at ``priority``, or when None at
+    """For a paced loop: no garbage-collector passes over the objects that exist at start-up, no
+    automatic collection (a pass of the oldest generation took 50 ms, of the younger ones up to
+    2 ms, wherever an allocation set them off: in a tick's work; the serving loop collects the
+    young objects at ticks with room for it instead, episodic.bridge.endpoint.hold), and
+    SCHED_FIFO with locked memory (episodic.runtime.scheduling): at ``priority``, or when None at
     REALTIME_PRIORITY as far as this process may (a warning when it may not)."""
     gc.freeze()
+    gc.disable()
     realtime_where_permitted(priority, lambda why: log.warning(
         "running the realtime loop without real-time scheduling (%s); expect more jitter", why))
 
@@ -53,6 +57,7 @@ def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.
         runner.interrupt()
 
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    collecting = gc.isenabled()
     # a signal also ends a compiled run between two control steps (native.Stopped): Python's
     # handler runs only once a run returns, and a run can be long (a start in a scene that is
     # very slow to simulate)
@@ -82,4 +87,6 @@ def serve(runner: Runner, channel: str = "default", learner_timeout: float = 10.
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         native.clear_stop()
+        if collecting:
+            gc.enable()
 

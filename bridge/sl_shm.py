@@ -36,7 +36,7 @@ import numpy as np
 import sysv_ipc  # type: ignore[import-not-found, import-untyped, unused-ignore]
 
 from episodic.bridge.channel import ChannelError
-from episodic.bridge.endpoint import SPARE_TIME
+from episodic.bridge.endpoint import hold
 from episodic.interface.commands import (
     Command,
     GainsCommand,
@@ -135,14 +135,12 @@ class SLShm:
         """Answer SL's commands until ``stop()`` is true. While waiting, a blocking runner looks every
         POLL s; a paced (realtime) one holds the robot one control step at a time and takes a
         command at the first tick after it arrives, as on the channel."""
-        dt = 1.0 / self.runner.control_rate
         while not stop():
             try:
                 self.command.acquire()
             except sysv_ipc.BusyError:
                 if self.runner.paced:
-                    self.runner.idle(1)
-                    self.runner.spare_time(SPARE_TIME * dt)
+                    hold(self.runner)
                 else:
                     time.sleep(POLL)
                 continue
