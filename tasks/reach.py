@@ -12,6 +12,7 @@ joint at its torque limit), so ending early never pays.
 """
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -35,6 +36,18 @@ from episodic.task import (
     place_target,
 )
 from episodic.task.sl import SLMap
+
+# arm_reach of the robot in a scene's model (one robot each), worked out once per model: it makes
+# an MjData (1-2 ms), which at every episode's start took a realtime runner past a tick
+_ARM_REACH: weakref.WeakKeyDictionary[mujoco.MjModel, tuple[np.ndarray, float]] = weakref.WeakKeyDictionary()
+
+
+def _arm_reach(model: mujoco.MjModel, robot: Robot) -> tuple[np.ndarray, float]:
+    """``arm_reach`` of ``robot``'s arm in ``model`` (its scene): the anchor (3,) m and the bound m."""
+    if model not in _ARM_REACH:
+        _ARM_REACH[model] = arm_reach(model, robot.joint_names, robot.end_effector_site)
+    anchor, radius = _ARM_REACH[model]
+    return anchor.copy(), radius
 
 
 @dataclass
@@ -85,7 +98,7 @@ class Reach(Task[ReachEpisode]):
 
     def initialize_episode(self, model, data, context, rng) -> None:
         if self._robot is not None:  # a target beyond every posture's reach (arm_reach: an upper bound) is refused
-            anchor, radius = arm_reach(model, self._robot.joint_names, self._robot.end_effector_site)
+            anchor, radius = _arm_reach(model, self._robot)
             away = float(np.linalg.norm(context - anchor))
             if away > radius + self.tolerance:
                 raise TaskError(f"the target ({', '.join(f'{v:g}' for v in context)}) m is {away:.2f} m from the "
@@ -113,6 +126,6 @@ class Reach(Task[ReachEpisode]):
         joint at its torque limit squared) /s."""
         target = self.default_context() if self._episode is None or self.episode.target is None \
             else self.episode.target
-        anchor, radius = arm_reach(model, robot.joint_names, robot.end_effector_site)
+        anchor, radius = _arm_reach(model, robot)
         return -(float(np.linalg.norm(target - anchor)) + radius + self.effort * float(np.sum(robot.torque_limit**2)))
 
