@@ -197,21 +197,33 @@ def tool_ik(robot: Robot, add_tool: Callable[[mujoco.MjSpec, Robot], None], site
 
 
 def easiest_posture(ik: SiteIK, robot: Robot, position: np.ndarray, normal: np.ndarray, twist: np.ndarray,
-                    seeds: int = 32) -> np.ndarray | None:
+                    speed: float, acceleration: float = 0.0, seeds: int = 64, margin: float = 0.2) -> np.ndarray | None:
     """A posture (n_dofs,) rad putting ``ik``'s site at ``position`` (3,) m with its x axis along
-    ``normal`` (3,): of the inverse kinematics solutions from the robot's home and ``seeds``
-    postures drawn uniformly within its joint range (a generator seeded with 0), the one that
-    moves the site at ``twist`` (6,: m/s and rad/s) with the least joint rates (least squares)
-    relative to the robot's velocity limits; None when no seed reaches it (error 1e-6)."""
+    ``normal`` (3,), not against it, and at least ``margin`` rad from every joint's limits (room
+    to move): of the inverse kinematics solutions from the robot's home and ``seeds`` postures
+    drawn uniformly within its joint range (a generator seeded with 0), the one that best moves
+    the site along ``twist`` (6,: a unit motion, m and rad) at ``speed`` (per s) and accelerates it
+    along it at +-``acceleration`` (per s^2): the least of the larger of the joint rates (least
+    squares) over the velocity limits and the torques (gravity and the accelerated joints'
+    inertia, the arm at rest) over the torque limits, on any joint. None when no start reaches
+    it (error 1e-6) with that room."""
     best, lowest = None, np.inf
     starts = np.vstack([robot.home, np.random.default_rng(0).uniform(robot.range_lower, robot.range_upper,
                                                                      (seeds, robot.n_dofs))])
+    mass = np.zeros((ik.model.nv, ik.model.nv))
     for start in starts:
-        q, error = ik.solve(start, position, normal, iterations=1000)
-        if error > 1e-6:
+        q, error = ik.solve(start, position, normal, iterations=300)
+        if (error > 1e-6 or ik.pose(q)[1] @ normal < 0  # not there, or the x axis against the normal
+                or np.any(q < robot.range_lower + margin) or np.any(q > robot.range_upper - margin)):
             continue
         rates = np.linalg.lstsq(ik.jacobian(q), twist, rcond=None)[0]
-        ratio = float(np.max(np.abs(rates) / robot.velocity_limit))
+        mujoco.mj_forward(ik.model, ik.data)  # qvel 0: the bias force is gravity alone
+        mujoco.mj_fullM(ik.model, ik.data, mass)
+        dofs = np.ix_(ik.dof_adr, ik.dof_adr)
+        gravity, inertia = ik.data.qfrc_bias[ik.dof_adr], mass[dofs] @ rates * acceleration
+        torque = np.maximum(np.abs(gravity + inertia), np.abs(gravity - inertia))
+        ratio = max(float(np.max(np.abs(rates) * speed / robot.velocity_limit)),
+                    float(np.max(torque / robot.torque_limit)))
         if ratio < lowest:
             best, lowest = q, ratio
     return best
