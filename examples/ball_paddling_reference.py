@@ -29,11 +29,30 @@ and the one kept succeed in 11 and 15 of those 16 copies.) Another apex target k
 stroke (its return says how far off the apexes land). The serve's peak speed, 1.9 m/s, takes
 the shoulder (j2) to 79 % of its velocity limit.
 
-The episode: a start command, the gain set, then the stroke in ``SEGMENTS`` segments of equal
-length, ``DURATION`` s in all. Only what a remote learner could know is used: the robot and task
-models (kinematics and dynamics) and the context. ``reference_commands`` returns the commands;
+On another arm (the Panda, the UR5, the Puma 560) the face's motion is planned the same way in
+task space, from that arm's start posture (episodic.tasks.ball_paddling: the face placed in the
+arm's frame, the posture chosen for a vertical stroke), its spline solved outward from the start
+height over ``ARM_GRID`` (-0.1 to 0.2 m). The rhythm is the same: the ball, the string and the
+period of their flight are the same physics on any arm. The serve is not: the WAM's lifts the face
+0.30 m at up to 1.9 m/s, which would take 1.1-1.2 times a joint's velocity limit on each of these
+arms (their best postures need 0.54-0.62 of a limit per m/s of the face, and more higher up),
+and the UR5 cannot raise the face 0.3 m there. ``ARM_SERVE`` is a hop of 5 cm in 0.2 s (0.47 m/s
+at most) that lifts the ball off the face, joined to the rhythm in 0.3 s; the rhythm then pumps
+the ball up until its flight locks to the stroke, within 1 to 3 s (their faces are stiffer than
+the WAM's light wrist, 0.38 kg effective mass at the face's centre on the Panda and 2.7 kg on the
+UR5 and the Puma against 0.16 kg, so the ball keeps more of its speed at each impact and the
+rally locks with the face slower at the impacts, 0.2-0.4 m/s against the WAM's 0.5-0.6), so the
+episode lasts ``ARM_DURATION`` = 8 s. (Found by trying a few serves: 5 cm in 0.2 s rallies on all
+three, 3-10 cm and 0.15-0.3 s less well on the Panda.) Returns: Panda 14 (17 good hits in a row),
+UR5 18 and Puma 18 (19 each); the largest joint rate is 0.77 of its limit (Panda j7), 0.70 (UR5
+wrist_1) and 0.80 (Puma j2).
 
-    python examples/ball_paddling_reference.py [--out runs/ball_paddling_reference.h5] [--noise 30]
+The episode: a start command, the gain set, then the stroke in ``SEGMENTS`` segments of equal
+length, ``DURATION`` s in all (``ARM_DURATION`` on another arm). Only what a remote learner could
+know is used: the robot and task models (kinematics and dynamics) and the context.
+``reference_commands`` returns the commands;
+
+    python examples/ball_paddling_reference.py [--out runs/ball_paddling_reference.h5] [--noise 30] [--robot wam]
 
 runs them in-process and prints the return, the hits and the simulation speed, and with
 ``--noise N`` the success rate of N copies perturbed at several levels (the frequency and the
@@ -51,6 +70,7 @@ from scipy.interpolate import CubicSpline
 from episodic.interface.commands import Feedforward, GainsCommand, StartCommand, TrajectoryCommand
 from episodic.interface.robot import Robot, load_robot
 from episodic.runtime.scene import build_scene
+from episodic.task.frame import RobotFrame
 from episodic.task.kinematics import SiteIK
 from episodic.tasks import make_task
 
@@ -65,24 +85,37 @@ CENTRE = 0.0208        # m, above the start height
 DURATION = 6.0         # s
 SEGMENTS = 3
 GRID = np.linspace(-0.2, 0.45, 66)  # m, the heights at which the face's posture is solved
+# on another arm than the WAM (module docstring): a small serve (height m, time s, join s), a
+# longer episode s and the heights m of the face's spline (the rhythm's and the serve's, -0.1-0.2)
+ARM_SERVE = (0.05, 0.2, 0.3)
+ARM_DURATION = 8.0
+ARM_GRID = GRID[10:41]
 NOISE_LEVELS = (0.0, 0.01, 0.02, 0.05, 0.1)
 
 
-def face_spline(robot: Robot, params: dict | None = None) -> CubicSpline:
+def face_spline(robot: Robot, params: dict | None = None, heights: np.ndarray = GRID) -> CubicSpline:
     """Joint positions (n_dofs,) as a cubic spline of the height m of the racket's face above its
-    start, the face level and its centre on the vertical through its start position."""
+    start, the face level and its centre on the vertical through its start position, solved at
+    ``heights`` m (increasing, 0 among them)."""
     task = make_task(TASK, params)
     scene = build_scene(robot, task)
     ik = SiteIK(scene.model, "racket_centre", scene.qpos_adr, scene.dof_adr, robot.range_lower, robot.range_upper)
     start = task.start_posture(robot)
     centre, _ = ik.pose(start)
-    postures, q = [], start
-    for z in GRID:
-        q, error = ik.solve(q, centre + [0.0, 0.0, z], np.array([0.0, 0.0, 1.0]))
-        if error > 1e-6:
-            raise ValueError(f"the racket cannot reach {z:+.3f} m above its start level (error {error:.2g})")
-        postures.append(q)
-    return CubicSpline(GRID, np.array(postures))
+    postures = np.empty((heights.size, robot.n_dofs))
+    # the WAM's frozen spline is solved upward from the grid's bottom, seeded with the start posture;
+    # on another arm outward from the start height, each posture seeded with its neighbour's, so
+    # that the spline passes through the start posture
+    bottom = 0 if RobotFrame.of(robot).is_reference() else int(np.argmin(np.abs(heights)))
+    for order in (range(bottom, heights.size), range(bottom - 1, -1, -1)):
+        q = start
+        for j in order:
+            q, error = ik.solve(q, centre + [0.0, 0.0, heights[j]], np.array([0.0, 0.0, 1.0]), iterations=1000)
+            if error > 1e-6:
+                raise ValueError(f"the racket cannot reach {heights[j]:+.3f} m above its start level "
+                                 f"(error {error:.2g})")
+            postures[j] = q
+    return CubicSpline(heights, postures)
 
 
 def quintic(begin, end, duration: float, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -98,18 +131,20 @@ def quintic(begin, end, duration: float, t: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def stroke(dt: float, duration: float = DURATION, frequency: float = FREQUENCY, amplitude: float = AMPLITUDE,
-           phase: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           phase: float = 0.0, serve: tuple[float, float, float] = (SERVE_HEIGHT, SERVE_TIME, JOIN_TIME),
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The face's height z, its rate and its acceleration (n,) at t = dt, 2 dt, ..., duration s:
     serve, join and rhythm (module docstring); ``phase`` rad shifts the rhythm."""
     t = np.arange(1, int(round(duration / dt)) + 1) * dt
     z, zd, zdd = np.empty_like(t), np.empty_like(t), np.empty_like(t)
     w = 2 * np.pi * frequency
-    rhythm_start = SERVE_TIME + JOIN_TIME
-    serve = t <= SERVE_TIME
-    z[serve], zd[serve], zdd[serve] = quintic([0, 0, 0], [SERVE_HEIGHT, 0, 0], SERVE_TIME, t[serve])
-    join = ~serve & (t <= rhythm_start)
+    serve_height, serve_time, join_time = serve
+    rhythm_start = serve_time + join_time
+    serving = t <= serve_time
+    z[serving], zd[serving], zdd[serving] = quintic([0, 0, 0], [serve_height, 0, 0], serve_time, t[serving])
+    join = ~serving & (t <= rhythm_start)
     at_start = [CENTRE + amplitude * np.sin(phase), amplitude * w * np.cos(phase), -amplitude * w**2 * np.sin(phase)]
-    z[join], zd[join], zdd[join] = quintic([SERVE_HEIGHT, 0, 0], at_start, JOIN_TIME, t[join] - SERVE_TIME)
+    z[join], zd[join], zdd[join] = quintic([serve_height, 0, 0], at_start, join_time, t[join] - serve_time)
     rhythm = t > rhythm_start
     angle = w * (t[rhythm] - rhythm_start) + phase
     z[rhythm] = CENTRE + amplitude * np.sin(angle)
@@ -124,10 +159,13 @@ def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, apex: fl
     """The reference episode as episodic.interface.commands objects: the start (context: the apex target
     ``apex`` m, None for the task's default), the gain set and the stroke in ``segments``
     segments. ``frequency`` Hz, ``amplitude`` m and ``phase`` rad set the rhythm (perturbed
-    copies); ``spline``: the face's joint spline (:func:`face_spline`), made when not given."""
+    copies); ``spline``: the face's joint spline (:func:`face_spline`), made when not given. On
+    another arm than the WAM the serve is ``ARM_SERVE`` and the episode ``ARM_DURATION`` s long."""
     robot = load_robot(robot) if isinstance(robot, str) else robot
-    spline = face_spline(robot, params) if spline is None else spline
-    z, zd, zdd = stroke(robot.control_dt, DURATION, frequency, amplitude, phase)
+    wam = RobotFrame.of(robot).is_reference()
+    serve, duration = ((SERVE_HEIGHT, SERVE_TIME, JOIN_TIME), DURATION) if wam else (ARM_SERVE, ARM_DURATION)
+    spline = face_spline(robot, params, GRID if wam else ARM_GRID) if spline is None else spline
+    z, zd, zdd = stroke(robot.control_dt, duration, frequency, amplitude, phase, serve)
     q = spline(z)
     qd = spline(z, 1) * zd[:, None]
     qdd = spline(z, 2) * (zd**2)[:, None] + spline(z, 1) * zdd[:, None]
@@ -159,10 +197,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Run the scripted paddle-ball rhythm and log it.")
     parser.add_argument("--out", default=None, help="HDF5 log to write, replaced if it exists (default: none)")
     parser.add_argument("--apex", type=float, default=None, help="apex target m above the face (default: the task's)")
+    parser.add_argument("--robot", default="wam", help="the robot, by name (default: wam)")
     parser.add_argument("--noise", type=int, default=0, metavar="N",
                         help="also print the success rate of N perturbed copies per noise level")
     args = parser.parse_args()
-    robot = load_robot("wam")
+    robot = load_robot(args.robot)
     with Runner(make_task(TASK), robot, log=args.out, keep_episodes=True, overwrite=True) as runner:
         commands = reference_commands(runner.robot, 1, args.apex)
         wall = time.perf_counter()

@@ -14,8 +14,15 @@ handle 30 g (``blade_mass``, ``handle_mass``).
 Its mass and inertia are part of the arm's dynamics, gravity compensation includes it, and it
 collides with the ball, not with the arm. Start posture (WAM): ``START_POSTURE``, shoulder and
 elbow bent so that the racket points forward with its face level and facing up, the face's
-centre at (0.850, 0, 1.204) m. A start posture whose face is tilted more than 30 degrees from
-facing up is refused (the ball could not rest on it).
+centre at (0.850, 0, 1.204) m. On another arm (``needs``: 6 joints, to place the face's centre
+and normal) the face's centre is where the WAM's is, placed in the arm's frame
+(episodic.task.frame.RobotFrame), facing up, in the posture that best strokes it up and down:
+of the inverse kinematics solutions from 65 seeded starts, each 0.2 rad or more inside the joint
+range, the one needing the smallest share of a joint's velocity or torque limit to move the face
+vertically at ``STROKE_SPEED`` and accelerate it at ``STROKE_ACCELERATION``
+(episodic.task.frame.easiest_posture; searched once per robot, about 1.5 s). A start posture
+whose face is tilted more than 30 degrees from facing up is refused (the ball could not rest on
+it).
 
 Ball and string. A solid rubber ball (the issue's 15 g; 30 mm across, i.e. 1.06 g/cm^3, a
 rubber's density), free, tied by a string of ``string_length`` m (the issue: 0.3-0.5 m) from
@@ -60,7 +67,8 @@ lie above ``string_length`` (a ball whose apex is lower never stretches the stri
 ball rests on the face's centre, the string slack.
 
 Hits and flights. The ball touches the robot when the contact sensor "touch" finds a contact
-between the ball and any geom of the robot (racket or arm) at a control step; on the face when
+between the ball and any geom of the robot (racket or arm: the subtree of the robot's root body)
+at a control step; on the face when
 that contact's normal lies within 30 degrees of the face's normal (the flat face the string is
 tied to: not its back, its rim or the handle). A hit is a touch ``MIN_FLIGHT`` = 0.05 s or more
 after the touch before it (a shorter gap, a hop of under 3 mm, is the same touch: a ball rolling
@@ -96,7 +104,7 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.interface.robot import Robot
+from episodic.interface.robot import Robot, load_robot
 from episodic.task import (
     Camera,
     Episode,
@@ -113,6 +121,7 @@ from episodic.task import (
 )
 from episodic.task.contact import SPHERE_DRAG_COEFFICIENT, MaterialPair, add_air, add_bouncing_pairs, air_choice
 from episodic.task.contract import BALL_COLUMNS
+from episodic.task.frame import REFERENCE_ROBOT, RobotFrame, easiest_posture, tool_ik
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
 BALL_ON_PADDLE = MaterialPair(
@@ -124,11 +133,47 @@ STRING_IMPEDANCE = 1e-4  # the string limit's solimp (dmin = dmax): MuJoCo's sma
 FACE_COSINE = np.cos(np.radians(30.0))  # a touch on the face: its normal within 30 degrees of the face's
 MIN_FLIGHT = 0.05  # s, the shortest time from one touch to the next that makes the next a hit
 FACE_UP = np.cos(np.radians(30.0))  # a start posture's face normal: at least this far up (cosine)
-ROBOT_ROOT = "wam_base"  # the robot's root body: the touch sensor's subtree
 HEIGHT, OFFSET, STRING, TOUCH = 9, 10, 11, 12  # columns of the state
+# the face's peak speed m/s and acceleration m/s^2 in a steady paddling rhythm (that of
+# examples/ball_paddling_reference.py: 5.8 cm at 2.85 Hz), for which another arm's start posture is chosen
+STROKE_SPEED, STROKE_ACCELERATION = 1.05, 18.7
 # shoulder 0.96 rad, elbow 1.8 rad, the wrist pitched to keep the racket level (j2 + j4 + j6 =
 # pi/2 levels the flange's axis on the WAM) and j7 turning the face up
 START_POSTURE = np.array([0.0, 0.96, 0.0, 1.8, 0.0, np.pi / 2 - 2.76, -np.pi / 2])
+
+
+_POSTURES: dict[tuple, np.ndarray] = {}  # _start_posture's results
+
+
+def _root_body(spec: mujoco.MjSpec, robot: Robot) -> str:
+    """The robot's root body (the world's child that holds its first joint): the touch sensor's
+    subtree ("wam_base" on the WAM)."""
+    body = spec.joint(robot.joint_names[0]).parent
+    while body.parent.name != "world":
+        body = body.parent
+    return str(body.name)
+
+
+def _start_posture(robot: Robot, handle_length: float, blade_radius: float, blade_thickness: float) -> np.ndarray:
+    """BallPaddling.start_posture on an arm other than the WAM, for a racket of these dimensions m
+    (computed once per robot model, home, limits and racket: a search over 33 starts, 1-2 s)."""
+    key = (robot.sha256, robot.home.tobytes(), robot.range_lower.tobytes(), robot.range_upper.tobytes(),
+           robot.velocity_limit.tobytes(), handle_length, blade_radius, blade_thickness)
+    if key not in _POSTURES:
+        _POSTURES[key] = _search_posture(robot, handle_length, blade_radius, blade_thickness)
+    return _POSTURES[key]
+
+
+def _search_posture(robot: Robot, handle_length: float, blade_radius: float, blade_thickness: float) -> np.ndarray:
+    task = BallPaddling(handle_length=handle_length, blade_radius=blade_radius, blade_thickness=blade_thickness)
+    face, _ = tool_ik(load_robot(REFERENCE_ROBOT), task.add_tool, "racket_face").pose(START_POSTURE)
+    up = np.array([0.0, 0.0, 1.0])
+    q = easiest_posture(tool_ik(robot, task.add_tool, "racket_face"), robot, RobotFrame.of(robot).from_wam(face), up,
+                        np.concatenate([up, np.zeros(3)]), STROKE_SPEED, STROKE_ACCELERATION)
+    if q is None:
+        raise TaskError(f"ball_paddling cannot hold the racket's face level where it is placed on '{robot.name}'; "
+                        f"choose an arm that reaches it")
+    return q
 
 
 @dataclass
@@ -158,10 +203,7 @@ class BallPaddling(Task[Rally]):
         learner="examples.learning.ball_paddling",
     )
     summary: ClassVar[str] = "paddle a ball tied to the racket by an elastic string, in a steady rhythm."
-    needs: ClassVar[Needs] = Needs(robots=("wam",), why=(
-            "its start posture is WAM joint angles and its stroke was found for the WAM: with the face "
-            "placed in the Panda's or the UR5's frame by inverse kinematics the serve drives a joint past "
-            "its velocity limit (the Panda's wrist)"))
+    needs: ClassVar[Needs] = Needs(dofs=6)  # the face's centre and normal placed, and a way to move it
     camera: ClassVar[Camera] = {"azimuth": 120, "elevation": -5}  # deg; episodic render frames the rest
     columns: ClassVar[tuple[str, ...]] = (
         "ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz", "face_x", "face_y", "face_z",
@@ -281,13 +323,18 @@ class BallPaddling(Task[Rally]):
         # touch: whether the ball touches the robot (the racket or the arm), through those pairs
         touch = spec.add_sensor(name="touch", type=mujoco.mjtSensor.mjSENS_CONTACT,
                                 objtype=mujoco.mjtObj.mjOBJ_GEOM, objname="ball",
-                                reftype=mujoco.mjtObj.mjOBJ_XBODY, refname=ROBOT_ROOT)
+                                reftype=mujoco.mjtObj.mjOBJ_XBODY, refname=_root_body(spec, robot))
         touch.intprm = [1 | 32, 0, 1]  # data "found" and "normal", no reduction, 1 slot
         add_air(spec, ["ball"], SPHERE_DRAG_COEFFICIENT, self.air)
 
     def start_posture(self, robot: Robot) -> np.ndarray:
-        """The racket forward, its face level and facing up (module docstring)."""
-        return START_POSTURE.copy()
+        """The racket forward, its face level and facing up (module docstring): on the WAM
+        ``START_POSTURE``; on another arm the face's centre where the WAM's is, placed in the arm's
+        frame (episodic.task.frame), the face up, in the posture that raises the face with the
+        least joint rates for the arm's velocity limits (:func:`easiest_posture`)."""
+        if RobotFrame.of(robot).is_reference():
+            return START_POSTURE.copy()
+        return _start_posture(robot, self.handle_length, self.blade_radius, self.blade_thickness).copy()
 
     def default_context(self) -> np.ndarray:
         """The target apex height ``apex_height`` m."""
