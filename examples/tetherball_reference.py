@@ -17,7 +17,10 @@ are reached; straight ahead or back toward the robot are not.
    by inverse kinematics: the blade's centre at the ball's rest position, its face normal
    toward the target's azimuth) along the joint rates that move the blade at 1 m/s toward
    the target's azimuth without turning it, spread over the joints in proportion to their
-   velocity limits. The stroke follows a minimum-jerk profile whose peak speed (at the ball)
+   velocity limits (where that would take a joint past ``SPEED_SHARE`` of its limit at the
+   stroke's peak, as on the Panda and the Puma 560, the rates that move the blade's centre along
+   that direction with the smallest largest share of the limits: episodic.task.frame.least_share_rates,
+   the racket turning a little). The stroke follows a minimum-jerk profile whose peak speed (at the ball)
    is the ball speed needed to rise ``APEX_MARGIN`` m above the target, divided by ``GAIN``
    (ball speed / blade speed in the impact, found by a small search over the strokes of
    several targets and frozen here). It then pulls the racket down and back out of the
@@ -42,6 +45,13 @@ put back what the air takes (a tap at the turning point on the robot's side, tim
 ball's state in the last reply) is not built; with a moving target the ball's plane of swing
 does not follow it, so after the first approach the target is missed.
 
+On any arm (the task places the ball, the string and the target in the robot's frame, and its
+start posture holds the racket where the WAM's is, placed likewise) the same plan runs from the
+task's numbers: the approach passes less far below the ball where the blade would come within
+``FLOOR_CLEARANCE`` of the floor (the UR5 stands on it), and the retract pulls toward the arm's
+first joint. Returns (tests/test_task_robots.py): WAM -0.0256, Panda -0.0410, UR5 -0.0150,
+Puma 560 -0.0627, each within the tolerance.
+
 Only what a remote learner could know is used: the robot and task models (for kinematics)
 and the target (with its motion, from the task's parameters). ``reference_commands`` returns the episode's commands;
 
@@ -56,14 +66,13 @@ import time
 
 import numpy as np
 from scipy.integrate import quad
-from scipy.optimize import linprog
 from scipy.special import ellipk
 
 from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.interface.robot import Robot, load_robot
 from episodic.interface.trajectory import Desired, min_jerk, min_jerk_duration
 from episodic.runtime.scene import build_scene
-from episodic.task.frame import RobotFrame
+from episodic.task.frame import RobotFrame, least_share_rates
 from episodic.task.kinematics import SiteIK
 from episodic.tasks import make_task
 
@@ -91,20 +100,6 @@ def stroke_plan(task, target: np.ndarray) -> tuple[np.ndarray, np.ndarray, float
         raise ValueError("the target lies straight below or above the anchor: no swing reaches it")
     rise = max(float(target[2] - rest[2]), 0.0) + APEX_MARGIN
     return rest, towards / np.linalg.norm(towards), np.sqrt(2 * GRAVITY * rise) / GAIN
-
-
-def least_share_rates(jacobian: np.ndarray, direction: np.ndarray, limits: np.ndarray) -> np.ndarray:
-    """Joint rates (n_dofs,) rad/s that move a point at 1 m/s along ``direction`` (3,) through
-    ``jacobian`` (3, n_dofs) with the smallest largest share of the joints' velocity ``limits``
-    (n_dofs,) rad/s (a linear program over the rates and that share)."""
-    n = len(limits)
-    bounds = np.hstack([np.vstack([np.eye(n), -np.eye(n)]), -np.concatenate([limits, limits])[:, None]])
-    result = linprog(np.append(np.zeros(n), 1.0), A_ub=bounds, b_ub=np.zeros(2 * n),
-                     A_eq=np.hstack([jacobian, np.zeros((3, 1))]), b_eq=direction,
-                     bounds=[(None, None)] * (n + 1))
-    if not result.success:
-        raise ValueError(f"no joint rates move the racket along {np.round(direction, 3).tolist()}: {result.message}")
-    return result.x[:n]
 
 
 def swing_time(task, target: np.ndarray) -> float:

@@ -141,7 +141,7 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.interface.robot import Robot
+from episodic.interface.robot import Robot, load_robot
 from episodic.task import (
     Camera,
     Needs,
@@ -157,6 +157,7 @@ from episodic.task import (
     place_free_ball,
 )
 from episodic.task.contract import BALL_COLUMNS
+from episodic.task.frame import REFERENCE_ROBOT, RobotFrame, posture_along, tool_ik
 from episodic.task.sl import SLMap
 
 WALL_BOXES = 16          # boxes that make the cup's wall
@@ -166,6 +167,7 @@ BRACKET_LENGTH = 0.02    # m, gap between the flange face and the cup's wall
 # cup frame in the flange (link 7) frame: origin at the inner bottom centre, z along the
 # cup's opening = the flange's -y axis (x rotated by +90 degrees)
 CUP_QUAT = (np.sqrt(0.5), np.sqrt(0.5), 0.0, 0.0)
+CUP_AXIS = np.array([0.0, 0.0, 1.0])  # the cup's opening in the frame of its sites (cup_rim, cup_anchor)
 START_J6 = -0.3768  # rad, wrist pitch that makes the cup upright at the WAM's home posture
 BALL_START = (0.766, 0.0, 1.136)  # m, hanging below the cup at home, before the first episode resets it
 
@@ -236,6 +238,36 @@ ANCHOR_GAP = 2 * STRING_RADIUS
 CUP_MATERIAL = contact.MATERIALS["wooden_ball_on_cup"]
 
 
+_UNFOLLOWED: dict[tuple[str, str], str] = {}  # why a robot cannot swing the cup (_swing_unfollowed), by model
+
+
+def _swing_unfollowed(robot: Robot) -> str:
+    """Why ``robot`` cannot move the cup along the reference swing's path ("" when it can: the WAM
+    at once; another arm by the swing's inverse kinematics in its frame,
+    ``ball_in_cup_swing.arm_swing_trajectory``, within its joint velocity limits; once per robot model)."""
+    if RobotFrame.of(robot).is_reference():
+        return ""
+    from episodic.tasks.ball_in_cup_swing import REFERENCE_SWING, arm_swing_trajectory, cup_path
+
+    key = (robot.name, robot.sha256)
+    if key not in _UNFOLLOWED:
+        rims, axes = cup_path(REFERENCE_SWING, robot.control_dt)
+        speed = float(np.max(np.linalg.norm(np.gradient(rims, robot.control_dt, axis=0), axis=1)))
+        tilt = float(np.max(np.linalg.norm(np.gradient(axes, robot.control_dt, axis=0), axis=1)))
+        path = f"the WAM's catching swing (the cup at up to {speed:.2f} m/s, tilting at up to {tilt:.1f} rad/s)"
+        try:
+            _, qd, _ = arm_swing_trajectory(robot, REFERENCE_SWING)
+        except (TaskError, ValueError) as error:
+            _UNFOLLOWED[key] = f"cannot move the cup along {path}: {error}"
+        else:
+            share = np.max(np.abs(qd), axis=0) / robot.velocity_limit
+            joint = int(np.argmax(share))
+            _UNFOLLOWED[key] = "" if share[joint] <= 1 else (
+                f"would need {robot.joint_names[joint]} at {np.max(np.abs(qd[:, joint])):.1f} rad/s to move the "
+                f"cup along {path}; its limit is {robot.velocity_limit[joint]:g}")
+    return _UNFOLLOWED[key]
+
+
 @dataclass
 class BallInCup(Task):
     name: ClassVar[str] = "ball_in_cup"
@@ -246,9 +278,8 @@ class BallInCup(Task):
         not_converged="the 5 kN/m string's outcome depends on the step (tests/test_convergence.py)",
     )
     summary: ClassVar[str] = "swing a ball on an elastic string up and catch it in a cup on the hand."
-    needs: ClassVar[Needs] = Needs(robots=("wam",), why=(
-            "its start posture, cup bracket and catching swing are the WAM's joint angles; not yet "
-            "placed in another robot's frame"))
+    needs: ClassVar[Needs] = Needs(dofs=6, placed=_swing_unfollowed,  # the cup's place and axis: 5 constraints
+                                   placed_doc="joints fast enough to move the cup along the WAM's catching swing")
     camera: ClassVar[Camera] = {"azimuth": 120, "elevation": -10}  # deg; episodic render frames the rest
     sl: ClassVar[SLMap] = SLMap(  # SL's ball-in-a-cup start values: only the ball hanging straight down is modelled
         ("ball angle x rad", "ball angle y rad", "ball angular velocity x rad/s", "ball angular velocity y rad/s"),
@@ -463,10 +494,22 @@ class BallInCup(Task):
 
     # -- start ---------------------------------------------------------------
     def start_posture(self, robot: Robot) -> np.ndarray:
-        """The home posture with the wrist pitched so that the cup's axis is vertical (WAM)."""
+        """On the WAM the home posture with the wrist pitched so that the cup's axis is vertical.
+        On another arm the posture that puts the rim's centre where the WAM's is there, placed in
+        the arm's frame (episodic.task.frame), the cup upright, reached from the arm's home along a
+        straight line (episodic.task.frame.posture_along)."""
         q = robot.home.copy()
-        if robot.name == "wam":
+        frame = RobotFrame.of(robot)
+        if frame.is_reference():
             q[5], q[6] = START_J6, -np.pi / 2
+            return q
+        wam = load_robot(REFERENCE_ROBOT)
+        rim, up = tool_ik(wam, self.add_tool, "cup_rim").pose(self.start_posture(wam), CUP_AXIS)
+        q, error = posture_along(tool_ik(robot, self.add_tool, "cup_rim"), q, frame.from_wam(rim),
+                                 frame.direction_from_wam(up), axis=CUP_AXIS)
+        if error > 1e-6:
+            raise TaskError(f"ball_in_cup cannot hold the cup upright where it is placed on '{robot.name}' "
+                            f"(inverse kinematics error {error:.2g}); choose an arm that reaches it")
         return q
 
     def default_context(self) -> np.ndarray:

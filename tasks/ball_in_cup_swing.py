@@ -18,8 +18,9 @@ import numpy as np
 from scipy.interpolate import CubicSpline
 
 from episodic.interface.commands import Command, StartCommand, TrajectoryCommand
-from episodic.interface.robot import Robot
+from episodic.interface.robot import Robot, load_robot
 from episodic.interface.vocabulary import Flag
+from episodic.task.frame import REFERENCE_ROBOT, RobotFrame, posture_along, reference_frame, tool_ik
 
 # -- ball in a cup: the swing ----------------------------------------------------------------
 SWING_JOINTS = (1, 3, 5)  # j2 (shoulder pitch), j4 (elbow), j6 (wrist pitch)
@@ -101,11 +102,69 @@ def swing_trajectory(start: np.ndarray, swing: Swing, dt: float) -> tuple[np.nda
     return q, qd, qdd
 
 
+def cup_path(swing: Swing, dt: float) -> tuple[np.ndarray, np.ndarray]:
+    """The rim's centre (n + 1, 3) m and the cup's axis (n + 1, 3) in the world as the WAM moves
+    them through ``swing`` from its start posture, at t = 0, dt, ..., the swing's duration."""
+    from episodic.tasks.ball_in_cup import CUP_AXIS, BallInCup
+
+    wam, task = load_robot(REFERENCE_ROBOT), BallInCup()
+    ik = tool_ik(wam, task.add_tool, "cup_rim")
+    start = task.start_posture(wam)
+    poses = [ik.pose(q, CUP_AXIS) for q in np.vstack([start, swing_trajectory(start, swing, dt)[0]])]
+    return np.array([rim for rim, _ in poses]), np.array([axis for _, axis in poses])
+
+
+def arm_swing_trajectory(robot: Robot, swing: Swing, offset: np.ndarray | None = None,
+                         turn: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q, qd, qdd (n, n_dofs) of ``swing`` on an arm other than the WAM, t = dt .. duration (dt the
+    robot's control period): the cup's path as the WAM moves it (``cup_path``), its start placed in
+    the arm's frame (the task's start posture) and the path turned with the arm's facing but not
+    scaled (the string's length sets the swing), followed by inverse kinematics of the rim's centre
+    and the cup's axis at every control step from the posture of the step before; qd and qdd by
+    central differences. ``offset`` (3,) m, along the arm's facing, sideways and up, moves the
+    path's start and ``turn`` rad turns the path about the vertical (other placements, tried by
+    benchmarks/ball_in_cup_arms.py); the start posture is then reached from the arm's home as the
+    task's is. ValueError when the arm cannot follow the path."""
+    from episodic.tasks.ball_in_cup import CUP_AXIS, BallInCup
+
+    dt, frame, task = robot.control_dt, RobotFrame.of(robot), BallInCup()
+    rims, axes = cup_path(swing, dt)
+    ik = tool_ik(robot, task.add_tool, "cup_rim")
+    c, s = np.cos(turn), np.sin(turn)
+    rotation = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ frame.rotation @ reference_frame().rotation.T
+    if offset is None and turn == 0.0:
+        postures = [task.start_posture(robot)]
+    else:
+        start = frame.from_wam(rims[0]) + frame.rotation @ (np.zeros(3) if offset is None else offset)
+        posture, error = posture_along(ik, robot.home, start, rotation @ axes[0], axis=CUP_AXIS)
+        if error > 1e-6:
+            raise ValueError(f"'{robot.name}' cannot hold the cup upright at {np.round(start, 3).tolist()} m")
+        postures = [posture]
+    start = ik.pose(postures[0], CUP_AXIS)[0]
+    for rim, axis in zip(rims[1:], axes[1:]):
+        q, error = ik.solve(postures[-1], start + rotation @ (rim - rims[0]), rotation @ axis, tolerance=1e-10,
+                            axis=CUP_AXIS)
+        if error > 1e-6:
+            stuck = [name for name, a, low, high in zip(robot.joint_names, q, robot.range_lower, robot.range_upper)
+                     if np.isclose(a, low) or np.isclose(a, high)]
+            raise ValueError(f"'{robot.name}' cannot follow the cup's path: at {len(postures) * dt:.3f} s of the "
+                             f"swing its inverse kinematics is {error:.2g} off"
+                             + (f", {' and '.join(stuck)} at the end of its range" if stuck else ""))
+        postures.append(q)
+    q = np.array(postures)
+    qd = np.gradient(q, dt, axis=0)
+    return q[1:], qd[1:], np.gradient(qd, dt, axis=0)[1:]
+
+
 def swing_commands(robot: Robot, swing: Swing, episode_id: int = 1, wait: float = CATCH_WAIT) -> list[Command]:
     """The commands of one episode: start (the task's start posture, no context) and three
-    trajectory segments of ``swing``, the last holding the catch posture ``wait`` s."""
+    trajectory segments of ``swing`` (on an arm other than the WAM the cup's path of the WAM's
+    swing, ``arm_swing_trajectory``), the last holding the catch posture ``wait`` s."""
     start = start_posture(robot)
-    q, qd, qdd = swing_trajectory(start, swing, robot.control_dt)
+    if RobotFrame.of(robot).is_reference():
+        q, qd, qdd = swing_trajectory(start, swing, robot.control_dt)
+    else:
+        q, qd, qdd = arm_swing_trajectory(robot, swing)
     cuts = [int(round(k * swing.step / robot.control_dt)) for k in SEGMENT_KNOTS]
     pieces = np.split(np.arange(len(q)), cuts)
     n = len(pieces)

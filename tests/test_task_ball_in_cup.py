@@ -567,3 +567,30 @@ def test_perturbed_reference_swings_run(runner):
     assert rows[0].caught and sum(r.caught for r in rows) >= 2
     for r in rows:
         assert (r.episode_return > BallInCup.CATCH_BONUS) == r.caught
+
+
+@pytest.mark.slow  # 1100 inverse kinematics solves twice (3 s)
+def test_another_arm_moves_the_cup_along_the_wams_path_turned_with_its_facing():
+    """On the Puma 560 the reference swing is the cup's path as the WAM moves it, turned with the
+    Puma's facing (here also about the vertical and shifted: a placement it can follow), unscaled:
+    the rim within 1e-6 m and the cup's axis within 1e-6 of it at every control step. At the task's
+    own placement the Puma cannot follow it (its j3 reaches the end of its range), which the task
+    x robot table says."""
+    from episodic.interface.robot import load_robot
+    from episodic.task import RobotFrame
+    from episodic.task.frame import tool_ik
+    from episodic.tasks.ball_in_cup import CUP_AXIS, BallInCup
+    from episodic.tasks.ball_in_cup_swing import REFERENCE_SWING, arm_swing_trajectory, cup_path
+
+    puma, turn = load_robot("puma560"), -np.pi / 2
+    q, qd, qdd = arm_swing_trajectory(puma, REFERENCE_SWING, np.array([0.15, 0.0, -0.15]), turn)
+    rims, axes = cup_path(REFERENCE_SWING, puma.control_dt)
+    assert q.shape == (len(rims) - 1, puma.n_dofs) and qd.shape == qdd.shape == q.shape
+    ik = tool_ik(puma, BallInCup().add_tool, "cup_rim")
+    poses = [ik.pose(posture, CUP_AXIS) for posture in q]
+    rotation = np.array([[np.cos(turn), -np.sin(turn), 0], [np.sin(turn), np.cos(turn), 0], [0, 0, 1]]) \
+        @ RobotFrame.of(puma).rotation
+    start = poses[0][0] - rotation @ (rims[1] - rims[0])
+    np.testing.assert_allclose([p for p, _ in poses], start + (rims[1:] - rims[0]) @ rotation.T, atol=1e-6)
+    np.testing.assert_allclose([a for _, a in poses], axes[1:] @ rotation.T, atol=1e-6)
+    assert "j3 at the end of its range" in BallInCup.needs.unmet(puma)

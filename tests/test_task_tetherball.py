@@ -441,3 +441,22 @@ def test_continuous_play_never_pays_to_end_early():
     assert crashed.episode_return <= held.episode_return < cut.episode_return < full.episode_return
     assert full.success and not cut.success and not held.success
 
+
+
+def test_on_another_arm_the_scene_moves_rigidly_with_the_hanging_ball():
+    """On the Puma 560 the hanging ball is where the WAM's is, placed in the Puma's frame (scaled
+    to its reach); the anchor and the target keep their offsets from it, turned with the Puma's
+    facing, unscaled (the string's length and the swing are physics). The WAM keeps the numbers."""
+    from episodic.task import RobotFrame
+
+    wam, puma = make_task("tetherball"), make_task("tetherball")
+    wam.check_robot(reference.load_robot("wam"))
+    np.testing.assert_array_equal(wam.anchor, [0.85, 0.0, 2.35])
+    np.testing.assert_array_equal(wam.default_target, [0.85, 0.6, 1.55])
+    robot = reference.load_robot("puma560")
+    puma.check_robot(robot)
+    frame = RobotFrame.of(robot)
+    np.testing.assert_allclose(puma.rest_position, frame.from_wam(wam.rest_position), atol=1e-12)
+    np.testing.assert_allclose(puma.anchor - puma.rest_position, wam.anchor - wam.rest_position, atol=1e-12)
+    np.testing.assert_allclose(puma.default_target - puma.anchor,
+                               frame.direction_from_wam(wam.default_target - wam.anchor), atol=1e-12)

@@ -12,6 +12,7 @@ from functools import cache
 
 import mujoco
 import numpy as np
+from scipy.optimize import linprog
 
 from episodic.interface.robot import Robot, load_robot
 from episodic.task.kinematics import SiteIK
@@ -244,3 +245,16 @@ def posture_along(ik: SiteIK, q0: np.ndarray, position: np.ndarray, normal: np.n
         q, error = ik.solve(q, (1 - s) * start + s * np.asarray(position, float),
                             direction / np.linalg.norm(direction), iterations=1000, axis=axis)
     return q, error
+
+
+def least_share_rates(jacobian: np.ndarray, twist: np.ndarray, limits: np.ndarray) -> np.ndarray:
+    """Joint rates (n_dofs,) rad/s that give ``jacobian`` (m, n_dofs) the motion ``twist`` (m,)
+    with the smallest largest share of the joints' velocity ``limits`` (n_dofs,) rad/s (a linear
+    program over the rates and that share); ValueError when no rates give it."""
+    n = len(limits)
+    bounds = np.hstack([np.vstack([np.eye(n), -np.eye(n)]), -np.concatenate([limits, limits])[:, None]])
+    result = linprog(np.append(np.zeros(n), 1.0), A_ub=bounds, b_ub=np.zeros(2 * n),
+                     A_eq=np.hstack([jacobian, np.zeros((len(twist), 1))]), b_eq=twist, bounds=[(None, None)] * (n + 1))
+    if not result.success:
+        raise ValueError(f"no joint rates give the motion {np.round(twist, 3).tolist()}: {result.message}")
+    return result.x[:n]
