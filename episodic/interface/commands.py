@@ -26,8 +26,12 @@ class Limits:
     segment; max_magnitude: largest |value| of any array entry (rad, rad/s, rad/s^2, gains,
     context), far beyond anything physical, so that no finite input can overflow the
     resampling or the control law; max_batch_steps: most control steps the episodes of one
-    batch may run together (a batch's episodes are held until it ends, about 0.8 kB per step:
-    1,000,000 steps, 2,000 s on the WAM, hold about 0.8 GB).
+    batch may run together (a batch's episodes are held until it ends, about STEP_MEMORY bytes
+    per step: 1,000,000 steps, 2,000 s on the WAM, hold about 0.8 GB); max_held_steps: most
+    control steps a runner holds in memory when it cannot stream them to a log (no log, or it
+    keeps its episodes): the running episode's and the kept episodes' together (the oldest kept
+    ones are let go first; a command that could take the running episode past it is refused,
+    episodic.runtime.runner), about 0.8 GB at 1,000,000.
     """
 
     max_segment_steps: int = 20_000
@@ -37,6 +41,12 @@ class Limits:
     max_rate: float = 1e6
     max_magnitude: float = 1e6
     max_batch_steps: int = 1_000_000
+    max_held_steps: int = 1_000_000
+
+
+# bytes of memory a held control step takes on the WAM (its log columns and the simulation
+# state they view; benchmarks/memory.py --held-whole measures about 0.7 kB), for messages
+STEP_MEMORY = 800
 
 
 class BatchTooLarge(CommandError):

@@ -18,7 +18,15 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from episodic.interface.columns import step_widths
-from episodic.interface.commands import Command, Limits, MalformedCommand
+from episodic.interface.commands import (
+    STEP_MEMORY,
+    Command,
+    GainsCommand,
+    Limits,
+    MalformedCommand,
+    TrajectoryCommand,
+    most_steps,
+)
 from episodic.interface.robot import Robot, load_robot
 from episodic.interface.sender import Sender
 from episodic.interface.vocabulary import Flag, Reply
@@ -26,7 +34,7 @@ from episodic.logs import RunLog
 from episodic.logs.episode import EpisodeBuffer
 from episodic.logs.layout import software_versions
 from episodic.runtime.backend import Backend, DriverBackend, JointDriver
-from episodic.runtime.machine import INTERRUPTED_MESSAGE, EpisodeMachine
+from episodic.runtime.machine import HELD_BLOCK, INTERRUPTED_MESSAGE, EpisodeMachine
 from episodic.runtime.pacing import Pacer
 from episodic.runtime.scene import Scene
 from episodic.runtime.simulation import Simulation
@@ -42,7 +50,7 @@ TICK_LOG_SHARE = 0.5
 _log = logging.getLogger("episodic.runtime.runner")
 
 
-STREAM_BYTES = 4 << 20  # bytes of a running episode's steps held before they go to the log (Runner._stream_steps)
+STREAM_BYTES = 4 << 20  # bytes of a running episode's steps held before they go to the log (Runner._bound_memory)
 
 
 class StepCursor(NamedTuple):
@@ -69,6 +77,15 @@ class Runner(Sender):
     the robot holds while the learner is silent: the stand-in for a real robot).
     ``driver(scene)``: build the JointDriver of a robot driven tick by tick (episodic.runtime.backend);
     the run is then in realtime mode.
+
+    Memory: with a log and episodes not kept, a running episode's steps go to the log once it
+    holds ``stream_bytes`` of them (STREAM_BYTES), before the next command runs (in either mode;
+    realtime: also while the robot holds). Otherwise (no log, or ``keep_episodes``) they stay in
+    memory, bounded by ``limits.max_held_steps`` control steps, the running episode's and the
+    kept ``episodes``' together: the oldest kept episodes are let go first (said once on the
+    logger), and a command that could take the running episode alone past the bound is refused
+    with Flag.INVALID_PAYLOAD and a message (the episode ends; realtime: a silent learner's hold
+    that reaches it ends the episode with Flag.TIMEOUT).
 
     Finished episodes: each goes, in the thread that ended it, to the kept ``episodes``, the log
     and then whatever ``subscribe`` added, in that order; an episode run elsewhere (a batch's,
@@ -102,11 +119,15 @@ class Runner(Sender):
         self.limits = limits
         self.keep_episodes = log is None if keep_episodes is None else keep_episodes
         self.episodes: list[EpisodeBuffer] = []
+        self._kept_steps = 0  # control steps of the kept episodes
+        self._let_go = 0      # kept episodes let go to stay within limits.max_held_steps
+        self.stream_bytes = STREAM_BYTES
+        self._seen_blocks = 0  # blocks of the running episode when its memory was last bounded (``idle``)
         writer = "ticks" if self.mode == "realtime" else "thread"  # episodic.logs.RunLog
         self.log = RunLog(log, self.metadata(), writer, overwrite) if log is not None else None
         self._subscribers: list[Callable[[EpisodeBuffer], object]] = []  # what they return is ignored
         if self.keep_episodes:
-            self.subscribe(self.episodes.append)
+            self.subscribe(self._keep)
         if self.log is not None:
             self.subscribe(self.log.write_episode)
         self._diverted: list[EpisodeBuffer] | None = None  # where a replay's episodes go instead
@@ -150,7 +171,12 @@ class Runner(Sender):
     def _deliver(self, command: Command | MalformedCommand) -> Reply:
         """Run one command; never raises on any input (the reply's flag says what went wrong, its
         message also what could not be logged since the previous reply)."""
-        self._stream_steps()
+        ep = self.machine.episode
+        if ep is not None and isinstance(command, (TrajectoryCommand, GainsCommand)) \
+                and command.episode_id == ep.episode_id:
+            over = self._bound_memory(most_steps([command], self.control_rate, self.limits))
+            if over:
+                self.machine.abort(Flag.INVALID_PAYLOAD, over)  # the command is refused with this message
         reply = self.machine.handle(command)
         lost = self.log.pop_failures() if self.log is not None else []
         if isinstance(self.sim, DriverBackend) and (note := self.sim.note()):
@@ -159,15 +185,56 @@ class Runner(Sender):
             return reply
         return dataclasses.replace(reply, message="; ".join([reply.message, *lost] if reply.message else lost))
 
-    def _stream_steps(self) -> None:
-        """Hand the running episode's held steps to the log once they pass STREAM_BYTES (blocking
-        mode, episodes not kept), before the next command runs (the reply to the last one has
-        carried them): what a runner holds of an episode stays below STREAM_BYTES and one
-        command's steps, however long the episode."""
+    @property
+    def streams(self) -> bool:
+        """Whether a running episode's steps go to the log as it runs (a log, episodes not kept)."""
+        return self.log is not None and not self.keep_episodes
+
+    def _bound_memory(self, more: int = 0) -> str:
+        """Keep what the runner holds of the running episode within bounds before ``more``
+        control steps may run (the most a command can run, episodic.interface.commands.most_steps):
+        a streaming runner hands its held steps to the log once they pass ``stream_bytes`` (the
+        reply to the last command has carried them), so it holds at most that and one command's
+        steps, however long the episode; any other lets kept episodes go, oldest first, until they
+        and the running episode's steps and ``more`` fit in ``limits.max_held_steps``. Returns why
+        the running episode cannot take ``more`` steps, or "" when it can."""
         ep = self.machine.episode
-        if self.log is not None and self.log.writer == "thread" and not self.keep_episodes and ep is not None \
-                and ep.held_bytes > STREAM_BYTES:
-            self.log.write_steps(ep)
+        if ep is None:
+            return ""
+        self._seen_blocks = len(ep.blocks)
+        if self.streams:
+            assert self.log is not None
+            if ep.held_bytes > self.stream_bytes:
+                self.log.write_steps(ep)
+            return ""
+        held, cap = ep.held_steps, self.limits.max_held_steps
+        if held + more <= cap:
+            self._let_go_kept(cap - held - more)
+            return ""
+        why = "it keeps its episodes" if self.log is not None else "it has no log to stream them to"
+        return (f"the runner holds an episode's steps in memory ({why}): {held:,} control steps held and up to "
+                f"{more:,} more for this command would pass its limit of {cap:,} (max_held_steps, about "
+                f"{cap * STEP_MEMORY / 1e9:.1f} GB); end the episode sooner (fewer or shorter segments and "
+                f"wait_times), or log the run without keeping episodes (episodic serve --log) so that its steps "
+                f"go to the file as it runs")
+
+    def _keep(self, ep: EpisodeBuffer) -> None:
+        """Keep a finished episode in ``episodes``, letting the oldest go beyond ``limits.max_held_steps``."""
+        self.episodes.append(ep)
+        self._kept_steps += ep.n_steps
+        self._let_go_kept(self.limits.max_held_steps, keep=1)
+
+    def _let_go_kept(self, room: int, keep: int = 0) -> None:
+        """Let kept episodes go, oldest first, until their steps fit in ``room`` control steps
+        or ``keep`` are left."""
+        while len(self.episodes) > keep and self._kept_steps > max(room, 0):
+            gone = self.episodes.pop(0)
+            self._kept_steps -= gone.n_steps
+            self._let_go += 1
+            if self._let_go == 1:
+                _log.warning("letting kept episodes go, oldest first (episode %d now), so that the runner holds at "
+                             "most %d control steps in memory (Limits.max_held_steps); log the run to keep them all",
+                             gone.number, self.limits.max_held_steps)
 
     def abort(self, flag: Flag, message: str) -> None:
         """Abort the running episode (e.g. a silent learner: Flag.TIMEOUT)."""
@@ -181,8 +248,16 @@ class Runner(Sender):
 
     def idle(self, n_steps: int = 1) -> None:
         """Hold the robot for n_steps control steps while the learner is silent (non-blocking
-        mode; the steps are logged in the running episode)."""
+        mode; the steps are logged in the running episode, and bounded in memory as a command's
+        are: a hold whose next block of HELD_BLOCK s would pass ``limits.max_held_steps`` ends the
+        episode with Flag.TIMEOUT)."""
         self.machine.idle(n_steps)
+        ep = self.machine.episode
+        if ep is not None and len(ep.blocks) != self._seen_blocks \
+                and self._bound_memory(int(np.ceil(HELD_BLOCK * self.control_rate))):
+            self.abort(Flag.TIMEOUT, f"the learner was silent while the runner held episode {ep.episode_id}'s "
+                                     f"{ep.held_steps:,} control steps in memory, its limit (max_held_steps); "
+                                     f"send commands sooner, or log the run (episodic serve --log)")
 
     @property
     def running_episode(self) -> int | None:
@@ -197,8 +272,9 @@ class Runner(Sender):
     def _between_ticks(self) -> None:
         """After each paced control step (simulated or driven): write queued log pieces for up to
         TICK_LOG_SHARE of the time left before the next tick (s)."""
-        if self.log is not None:
-            self.log.work(TICK_LOG_SHARE * self.sim.pacer.time_left())
+        pacer = self.sim.pacer
+        if self.log is not None and pacer is not None:
+            self.log.work(TICK_LOG_SHARE * pacer.time_left())
 
     def interrupt(self) -> None:
         """Stop what the robot is doing at the next tick (safe to call from a signal handler): a
