@@ -657,12 +657,14 @@ def serve(task: str, robot: str, params: tuple[str, ...], channel: str, log_path
     disk. The log can be read while the runner serves (`episodic watch`, info, plot, replay,
     export, h5py): the runner opens it only to write and closes it between writes.
 
-    Memory: with --log, a long episode's steps go to the log as it runs, so the runner holds at
-    most about 50 MB of an episode (4 MiB of earlier steps, one command's steps: a segment and a
-    wait_time hold, and the writer's 8 MiB queue). Without --log every step of the running episode
-    is held, about 0.8 kB per control step. A batch's episodes are held until it ends: a batch
-    whose episodes could run more than 1,000,000 control steps together (about 0.8 GB) is refused
-    with INVALID_PAYLOAD before it runs.
+    Memory: with --log, a long episode's steps go to the log as it runs (in both modes), so the
+    runner holds at most about 50 MB of an episode (4 MiB of earlier steps, one command's steps: a
+    segment and a wait_time hold, and the writer's 8 MiB queue). Without --log the running
+    episode's steps are held, about 0.8 kB per control step, at most 1,000,000 of them (about 0.8
+    GB): a command that could take the episode past that is refused with INVALID_PAYLOAD and a
+    message (a realtime learner's silence that would, ends the episode with TIMEOUT). A batch's
+    episodes are held until it ends: a batch whose episodes could run more than 1,000,000 control
+    steps together (about 0.8 GB) is refused with INVALID_PAYLOAD before it runs.
 
     Each finished episode prints a line (unless --quiet): its number in the log, the learner's
     episode id, the return, the flag, the control steps and whether it succeeded. A line that
