@@ -39,6 +39,7 @@ import numpy as np
 from episodic.bridge import Client
 from episodic.interface.robot import load_robot
 from episodic.interface.trajectory import min_jerk
+from episodic.logs import read_episodes
 from episodic.logs.timing import Timing
 from episodic.runtime.pacing import Pacer
 from episodic.runtime.scheduling import REALTIME_PRIORITY, Scheduling, SchedulingError, describe, set_realtime
@@ -139,7 +140,7 @@ def main() -> None:
             bare.append(floor(floor_seconds / 2, control_dt, args.priority))
         with h5py.File(log) as f:
             run = dict(f.attrs)
-            per_episode = [dict(g.attrs) for g in f["episodes"].values()]
+        per_episode = [dict(ep.attrs) for ep in read_episodes(log)]
     dt = 1.0 / float(run["control_rate"])
     ticks, missed = int(run["timing_ticks"]), int(run["timing_missed"])
     us = 1e6

@@ -20,12 +20,17 @@ from episodic.bridge.layout import MAGIC, VERSION, CommandFields, Layout, Sizes
 from episodic.interface.columns import step_widths
 from episodic.interface.commands import Command, MalformedCommand
 from episodic.interface.vocabulary import CommandError, EpisodeResult, Flag, Kind, Reply
+from episodic.runtime.pacing import SPIN
 from episodic.runtime.runner import Runner, StepCursor
 
 log = logging.getLogger("episodic.serve")
 # share of a control period that must be left before the next tick for a collection of the young
 # objects (the garbage collector's two younger generations: about 0.1-0.5 ms; see hold)
 COLLECT_ROOM = 0.5
+# share of a control period that must be left before the next tick for a paced runner to wait for a
+# command until then (its preparation takes 0.2-0.5 ms before its first step)
+COMMAND_ROOM = 0.25
+SQUEEZED_TICKS = 2  # ticks in a row with less than COMMAND_ROOM left before a waiting command is taken anyway
 WATCH_POLL = 0.05  # s between looks whether the learner of a running paced command still lives
 # evaluates a batch: (episodes, keep_steps) -> one result per episode, in order (episodic.tools.batch)
 BatchEvaluator = Callable[[Sequence[Sequence[Command | MalformedCommand]], bool], list[EpisodeResult]]
@@ -94,7 +99,7 @@ class Endpoint:
     def serve(self, stop: Callable[[], bool], poll: float = 0.1) -> None:
         """Answer commands until ``stop()`` is true (checked at least every ``poll`` s). A paced
         (real-time) runner ticks instead: the robot holds one control step at a time, and a
-        command is taken at the first tick after it arrives."""
+        command that arrives between two ticks is taken at once, its first step at the next tick."""
         if self.runner.paced:
             self._serve_ticking(stop, poll)
             return
@@ -109,22 +114,35 @@ class Endpoint:
             self.serve_one()
 
     def _serve_ticking(self, stop: Callable[[], bool], poll: float) -> None:
-        """The paced loop: a command at the first tick after it arrives, else ``hold``."""
+        """The paced loop: while at least COMMAND_ROOM of the period is left before the next tick,
+        wait for a command until the pacer's spin before that tick (pacing.SPIN) and take one at
+        once when it arrives, its first step at that tick (taken right after a held tick and its
+        log work, its preparation often had too little of the period left); else ``hold`` (after
+        SQUEEZED_TICKS such ticks in a row, a command waiting is taken however little is left)."""
         dt = 1.0 / self.runner.control_rate
+        pacer = self.runner.sim.pacer
+        assert pacer is not None, "a paced runner has a pacer"
         check_every = max(int(poll / dt), 1)
-        tick = 0
+        tick = squeezed = 0
         while not stop():
-            try:
-                self.channel.cmd_ready.acquire(0)
-            except posix_ipc.BusyError:
-                hold(self.runner)
-                tick += 1
-                if tick % check_every == 0:
-                    self._check_learner()
-                continue
-            except posix_ipc.SignalError:
-                continue
-            self.serve_one()
+            left = pacer.time_left()
+            if left > COMMAND_ROOM * dt or squeezed >= SQUEEZED_TICKS:
+                squeezed = 0
+                try:
+                    self.channel.cmd_ready.acquire(max(left - SPIN, 0.0))
+                except posix_ipc.BusyError:
+                    pass
+                except posix_ipc.SignalError:
+                    continue
+                else:
+                    self.serve_one()
+                    continue
+            else:
+                squeezed += 1
+            hold(self.runner)
+            tick += 1
+            if tick % check_every == 0:
+                self._check_learner()
 
     def serve_one(self) -> Reply | None:
         """Read the command block, mark it taken, run it, write the reply and the new log rows, post
