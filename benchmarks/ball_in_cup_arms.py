@@ -1,6 +1,6 @@
 """How fast an arm's joints must be to move ball_in_cup's cup along the WAM's catching swing.
 
-    python benchmarks/ball_in_cup_arms.py [--robots panda ur5 puma560] [--shifts -0.15 0 0.15]
+    python benchmarks/ball_in_cup_arms.py [--robots panda ur5 puma560] [--shifts -0.15 0 0.15] [--turns 0 90 270]
 
 The reference swing (episodic.tasks.ball_in_cup_swing.REFERENCE_SWING) is in the WAM's joint angles;
 on another arm it is the cup's path as the WAM moves it (the rim's centre and the cup's axis at
@@ -8,9 +8,10 @@ every 2 ms control step), its start placed in the arm's frame and the path turne
 facing, unscaled (ball_in_cup_swing.arm_swing_trajectory: inverse kinematics at every step). The
 path cannot be slowed or shrunk: the ball's flight over the rim is set by gravity and the 0.4 m
 string. For each arm and each placement of the path (its start moved by every combination of
-``--shifts`` m along the arm's facing and up, and the path turned by 0, 90, 180 and 270 degrees
-about the vertical) this prints the largest joint speed over its limit the path needs (inf: the
-arm cannot follow it, a joint at the end of its range or the cup out of reach), then, for the
+``--shifts`` m along the arm's facing and up, and the path turned by ``--turns`` degrees about
+the vertical: by default 0, 90 and 270, not 180, which swings the ball back at the robot) this
+prints the largest joint speed over its limit the path needs (inf: the arm cannot follow it, a
+joint at the end of its range or the cup out of reach), then, for the
 placement needing the least, the same along the postures it passes through with the joint rates
 at each step that give the cup's motion (its velocity, and its axis's turn) with the smallest
 largest share of the limits (episodic.task.frame.least_share_rates: no choice of the redundant
@@ -92,6 +93,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--robots", nargs="+", default=["panda", "ur5", "puma560"])
     parser.add_argument("--shifts", nargs="+", type=float, default=[-0.15, 0.0, 0.15], help="m")
+    parser.add_argument("--turns", nargs="+", type=float, default=[0.0, 90.0, 270.0], help="deg")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         import_arms(Path(folder))
@@ -99,7 +101,7 @@ def main() -> None:
             robot = load_robot(name)
             own, _ = peak_share(robot, None, 0.0)
             best = (np.inf, np.zeros(3), 0.0, None)
-            for dx, dz, turn in itertools.product(args.shifts, args.shifts, np.radians([0, 90, 180, 270])):
+            for dx, dz, turn in itertools.product(args.shifts, args.shifts, np.radians(args.turns)):
                 share, postures = peak_share(robot, np.array([dx, 0.0, dz]), float(turn))
                 print(f"{name:8} shift ({dx:+.2f}, {dz:+.2f}) m, turned {np.degrees(turn):3.0f} deg: {share:.2f}",
                       flush=True)

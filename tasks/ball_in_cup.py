@@ -98,6 +98,17 @@ is not converged: a swing near the edge of the catch region ends differently at 
 perturbed by 0.03 rad differ at 5 kN/m, 1 of 8 at 0.67 kN/m; the tendon's reference catches at
 both, 4.359 and 4.357).
 
+Other arms. The cup is bolted to any arm's flange as to the WAM's; another arm starts with the
+rim's centre where the WAM's is, placed in the arm's frame (episodic.task.frame: relative to its
+first joint and facing, scaled to its reach), the cup upright. The catching swing is the WAM's
+cup path (ball_in_cup_swing.arm_swing_trajectory): turned with the arm's facing, not scaled (the
+string sets the swing), by inverse kinematics at every control step. The path cannot be slowed:
+the ball's flight over the rim is set by gravity and the string. It moves the cup at up to 1.48
+m/s while tilting it at 3.6 rad/s, which the WAM does with j4 at 69 % of its limit; ``needs``
+refuses an arm whose joints that path would take past their velocity limits or range, with the
+joint and the speed (the Panda, the UR5 and the Puma 560; benchmarks/ball_in_cup_arms.py finds
+no placement of the path that any of them could follow within its limits).
+
 Start state. After GOTO_START the ball hangs still below the anchor: at the anchor minus
 ``string_length`` along gravity, zero velocity. Context (command 0): nothing, or
 (dx, dy) m, a horizontal offset of the ball from straight below the anchor with the string

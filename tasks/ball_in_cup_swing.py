@@ -7,7 +7,9 @@ command and three trajectory segments at the control rate (q, qd, qdd): swing ba
 over, and the catch, whose final posture is held so the ball can settle. ``REFERENCE_SWING``
 catches (``examples/ball_in_cup_reference.py``); ``bent_swing`` bends it into a miss, the
 teacher's path of the kinesthetic demonstration (``episodic.learning.demonstration``); the examples
-``ball_in_cup_learner.py`` and ``cma_ball_in_cup.py`` build on it.
+``ball_in_cup_learner.py`` and ``cma_ball_in_cup.py`` build on it. On an arm other than the WAM
+a swing is the cup's path as the WAM would move it, followed by inverse kinematics in the arm's
+frame (``arm_swing_trajectory``), so the same knots parametrize it on any arm.
 """
 from __future__ import annotations
 

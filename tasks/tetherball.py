@@ -12,6 +12,13 @@ ball flies freely when the string is slack and the string is elastic and lossles
 (the string's internal damping is neglected). The ball collides with the racket and the arm,
 not with the string. A translucent mocap sphere of radius ``tolerance`` marks the target.
 
+Other arms. The numbers (anchor, target) are given for the WAM. On another robot the hanging
+ball is placed in its frame (episodic.task.frame: where the WAM's is relative to its first joint
+and facing, scaled to its reach), and the anchor and the target move with it, turned with the
+robot's facing but not scaled (``placed``: the string's length and the swing are physics); the
+racket starts where the WAM's does, placed likewise, by inverse kinematics (``start_posture``). A
+context's target is a world point on any robot.
+
 Ball, contacts and air (episodic.task.contact; calibrated by drop tests, tests/test_contact.py and
 tests/test_task_tetherball.py). The ball is a tennis ball (ITF: 56.0-59.4 g, 65.4-68.6 mm across;
 here 60 g, 70 mm). It bounces off every geom it can touch (racket blade and handle, the arm's
