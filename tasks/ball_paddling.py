@@ -154,22 +154,26 @@ def _root_body(spec: mujoco.MjSpec, robot: Robot) -> str:
     return str(body.name)
 
 
-def _start_posture(robot: Robot, handle_length: float, blade_radius: float, blade_thickness: float) -> np.ndarray:
+def _start_posture(robot: Robot, handle_length: float, blade_radius: float, blade_thickness: float,
+                   clearance: tuple[float, float]) -> np.ndarray:
     """BallPaddling.start_posture on an arm other than the WAM, for a racket of these dimensions m
-    (computed once per robot model, home, limits and racket: a search over 33 starts, 1-2 s)."""
+    and ``clearance`` (radius m, height m) over its face for the ball (computed once per robot
+    model, home, limits and racket: a search over 65 starts, 1-2 s)."""
     key = (robot.sha256, robot.home.tobytes(), robot.range_lower.tobytes(), robot.range_upper.tobytes(),
-           robot.velocity_limit.tobytes(), handle_length, blade_radius, blade_thickness)
+           robot.velocity_limit.tobytes(), robot.torque_limit.tobytes(), handle_length, blade_radius,
+           blade_thickness, clearance)
     if key not in _POSTURES:
-        _POSTURES[key] = _search_posture(robot, handle_length, blade_radius, blade_thickness)
+        _POSTURES[key] = _search_posture(robot, handle_length, blade_radius, blade_thickness, clearance)
     return _POSTURES[key]
 
 
-def _search_posture(robot: Robot, handle_length: float, blade_radius: float, blade_thickness: float) -> np.ndarray:
+def _search_posture(robot: Robot, handle_length: float, blade_radius: float, blade_thickness: float,
+                    clearance: tuple[float, float]) -> np.ndarray:
     task = BallPaddling(handle_length=handle_length, blade_radius=blade_radius, blade_thickness=blade_thickness)
     face, _ = tool_ik(load_robot(REFERENCE_ROBOT), task.add_tool, "racket_face").pose(START_POSTURE)
     up = np.array([0.0, 0.0, 1.0])
     q = easiest_posture(tool_ik(robot, task.add_tool, "racket_face"), robot, RobotFrame.of(robot).from_wam(face), up,
-                        np.concatenate([up, np.zeros(3)]), STROKE_SPEED, STROKE_ACCELERATION)
+                        np.concatenate([up, np.zeros(3)]), STROKE_SPEED, STROKE_ACCELERATION, clearance=clearance)
     if q is None:
         raise TaskError(f"ball_paddling cannot hold the racket's face level where it is placed on '{robot.name}'; "
                         f"choose an arm that reaches it")
@@ -334,7 +338,8 @@ class BallPaddling(Task[Rally]):
         least joint rates for the arm's velocity limits (:func:`easiest_posture`)."""
         if RobotFrame.of(robot).is_reference():
             return START_POSTURE.copy()
-        return _start_posture(robot, self.handle_length, self.blade_radius, self.blade_thickness).copy()
+        return _start_posture(robot, self.handle_length, self.blade_radius, self.blade_thickness,
+                              (2 * self.ball_radius, self.apex_height + 2 * self.ball_radius)).copy()
 
     def default_context(self) -> np.ndarray:
         """The target apex height ``apex_height`` m."""

@@ -198,7 +198,8 @@ def tool_ik(robot: Robot, add_tool: Callable[[mujoco.MjSpec, Robot], None], site
 
 
 def easiest_posture(ik: SiteIK, robot: Robot, position: np.ndarray, normal: np.ndarray, twist: np.ndarray,
-                    speed: float, acceleration: float = 0.0, seeds: int = 64, margin: float = 0.2) -> np.ndarray | None:
+                    speed: float, acceleration: float = 0.0, seeds: int = 64, margin: float = 0.2,
+                    clearance: tuple[float, float] = (0.0, 0.0), travel: float = 0.0) -> np.ndarray | None:
     """A posture (n_dofs,) rad putting ``ik``'s site at ``position`` (3,) m with its x axis along
     ``normal`` (3,), not against it, and at least ``margin`` rad from every joint's limits (room
     to move): of the inverse kinematics solutions from the robot's home and ``seeds`` postures
@@ -206,28 +207,58 @@ def easiest_posture(ik: SiteIK, robot: Robot, position: np.ndarray, normal: np.n
     the site along ``twist`` (6,: a unit motion, m and rad) at ``speed`` (per s) and accelerates it
     along it at +-``acceleration`` (per s^2): the least of the larger of the joint rates (least
     squares) over the velocity limits and the torques (gravity and the accelerated joints'
-    inertia, the arm at rest) over the torque limits, on any joint. None when no start reaches
-    it (error 1e-6) with that room."""
+    inertia, the arm at rest) over the torque limits, on any joint. ``clearance`` (radius m,
+    height m): the cylinder of that size over the site along ``normal`` is free of the robot's
+    geoms (rays along its axis and its edge: room for a ball over a racket's face); ``travel`` m:
+    the score is the worst of the posture's and those of the postures that move the site that far
+    along ``twist`` either way (a stroke's ends). None when no start reaches it (error 1e-6) with
+    that room."""
     best, lowest = None, np.inf
     starts = np.vstack([robot.home, np.random.default_rng(0).uniform(robot.range_lower, robot.range_upper,
                                                                      (seeds, robot.n_dofs))])
-    mass = np.zeros((ik.model.nv, ik.model.nv))
     for start in starts:
         q, error = ik.solve(start, position, normal, iterations=300)
         if (error > 1e-6 or ik.pose(q)[1] @ normal < 0  # not there, or the x axis against the normal
-                or np.any(q < robot.range_lower + margin) or np.any(q > robot.range_upper - margin)):
+                or np.any(q < robot.range_lower + margin) or np.any(q > robot.range_upper - margin)
+                or not _clear(ik, position, normal, *clearance)):
             continue
-        rates = np.linalg.lstsq(ik.jacobian(q), twist, rcond=None)[0]
-        mujoco.mj_forward(ik.model, ik.data)  # qvel 0: the bias force is gravity alone
-        mujoco.mj_fullM(ik.model, ik.data, mass)
-        dofs = np.ix_(ik.dof_adr, ik.dof_adr)
-        gravity, inertia = ik.data.qfrc_bias[ik.dof_adr], mass[dofs] @ rates * acceleration
-        torque = np.maximum(np.abs(gravity + inertia), np.abs(gravity - inertia))
-        ratio = max(float(np.max(np.abs(rates) * speed / robot.velocity_limit)),
-                    float(np.max(torque / robot.torque_limit)))
+        ratio = _load(ik, robot, q, twist, speed, acceleration)
+        for offset in (-travel, travel) if travel > 0 else ():
+            moved, error = ik.solve(q, position + offset * twist[:3], normal, iterations=300)
+            ratio = max(ratio, _load(ik, robot, moved, twist, speed, acceleration) if error < 1e-6 else np.inf)
         if ratio < lowest:
             best, lowest = q, ratio
     return best
+
+
+def _load(ik: SiteIK, robot: Robot, q: np.ndarray, twist: np.ndarray, speed: float, acceleration: float) -> float:
+    """easiest_posture's score of posture ``q``: the larger of the joint rates that move ik's site
+    along ``twist`` at ``speed`` over the velocity limits and the torques that hold the arm and
+    accelerate the site at +-``acceleration`` over the torque limits, on any joint."""
+    rates = np.linalg.lstsq(ik.jacobian(q), twist, rcond=None)[0]
+    mujoco.mj_forward(ik.model, ik.data)  # qvel 0: the bias force is gravity alone
+    mass = np.zeros((ik.model.nv, ik.model.nv))
+    mujoco.mj_fullM(ik.model, ik.data, mass)
+    gravity, inertia = ik.data.qfrc_bias[ik.dof_adr], mass[np.ix_(ik.dof_adr, ik.dof_adr)] @ rates * acceleration
+    torque = np.maximum(np.abs(gravity + inertia), np.abs(gravity - inertia))
+    return max(float(np.max(np.abs(rates) * speed / robot.velocity_limit)), float(np.max(torque / robot.torque_limit)))
+
+
+def _clear(ik: SiteIK, position: np.ndarray, normal: np.ndarray, radius: float, height: float) -> bool:
+    """Whether rays of ``height`` m along ``normal`` (3,) from ``position`` (3,) m and from 8
+    points ``radius`` m around it meet no geom but the site's body's (ik's kinematics current)."""
+    if height <= 0:
+        return True
+    side = np.cross(normal, [1.0, 0.0, 0.0] if abs(normal[0]) < 0.9 else [0.0, 1.0, 0.0])
+    side /= np.linalg.norm(side)
+    other = np.cross(normal, side)
+    body, hit = int(ik.model.site_bodyid[ik.site]), np.zeros(1, np.int32)
+    angles = np.linspace(0.0, 2 * np.pi, 8, endpoint=False)
+    for start in [position] + [position + radius * (np.cos(a) * side + np.sin(a) * other) for a in angles]:
+        distance = mujoco.mj_ray(ik.model, ik.data, start, normal, None, 0, body, hit)
+        if 0 <= distance < height:
+            return False
+    return True
 
 
 def posture_along(ik: SiteIK, q0: np.ndarray, position: np.ndarray, normal: np.ndarray, steps: int = 20,
