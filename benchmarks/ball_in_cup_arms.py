@@ -1,6 +1,7 @@
 """How fast an arm's joints must be to move ball_in_cup's cup along the WAM's catching swing.
 
     python benchmarks/ball_in_cup_arms.py [--robots panda ur5 puma560] [--shifts -0.15 0 0.15] [--turns 0 90 270]
+                                          [--step 0.01]
 
 The reference swing (episodic.tasks.ball_in_cup_swing.REFERENCE_SWING) is in the WAM's joint angles;
 on another arm it is the cup's path as the WAM moves it (the rim's centre and the cup's axis at
@@ -10,12 +11,13 @@ path cannot be slowed or shrunk: the ball's flight over the rim is set by gravit
 string. For each arm and each placement of the path (its start moved by every combination of
 ``--shifts`` m along the arm's facing and up, and the path turned by ``--turns`` degrees about
 the vertical: by default 0, 90 and 270, not 180, which swings the ball back at the robot) this
-prints the largest joint speed over its limit the path needs (inf: the arm cannot follow it, a
-joint at the end of its range or the cup out of reach), then, for the
-placement needing the least, the same along the postures it passes through with the joint rates
-at each step that give the cup's motion (its velocity, and its axis's turn) with the smallest
-largest share of the limits (episodic.task.frame.least_share_rates: no choice of the redundant
-joints' rates does better at those postures). Above 1 the arm's safety layer aborts the swing.
+prints the largest joint speed over its limit the path needs, followed every ``--step`` s (inf:
+the arm cannot follow it, a joint at the end of its range or the cup out of reach); then, for the
+placement needing the least, that at the 2 ms control period, and the same along the postures it
+passes through with the joint rates at each step that give the cup's motion (its velocity, and its
+axis's turn) with the smallest largest share of the limits (episodic.task.frame.least_share_rates:
+no choice of the redundant joints' rates does better at those postures). Above 1 the arm's safety
+layer aborts the swing.
 
 The Panda and the UR5 are imported from example-robot-data (the robots extra) into a temporary
 robot directory, as tests/test_task_robots.py does; the Puma 560 is built in. Measured on
@@ -55,11 +57,12 @@ def import_arms(folder: Path) -> None:
     import_robot(robots / "ur_description" / "urdf" / "ur5_robot.urdf", name="ur5", echo=lambda _: None)
 
 
-def peak_share(robot: Robot, offset: np.ndarray | None, turn: float) -> tuple[float, np.ndarray | None]:
-    """The largest joint speed over its limit along the placed path (inf if the arm cannot follow
-    it), and the path's postures (n, n_dofs) rad."""
+def peak_share(robot: Robot, offset: np.ndarray | None, turn: float, dt: float | None = None
+               ) -> tuple[float, np.ndarray | None]:
+    """The largest joint speed over its limit along the placed path followed every ``dt`` s (the
+    control period if None; inf if the arm cannot follow it), and the path's postures (n, n_dofs) rad."""
     try:
-        q, qd, _ = arm_swing_trajectory(robot, REFERENCE_SWING, offset, turn)
+        q, qd, _ = arm_swing_trajectory(robot, REFERENCE_SWING, offset, turn, dt)
     except ValueError:
         return np.inf, None
     return float(np.max(np.abs(qd) / robot.velocity_limit)), q
@@ -94,6 +97,8 @@ def main() -> None:
     parser.add_argument("--robots", nargs="+", default=["panda", "ur5", "puma560"])
     parser.add_argument("--shifts", nargs="+", type=float, default=[-0.15, 0.0, 0.15], help="m")
     parser.add_argument("--turns", nargs="+", type=float, default=[0.0, 90.0, 270.0], help="deg")
+    parser.add_argument("--step", type=float, default=0.01, help="s between the path's points in the search "
+                        "(the best placement is measured again at the control period)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         import_arms(Path(folder))
@@ -102,12 +107,13 @@ def main() -> None:
             own, _ = peak_share(robot, None, 0.0)
             best = (np.inf, np.zeros(3), 0.0, None)
             for dx, dz, turn in itertools.product(args.shifts, args.shifts, np.radians(args.turns)):
-                share, postures = peak_share(robot, np.array([dx, 0.0, dz]), float(turn))
+                share, _ = peak_share(robot, np.array([dx, 0.0, dz]), float(turn), args.step)
                 print(f"{name:8} shift ({dx:+.2f}, {dz:+.2f}) m, turned {np.degrees(turn):3.0f} deg: {share:.2f}",
                       flush=True)
                 if share < best[0]:
-                    best = (share, np.array([dx, 0.0, dz]), float(turn), postures)
-            share, offset, turn, postures = best
+                    best = (share, np.array([dx, 0.0, dz]), float(turn), None)
+            _, offset, turn, _ = best
+            share, postures = peak_share(robot, offset, turn)  # at the control period
             least = least_share_along(robot, postures, turn) if postures is not None else np.inf
             print(f"{name}: the task's placement {own:.2f}; best of the placements {share:.2f} (shift "
                   f"{offset[0]:+.2f}, {offset[2]:+.2f} m, turned {np.degrees(turn):.0f} deg), with the least-share "

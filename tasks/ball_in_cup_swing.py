@@ -116,10 +116,10 @@ def cup_path(swing: Swing, dt: float) -> tuple[np.ndarray, np.ndarray]:
     return np.array([rim for rim, _ in poses]), np.array([axis for _, axis in poses])
 
 
-def arm_swing_trajectory(robot: Robot, swing: Swing, offset: np.ndarray | None = None,
-                         turn: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """q, qd, qdd (n, n_dofs) of ``swing`` on an arm other than the WAM, t = dt .. duration (dt the
-    robot's control period): the cup's path as the WAM moves it (``cup_path``), its start placed in
+def arm_swing_trajectory(robot: Robot, swing: Swing, offset: np.ndarray | None = None, turn: float = 0.0,
+                         dt: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q, qd, qdd (n, n_dofs) of ``swing`` on an arm other than the WAM, t = dt .. duration (dt s,
+    the robot's control period unless given): the cup's path as the WAM moves it (``cup_path``), its start placed in
     the arm's frame (the task's start posture) and the path turned with the arm's facing but not
     scaled (the string's length sets the swing), followed by inverse kinematics of the rim's centre
     and the cup's axis at every control step from the posture of the step before; qd and qdd by
@@ -129,7 +129,7 @@ def arm_swing_trajectory(robot: Robot, swing: Swing, offset: np.ndarray | None =
     task's is. ValueError when the arm cannot follow the path."""
     from episodic.tasks.ball_in_cup import CUP_AXIS, BallInCup
 
-    dt, frame, task = robot.control_dt, RobotFrame.of(robot), BallInCup()
+    dt, frame, task = robot.control_dt if dt is None else dt, RobotFrame.of(robot), BallInCup()
     rims, axes = cup_path(swing, dt)
     ik = tool_ik(robot, task.add_tool, "cup_rim")
     c, s = np.cos(turn), np.sin(turn)
