@@ -20,16 +20,16 @@ from episodic.bridge.layout import MAGIC, VERSION, CommandFields, Layout, Sizes
 from episodic.interface.columns import step_widths
 from episodic.interface.commands import Command, MalformedCommand
 from episodic.interface.vocabulary import CommandError, EpisodeResult, Flag, Kind, Reply
-from episodic.runtime.pacing import SPIN
 from episodic.runtime.runner import Runner, StepCursor
 
 log = logging.getLogger("episodic.serve")
 # share of a control period that must be left before the next tick for a collection of the young
 # objects (the garbage collector's two younger generations: about 0.1-0.5 ms; see hold)
 COLLECT_ROOM = 0.5
-# share of a control period that must be left before the next tick for a paced runner to wait for a
-# command until then (its preparation takes 0.2-0.5 ms before its first step)
-COMMAND_ROOM = 0.25
+# share of a control period a paced runner keeps before the next tick when it waits for a command:
+# it waits until then, so a command has at least this long to prepare its first step (0.2-0.5 ms),
+# and a held tick as long to begin (its own work and the wake-up's lateness, 0.1-0.3 ms each)
+COMMAND_ROOM = 0.5
 SQUEEZED_TICKS = 2  # ticks in a row with less than COMMAND_ROOM left before a waiting command is taken anyway
 WATCH_POLL = 0.05  # s between looks whether the learner of a running paced command still lives
 # evaluates a batch: (episodes, keep_steps) -> one result per episode, in order (episodic.tools.batch)
@@ -114,22 +114,22 @@ class Endpoint:
             self.serve_one()
 
     def _serve_ticking(self, stop: Callable[[], bool], poll: float) -> None:
-        """The paced loop: while at least COMMAND_ROOM of the period is left before the next tick,
-        wait for a command until the pacer's spin before that tick (pacing.SPIN) and take one at
-        once when it arrives, its first step at that tick (taken right after a held tick and its
-        log work, its preparation often had too little of the period left); else ``hold`` (after
-        SQUEEZED_TICKS such ticks in a row, a command waiting is taken however little is left)."""
+        """The paced loop: while more than COMMAND_ROOM of the period is left before the next tick,
+        wait for a command until only that is left and take one at once when it arrives, its first
+        step at that tick (taken right after a held tick and its log work, its preparation often
+        had too little of the period left); then ``hold`` (after SQUEEZED_TICKS ticks in a row
+        without that room, a command waiting is taken however little is left)."""
         dt = 1.0 / self.runner.control_rate
         pacer = self.runner.sim.pacer
         assert pacer is not None, "a paced runner has a pacer"
         check_every = max(int(poll / dt), 1)
         tick = squeezed = 0
         while not stop():
-            left = pacer.time_left()
-            if left > COMMAND_ROOM * dt or squeezed >= SQUEEZED_TICKS:
+            left = pacer.time_left() - COMMAND_ROOM * dt
+            if left > 0 or squeezed >= SQUEEZED_TICKS:
                 squeezed = 0
                 try:
-                    self.channel.cmd_ready.acquire(max(left - SPIN, 0.0))
+                    self.channel.cmd_ready.acquire(max(left, 0.0))
                 except posix_ipc.BusyError:
                     pass
                 except posix_ipc.SignalError:
