@@ -130,7 +130,7 @@ def test_demo_cleans_up_when_the_learner_fails(tmp_path, monkeypatch):
     seen = {}
 
     def failing_learner(learner, rollouts, iterations, **kwargs):
-        client = rollouts.evaluate.__self__
+        client = rollouts.evaluate.__self__.client  # the demo's batches: Client.evaluate
         seen.update(channel=client.channel_name, pid=client.runner_pid)
         assert os.path.exists("/dev/shm" + object_names(client.channel_name)["shm"])
         raise KeyboardInterrupt  # as if Ctrl-C hit the learner mid-run

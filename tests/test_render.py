@@ -310,3 +310,15 @@ def test_render_without_any_headless_opengl_names_the_packages(ball_log, tmp_pat
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "no headless OpenGL works here (EGL: " in done.stderr and "; OSMESA: " in done.stderr
     assert "apt-get install libegl1 libgl1-mesa-dri" in done.stderr and "apt-get install libosmesa6" in done.stderr
+
+
+
+@pytest.mark.slow  # headless OpenGL, probed in a subprocess (the gl fixture)
+def test_shadows_can_be_left_out(gl, rec):
+    pictures = {}
+    for shadows in (True, False):
+        with EpisodeRenderer(rec, *SIZE, shadows=shadows) as renderer:
+            pictures[shadows] = renderer.at(0.0).astype(int).sum(axis=2)
+    darker, lighter = (pictures[True] < pictures[False] - 30).mean(), (pictures[True] > pictures[False] + 30).mean()
+    assert darker > 0.002, "the arm's shadow darkens the floor"
+    assert lighter < darker / 10, "shadows only darken"
