@@ -10,7 +10,8 @@ before that episode's start, sends three commands that must be refused: a segmen
 episode running, a segment with a NaN sample and a start with a NaN context.
 
 The runner process is sampled after episode 1,000 and after the last: its resident memory
-(VmRSS of /proc/<pid>/status), its open file descriptors (/proc/<pid>/fd) and the /dev/shm
+(VmRSS of /proc/<pid>/status), its open file descriptors (/proc/<pid>/fd, those on the log
+counted once) and the /dev/shm
 entries of its channel (the count over all of this user's channels is shown as well; other
 runners of the same user change that one). Then the runner is stopped with SIGTERM, /dev/shm
 is checked for leftovers of the channel, and ``episodic info`` on the log is timed in a
@@ -54,9 +55,19 @@ INFO_GOAL = 1.0        # s for `episodic info`
 
 
 
-def open_fds(pid: int) -> int:
-    """How many file descriptors process ``pid`` has open."""
-    return len(os.listdir(f"/proc/{pid}/fd"))
+def open_fds(pid: int, log: Path) -> int:
+    """How many file descriptors process ``pid`` has open, those on ``log`` counted once (the
+    writer opens the log anew for each write and closes it after: a sample taken meanwhile would
+    count one more)."""
+    fds = f"/proc/{pid}/fd"
+    targets = []
+    for fd in os.listdir(fds):
+        try:
+            targets.append(os.readlink(f"{fds}/{fd}"))
+        except FileNotFoundError:  # closed meanwhile
+            continue
+    on_log = str(log.resolve())
+    return sum(target != on_log for target in targets) + (on_log in targets)
 
 
 def shm_entries(channel: str | None = None) -> int:
@@ -98,7 +109,7 @@ def bad_commands(client: Client, tally: Tally) -> None:
     tally.check(client.start_episode(1, context=[np.nan, *TARGET[1:]]), Flag.INVALID_PAYLOAD, "NaN context")
 
 
-def soak(runner: ServedRunner, episodes: int, seed: int) -> tuple[Tally, float, dict[int, tuple[int, ...]],
+def soak(runner: ServedRunner, log: Path, episodes: int, seed: int) -> tuple[Tally, float, dict[int, tuple[int, ...]],
                                                                  dict[int, int]]:
     """Run the episodes; the tally, the wall time s, per sampled episode the runner's RSS KiB
     and fds and the /dev/shm entries of its channel and of all of this user's channels, and the
@@ -122,7 +133,7 @@ def soak(runner: ServedRunner, episodes: int, seed: int) -> tuple[Tally, float, 
             if episode % EVERY == 0:
                 client.get_episode()
             if episode in (SAMPLE_FROM, episodes):
-                samples[episode] = (rss_kib(pid), open_fds(pid), shm_entries(runner.channel), shm_entries())
+                samples[episode] = (rss_kib(pid), open_fds(pid, log), shm_entries(runner.channel), shm_entries())
             if episode >= SAMPLE_FROM and (episode - SAMPLE_FROM) % SLOPE_EVERY == 0:
                 readings[episode] = rss_kib(pid)
         seconds = time.perf_counter() - t0
@@ -143,7 +154,7 @@ def main() -> None:
         try:
             with ServedRunner(channel, task="reach", log=log, seed=0) as runner:
                 try:
-                    tally, seconds, samples, readings = soak(runner, args.episodes, args.seed)
+                    tally, seconds, samples, readings = soak(runner, log, args.episodes, args.seed)
                 except (OSError, ProtocolError) as exc:  # the runner died or stopped answering
                     raise runner.failed(f"the soak stopped: {type(exc).__name__}: {exc}") from None
                 code = runner.stop()
