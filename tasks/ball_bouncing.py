@@ -15,6 +15,20 @@ the weak wrist (5, 5, 2 N m), which an impact on a racket held at its handle wou
 Nothing ties the ball to the robot: at the start it lies on the face, and it bounces off
 whatever it reaches: the racket, the arm's links, the floor.
 
+Other arms (``needs``: 6 joints, the last three tilting the face for the feedback law, and the
+torque to toss the ball). The racket is bolted to the arm's flange as to the WAM's (its head over
+the point 6 cm behind the flange, wherever that arm's wrist centre is). The face's centre is where
+the WAM's is, placed in the arm's frame (episodic.task.frame.RobotFrame), facing up, in the
+posture that best strokes it vertically (episodic.task.frame.easiest_posture: of the inverse
+kinematics solutions from 65 seeded starts, each 0.2 rad or more inside the joint range, with no
+link of the arm over the face within a ball's radius up to the target apex and a ball's diameter
+more, the one needing the smallest share of a joint's velocity or torque limit to move the face at
+``STROKE_SPEED`` and accelerate it at ``STROKE_ACCELERATION``, at the start and ``STROKE_TRAVEL``
+above and below it; searched once per robot, 1-2 s). An arm whose torque at that posture,
+gravity and the toss's acceleration together (episodic.task.frame.stroke_shares), passes
+``TOSS_TORQUE`` times a joint's limit is refused with the numbers (the Panda: 1.21 of
+panda_joint2's 87 N m).
+
 Ball, contacts and air (episodic.task.contact, calibrated by drop tests: tests/test_task_ball_bouncing.py).
 The ball is a tennis ball, 57 g and 33.5 mm in radius (ITF Rules of Tennis, Appendix I:
 56.0-59.4 g, 65.4-68.6 mm across). It meets every geom it can touch through explicit bouncing
@@ -100,7 +114,7 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from episodic.interface.robot import Robot
+from episodic.interface.robot import Robot, load_robot
 from episodic.native import CompiledLaw
 from episodic.native.sensing import Sensing, add_control_period
 from episodic.task import (
@@ -128,6 +142,7 @@ from episodic.task.contact import (
     solref_for_restitution,
 )
 from episodic.task.contract import BALL_COLUMNS
+from episodic.task.frame import REFERENCE_ROBOT, RobotFrame, easiest_posture, stroke_shares, tool_ik
 from episodic.task.sl import SLMap
 
 GRAVITY = 9.81  # m/s^2, MuJoCo's default |gravity|
@@ -146,6 +161,34 @@ FLOOR_CONTACT = 0.001  # m, the ball's centre at most this above its radius: it 
 MAX_START_SPEED = 1.0  # m/s, the fastest the ball may roll at the start
 # where the ball waits until the first reset places it: on the floor, beside the robot (x, y m)
 PARKED = (0.0, -1.2)
+# the face's peak speed m/s and acceleration m/s^2 when it bounces the ball to 0.45 m (the toss and
+# the stroke of examples/ball_bouncing_reference.py), for which another arm's start posture is chosen
+STROKE_SPEED, STROKE_ACCELERATION = 1.4, 27.0
+STROKE_TRAVEL = 0.12  # m, how far the face moves up and down from its start in that stroke
+# the most of a joint's torque limit that the toss may need by stroke_shares' estimate (gravity and
+# the peak acceleration at once, at the start posture): the Puma 560 at 1.00 (j2) and the UR5 at
+# 0.92 (shoulder_lift) toss and rally (their references succeed); the Panda at 1.21 (panda_joint2)
+# cannot: that joint saturates at 87 N m before the first hit, the face tilts 0.04 rad and the ball
+# is off the racket by the third bounce
+TOSS_TORQUE = 1.1
+_POSTURES: dict[tuple, np.ndarray] = {}  # BallBouncing.start_posture's on arms other than the WAM
+
+
+def _toss_torque(robot: Robot) -> str:
+    """Why ``robot`` cannot toss the ball (Needs.placed; "" when it can): at its start posture the
+    torque to hold the arm and accelerate the face at STROKE_ACCELERATION passes TOSS_TORQUE times
+    a joint's limit."""
+    task = BallBouncing()
+    q = task.start_posture(robot)
+    up = np.array([0.0, 0.0, 1.0])
+    ik = tool_ik(robot, task.add_tool, "racket_face")
+    _, torque = stroke_shares(ik, robot, q, np.concatenate([up, np.zeros(3)]), STROKE_SPEED, STROKE_ACCELERATION)
+    joint = int(np.argmax(torque))
+    if torque[joint] <= TOSS_TORQUE:
+        return ""
+    return (f"cannot toss the ball: accelerating the face at {STROKE_ACCELERATION:g} m/s^2 from its start posture "
+            f"needs {torque[joint]:.2f} times {robot.joint_names[joint]}'s torque limit "
+            f"({robot.torque_limit[joint]:g} N m; at most {TOSS_TORQUE:g} is followed)")
 
 
 @dataclass
@@ -186,9 +229,9 @@ class BallBouncing(Task[Bounces]):
         learner="examples.learning.ball_bouncing",
     )
     summary: ClassVar[str] = "bounce a free tennis ball on a racket again and again to a target height."
-    needs: ClassVar[Needs] = Needs(robots=("wam",), why=(
-            "its start posture and racket pose are the WAM's joint angles and spherical wrist; not yet "
-            "placed in another robot's frame"))
+    # the face's centre and normal placed, three wrist joints to tilt it, and the torque to toss the ball
+    needs: ClassVar[Needs] = Needs(dofs=6, placed=_toss_torque,
+                                   placed_doc="the torque to toss the ball from its start posture")
     camera: ClassVar[Camera] = {"azimuth": 120, "elevation": -15}  # deg; episodic render frames the rest
     sl: ClassVar[SLMap] = SLMap(states=tuple(BALL_COLUMNS) + (None, None, "target_z"))  # SL: no start values
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
@@ -292,7 +335,26 @@ class BallBouncing(Task[Bounces]):
         add_air(spec, ["ball"], TENNIS_BALL_DRAG_COEFFICIENT, self.air)
 
     def start_posture(self, robot: Robot) -> np.ndarray:
-        return START.copy()
+        """``START`` on the WAM; on another arm the face's centre where the WAM's is, placed in the
+        arm's frame, the face up, in the posture that best strokes it vertically (module docstring)."""
+        if RobotFrame.of(robot).is_reference():
+            return START.copy()
+        key = (robot.sha256, robot.home.tobytes(), robot.range_lower.tobytes(), robot.range_upper.tobytes(),
+               robot.velocity_limit.tobytes(), robot.torque_limit.tobytes(), self.head_radius, self.head_thickness,
+               self.handle_length, self.ball_radius, self.target_apex)
+        if key not in _POSTURES:
+            face, _ = tool_ik(load_robot(REFERENCE_ROBOT), self.add_tool, "racket_face").pose(START)
+            up = np.array([0.0, 0.0, 1.0])
+            ik = tool_ik(robot, self.add_tool, "racket_face")
+            q = easiest_posture(ik, robot, RobotFrame.of(robot).from_wam(face), up, np.concatenate([up, np.zeros(3)]),
+                                STROKE_SPEED, STROKE_ACCELERATION,
+                                clearance=(self.ball_radius, self.target_apex + 2 * self.ball_radius),
+                                travel=STROKE_TRAVEL)
+            if q is None:
+                raise TaskError(f"ball_bouncing cannot hold the racket's face level where it is placed on "
+                                f"'{robot.name}'; choose an arm that reaches it")
+            _POSTURES[key] = q
+        return _POSTURES[key].copy()
 
     def default_context(self) -> np.ndarray:
         return np.array([self.target_apex, self.restitution, 0.0, 0.0, 0.0, 0.0])

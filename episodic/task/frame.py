@@ -222,26 +222,29 @@ def easiest_posture(ik: SiteIK, robot: Robot, position: np.ndarray, normal: np.n
                 or np.any(q < robot.range_lower + margin) or np.any(q > robot.range_upper - margin)
                 or not _clear(ik, position, normal, *clearance)):
             continue
-        ratio = _load(ik, robot, q, twist, speed, acceleration)
+        ratio = max(map(np.max, stroke_shares(ik, robot, q, twist, speed, acceleration)))
         for offset in (-travel, travel) if travel > 0 else ():
             moved, error = ik.solve(q, position + offset * twist[:3], normal, iterations=300)
-            ratio = max(ratio, _load(ik, robot, moved, twist, speed, acceleration) if error < 1e-6 else np.inf)
+            ratio = max(ratio, max(map(np.max, stroke_shares(ik, robot, moved, twist, speed, acceleration)))
+                        if error < 1e-6 else np.inf)
         if ratio < lowest:
             best, lowest = q, ratio
     return best
 
 
-def _load(ik: SiteIK, robot: Robot, q: np.ndarray, twist: np.ndarray, speed: float, acceleration: float) -> float:
-    """easiest_posture's score of posture ``q``: the larger of the joint rates that move ik's site
-    along ``twist`` at ``speed`` over the velocity limits and the torques that hold the arm and
-    accelerate the site at +-``acceleration`` over the torque limits, on any joint."""
+def stroke_shares(ik: SiteIK, robot: Robot, q: np.ndarray, twist: np.ndarray, speed: float,
+                  acceleration: float) -> tuple[np.ndarray, np.ndarray]:
+    """The shares (n_dofs,) of each joint's velocity and torque limits that posture ``q`` (n_dofs,)
+    rad needs to move ik's site along ``twist`` (6,: a unit motion) at ``speed`` (per s: the joint
+    rates by least squares) and to hold the arm at rest and accelerate the site along it at
+    +-``acceleration`` (per s^2: gravity plus the mass matrix times those rates' accelerations)."""
     rates = np.linalg.lstsq(ik.jacobian(q), twist, rcond=None)[0]
     mujoco.mj_forward(ik.model, ik.data)  # qvel 0: the bias force is gravity alone
     mass = np.zeros((ik.model.nv, ik.model.nv))
     mujoco.mj_fullM(ik.model, ik.data, mass)
     gravity, inertia = ik.data.qfrc_bias[ik.dof_adr], mass[np.ix_(ik.dof_adr, ik.dof_adr)] @ rates * acceleration
     torque = np.maximum(np.abs(gravity + inertia), np.abs(gravity - inertia))
-    return max(float(np.max(np.abs(rates) * speed / robot.velocity_limit)), float(np.max(torque / robot.torque_limit)))
+    return np.abs(rates) * speed / robot.velocity_limit, torque / robot.torque_limit
 
 
 def _clear(ik: SiteIK, position: np.ndarray, normal: np.ndarray, radius: float, height: float) -> bool:
