@@ -13,7 +13,7 @@ state columns per step (``task_state``), e.g. where the ball went during the dem
 - :func:`kinesthetic`: the arm, under gravity compensation and a small joint damping, moved by a
   spring-damper between its hand and a scripted teacher's hand pose.
 - :func:`ball_in_cup_demonstration`: the ball-in-a-cup demonstration, taught along the hand
-  path of a swing close to ``episodic.cli.demo.REFERENCE_SWING``; like Kober & Peters' human
+  path of a swing close to ``episodic.tasks.ball_in_cup_swing.REFERENCE_SWING``; like Kober & Peters' human
   demonstration it misses the cup by centimetres.
 - :func:`demonstration_commands`: one episode's commands that execute a demonstration.
 - :class:`BallFlight`: where the ball of ball_in_cup crossed the rim plane, from its state columns.
@@ -99,7 +99,7 @@ JOINT_DAMPING = 0.1
 
 # -- the ball-in-a-cup demonstration -------------------------------------------------------------
 BALL_IN_CUP = "ball_in_cup"
-# rad added to every elbow knot of REFERENCE_SWING (episodic.cli.demo.bent_swing): the bend of the
+# rad added to every elbow knot of REFERENCE_SWING (episodic.tasks.ball_in_cup_swing.bent_swing): the bend of the
 # PoWER example's missing start swing. At the task's defaults (a 5 kN/m string, contacts that keep
 # their restitution when sliding) the ball, taught along its hand path, rises 0.047 m above the rim
 # and comes down 0.313 m from the cup's axis; the recording executed by the runner catches (return
@@ -464,9 +464,9 @@ def _teach(scene: Scene, data: mujoco.MjData, hand: _Hand, guide: Guide,
 
 # -- ball in a cup ---------------------------------------------------------------------------------
 def swing_guide(scene: Scene, start: np.ndarray, swing) -> Guide:
-    """The teacher's hand for ``swing`` (an ``episodic.cli.demo.Swing``) from posture ``start``
+    """The teacher's hand for ``swing`` (an ``episodic.tasks.ball_in_cup_swing.Swing``) from posture ``start``
     (n_dofs,) rad: the pose of the hand (the robot's end-effector site) along the swing's joint
-    trajectory (``episodic.cli.demo.swing_trajectory`` at the physics step, linear in between), by
+    trajectory (``episodic.tasks.ball_in_cup_swing.swing_trajectory`` at the physics step, linear in between), by
     forward kinematics (``mujoco.mj_kinematics``) of the scene's model; held at the last
     posture after the swing."""
     from episodic.tasks.ball_in_cup_swing import swing_trajectory
@@ -489,7 +489,7 @@ def swing_guide(scene: Scene, start: np.ndarray, swing) -> Guide:
 def ball_in_cup_demonstration(robot: Robot | str = "wam", *, offset: float = DEMO_OFFSET, hold: float = DEMO_HOLD,
                               seed: int = 0, task_params: dict | None = None, **teaching) -> Demonstration:
     """The ball-in-a-cup demonstration: the teacher guides the hand (``kinesthetic``, settings
-    ``teaching``) along the hand path of ``episodic.cli.demo.bent_swing(offset)`` (``offset`` rad on
+    ``teaching``) along the hand path of ``episodic.tasks.ball_in_cup_swing.bent_swing(offset)`` (``offset`` rad on
     every elbow knot of ``REFERENCE_SWING``), then holds it still for ``hold`` s while the ball
     comes down. The compliant arm does not follow the path exactly, and the demonstration misses
     the cup by centimetres, as Kober & Peters' human demonstration did: during the teaching and
@@ -503,8 +503,8 @@ def ball_in_cup_demonstration(robot: Robot | str = "wam", *, offset: float = DEM
     swing = bent_swing(offset)
     guide = swing_guide(build_scene(robot, task), task.start_posture(robot), swing)
     return kinesthetic(task, robot, guide, swing.duration + hold, seed=seed, **teaching,
-                       source=f"kinesthetic: the hand guided along episodic.cli.demo.bent_swing({offset:g}), "
-                              f"then held {hold:g} s",
+                       source=f"kinesthetic: the hand guided along "
+                              f"episodic.tasks.ball_in_cup_swing.bent_swing({offset:g}), then held {hold:g} s",
                        metadata={"offset": offset, "hold": hold, "swing_step": swing.step,
                                  "swing_knots": np.asarray(swing.knots).tolist()})
 
