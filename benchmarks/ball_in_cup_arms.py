@@ -21,11 +21,11 @@ layer aborts the swing.
 
 The Panda and the UR5 are imported from example-robot-data (the robots extra) into a temporary
 robot directory, as tests/test_task_robots.py does; the Puma 560 is built in. Measured on
-2026-11-28 (2 shared cores, about 4 minutes): Panda 1.84 (of 36 placements; 4.65 at the task's own
-placement), UR5 1.30 (1.53), Puma 560 1.20 (the task's placement is unfollowable: its j3 reaches
-the end of its range at 0.368 s); with the least-share rates along the best placement, UR5 1.31 and
-Puma 560 1.11. The peak comes 0.25-0.28 s into the swing, where the WAM moves the cup at 1.48 m/s
-while tilting it at 3.6 rad/s.
+2026-11-28 (2 shared cores, 4 minutes), the best of 27 placements at the 2 ms control period (and
+at the task's own placement): Panda 1.85 (4.65), UR5 1.30 (1.53), Puma 560 1.21 (inf: at the
+task's placement its j3 reaches the end of its range 0.37 s into the swing); with the least-share
+rates along the best placement, Panda 1.66, UR5 1.28, Puma 560 1.13. The WAM itself needs 0.69 of
+its j4's limit.
 """
 from __future__ import annotations
 
