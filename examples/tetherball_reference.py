@@ -128,14 +128,17 @@ def swing_period(task, target: np.ndarray) -> float:
 def meet_moving_target(robot: Robot, task, start: np.ndarray, episode_id: int) -> list:
     """The reference for the target that starts at ``start`` (3,) m and circles the anchor's axis
     (module docstring): the stroke for a still target where it passes straight sideways of the
-    anchor, segment 1 held until the stroke meets it there; ValueError for a target on the axis."""
+    anchor (seen from the robot: along the sideways axis of its facing), segment 1 held until the
+    stroke meets it there; ValueError for a target on the axis."""
     offset = start[:2] - task.anchor[:2]
     radius = float(np.hypot(*offset))
     if radius < 1e-6:
         raise ValueError("the target lies on the anchor's vertical axis: it does not move, and no swing reaches it")
     phase, omega = float(np.arctan2(offset[1], offset[0])), task.target_speed
     best = None
-    for side in (np.pi / 2, -np.pi / 2):
+    facing = RobotFrame.of(robot).rotation  # straight sideways of the robot's facing: world +-y on the WAM
+    heading = float(np.arctan2(facing[1, 0], facing[0, 0]))
+    for side in (heading + np.pi / 2, heading - np.pi / 2):
         point = task.target_at(start, [(side - phase) / omega])[0]  # where it passes that side
         commands = reference_commands(robot, episode_id, point, task.params() | {"target_speed": 0.0})
         start_cmd, approach, stroke = commands
