@@ -129,14 +129,16 @@ class OverBridge:
 
 
 def timed_runs(rows: list[Callable[[Population], int]], pop: Population, repeats: int) -> list[tuple[list[float], int]]:
-    """Each row's s per run of ``pop`` over ``repeats`` runs, the rows in turn run by run, after a
-    short unmeasured run of each; and the control steps it ran."""
+    """Each row's s per run of ``pop`` over ``repeats`` runs, the rows in turn run by run, their
+    order rotated from run to run (so that no row always runs first, or right after another),
+    after a short unmeasured run of each; and the control steps it ran."""
     for row in rows:
         row(Population(pop.task, pop.robot, [e[:1] for e in pop.episodes[:8]]))  # build runners, start workers
     times: list[list[float]] = [[] for _ in rows]
     steps = [0] * len(rows)
-    for _ in range(repeats):
-        for k, row in enumerate(rows):
+    for repeat in range(repeats):
+        for k in np.roll(np.arange(len(rows)), -repeat):
+            row = rows[k]
             t = time.perf_counter()
             steps[k] = row(pop)
             times[k].append(time.perf_counter() - t)
