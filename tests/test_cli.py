@@ -122,6 +122,46 @@ def test_demo_learns_ball_in_cup_over_the_bridge_in_batches(ball_demo):
     assert "episodic info runs/demo.h5" in output and "episodic replay runs/demo.h5" in output
 
 
+@pytest.mark.slow  # a served runner, three ball_in_cup episodes and a video of one
+def test_demo_renders_the_first_catch_as_soon_as_the_runner_logged_it(tmp_path):
+    from episodic.cli.demo import DEMO_TASK, DemoError, _Batches, _Video
+    from episodic.interface.robot import load_robot
+    from episodic.tasks.ball_in_cup_swing import DEMO_TASK as SWING_TASK, REFERENCE_SWING, bent_swing, swing_commands
+    from episodic.tools.render import RenderError, gl_backend
+    from episodic.tools.served import ServedRunner, fresh_channel
+
+    imageio = pytest.importorskip("imageio.v2", reason="the media extra: pip install 'episodic[media]'")
+    try:
+        gl_backend()
+    except RenderError as exc:
+        pytest.skip(str(exc))
+    assert DEMO_TASK == SWING_TASK
+    robot, log, notes = load_robot("wam"), tmp_path / "demo.h5", []
+    video = _Video(log, notes.append)
+    with ServedRunner(fresh_channel("demo"), task=DEMO_TASK, log=log, args=("--threads", "2")) as runner, \
+            Client(runner.channel, timeout=120) as client:
+        batches = _Batches(client, video.start)
+        miss, catch = bent_swing(0.2), REFERENCE_SWING
+        batches.evaluate([swing_commands(robot, miss, 1)])
+        assert batches.first_catch is None and video.number is None
+        results = batches.evaluate([swing_commands(robot, miss, 2), swing_commands(robot, catch, 3)])
+        assert [r.success for r in results] == [False, True]
+        assert batches.first_catch == video.number == 2  # the log's number: episodes 0, 1, 2 were sent
+        batches.evaluate([swing_commands(robot, catch, 4)])
+        assert video.number == 2, "only the first catch is rendered"
+        clip = video.wait(2)  # while the runner serves
+        runner.stop(check=True)
+    assert notes == [] and clip == tmp_path / "demo_first_catch.mp4"
+    rows = {ep.attrs["episode_id"]: ep for ep in read_episodes(log)}
+    assert rows[3].attrs["success"] and int(rows[3].name) == 2
+    moving = int(np.count_nonzero(rows[3].steps["index"] >= 1))
+    with imageio.get_reader(clip) as reader:
+        frames = sum(1 for _ in reader)
+    assert frames == int(np.ceil(moving * robot.control_dt * 30 - 1e-9))  # 30 frames/s of its motion
+    with pytest.raises(DemoError, match="first catch is episode 5"):
+        video.wait(5)
+
+
 @pytest.mark.slow
 def test_demo_cleans_up_when_the_learner_fails(tmp_path, monkeypatch):
     import episodic.learning.policy_search as search
