@@ -111,6 +111,18 @@ def creation(shape: tuple[int, ...], itemsize: int, plain: h5py.h5p.PropDCID,
     return dcpl
 
 
+def resizable(chunk: tuple[int, ...], plain: h5py.h5p.PropDCID, use: Filter | None = None) -> h5py.h5p.PropDCID:
+    """The dataset creation property list of a table that grows by rows (a log's run-wide
+    tables): a copy of ``plain`` in chunks of ``chunk``, filtered with ``use`` (none when None)."""
+    dcpl = plain.copy()
+    dcpl.set_chunk(chunk)
+    if use is not None:
+        if use.shuffle:
+            dcpl.set_shuffle()
+        dcpl.set_filter(use.filter_id, h5py.h5z.FLAG_OPTIONAL, use.options)
+    return dcpl
+
+
 def filters_of(dataset: h5py.Dataset) -> list[str]:
     """The names of the filters ``dataset`` is stored with (HDF5's own names), [] for none."""
     dcpl = dataset.id.get_create_plist()

@@ -1,22 +1,31 @@
-"""What a run log holds: its format name, the summary table, how a command is kept as a record and
-read back, and the software versions a log records.
+"""What a run log holds: its format name, the tables it is made of, the summary table, how a
+command is kept as a record and read back, and the software versions a log records.
 
-File layout (one file per run; docs/log-format.md):
+File layout, format "episodic-log/2" (one file per run; docs/log-format.md): an episode is a row
+of /episodes and row ranges of run-wide tables, so writing one is a few row appends
   /                     attrs: format, task, task_params, robot, robot_settings, mode, seed,
                         control_rate, timestep, versions (JSON where structured), created
   /model_xml            the compiled scene, as MJCF text
-  /episodes/NNNNNN/     attrs: episode_id, flag, flag_name, message, return, success, n_steps,
-                        wall_time, rng_seed, batch, batch_position (-1 unless evaluated in a batch,
-                        episodic.tools.batch), goto_start ("skipped": not simulated, no GOTO_START
-                        steps; "ran": logged as it ran; absent in a log written before the skip,
-                        whose go-to-starts all ran: episodic.runtime.start),
-                        complete (0 until the episode is written whole)
-      initial_state     mjSTATE_INTEGRATION vector the episode started from
-      steps/<column>    per control step (episodic.interface.columns.STEP_COLUMNS, plus task_state with attr 'columns')
-      segments/<field>  per segment (index >= 1): index, kind, flag, reward, n_steps, state (n_seg, n_state)
-      commands/NNN/     each command as received: attrs kind, episode_id, index, ...; arrays
+  /episodes             one row per episode written whole, appended last (EPISODE_DTYPE): its
+                        number, its attributes as JSON text (episode_id, flag, flag_name, message,
+                        return, early_end, success, n_steps, wall_time, rng_seed, batch,
+                        batch_position, goto_start, timing_*), and where its rows are in:
+  /initial_states       (n, n_state) mjSTATE_INTEGRATION vectors the episodes started from
+  /steps                per control step (a compound table: episodic.interface.columns.STEP_COLUMNS,
+                        plus task_state (n_state,); attr 'columns' its names)
+  /segments             per segment (index >= 1): index, kind, flag, reward, n_steps, state (n_state,)
+  /commands             each command as received, as JSON text: {"attrs": {kind, episode_id, index,
+                        ...}, "arrays": {name: [offset, shape]}}, its arrays' values in
+  /command_values       float64, one after the other
   /summary              one row per episode written whole, appended after it (SUMMARY_DTYPE)
   /rejected             commands refused outside any episode: episode_id, index, flag (table, appended)
+Every table but /episodes holds rows that no episode names once a write failed part-way or a
+process was killed mid-write; readers only read the ranges /episodes gives.
+
+Format "episodic-log/1" (READ_FORMATS; read by episodic.logs.reader, no longer written) kept an
+episode as a group /episodes/NNNNNN: its attributes as HDF5 attributes (and complete, 0 until
+written whole), initial_state, steps/<column>, segments/<field> and commands/NNN/ (attributes
+and arrays) inside it.
 """
 from __future__ import annotations
 
@@ -29,8 +38,24 @@ import h5py
 import numpy as np
 
 from episodic.interface.commands import Kind
+from episodic.logs.episode import SEGMENT_FIELDS
 
-FORMAT = "episodic-log/1"
+FORMAT = "episodic-log/2"  # the format written
+READ_FORMATS = ("episodic-log/1", FORMAT)  # the formats read
+
+
+# A row of /episodes (format 2): where an episode's rows are in the run-wide tables (start row,
+# row count), and its attributes as JSON text
+EPISODE_DTYPE = np.dtype([("number", "<i8"), ("attrs", h5py.string_dtype()), ("initial_state", "<i8"),
+                          ("steps_start", "<i8"), ("n_steps", "<i8"), ("segments_start", "<i8"),
+                          ("n_segments", "<i8"), ("commands_start", "<i8"), ("n_commands", "<i8")])
+
+
+def segment_dtype(n_state: int) -> np.dtype:
+    """A row of /segments (format 2) of a task of ``n_state`` state columns: SEGMENT_FIELDS and
+    the task's state after the segment (none when it has no state columns)."""
+    state = [("state", "<f8", (n_state,))] if n_state else []
+    return np.dtype([(name, np.dtype(kind)) for name, kind in SEGMENT_FIELDS.items()] + state)
 
 
 # One row of /summary per episode: what `episodic info` shows, so it reads one dataset instead
@@ -91,6 +116,45 @@ def command_record(cmd) -> tuple[dict, dict]:
             except (TypeError, ValueError):
                 attrs[f"{name}_repr"] = repr(value)[:1000]
     return attrs, arrays
+
+
+def attrs_text(attrs: dict) -> str:
+    """``attrs`` (names -> numbers, bools, text, or lists of them; numpy's as Python's) as the JSON
+    text a format-2 log keeps them in (NaN and infinities as JavaScript's NaN, Infinity)."""
+    return json.dumps(attrs, default=_plain)
+
+
+def _plain(value):
+    """A numpy value as the Python value JSON writes."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} cannot be kept in a log's attributes")
+
+
+def command_entry(cmd, offset: int) -> tuple[str, list[np.ndarray]]:
+    """How a format-2 log keeps a command as received: its /commands text (command_record's
+    attributes, and each array's place in /command_values from row ``offset`` on and its shape)
+    and its arrays' values, flat, in that order."""
+    attrs, arrays = command_record(cmd)
+    places: dict[str, list] = {}
+    for name, value in arrays.items():
+        places[name] = [offset, list(value.shape)]
+        offset += value.size
+    return attrs_text({"attrs": attrs, "arrays": places}), [v.ravel() for v in arrays.values()]
+
+
+def command_from_entry(text: str, values: np.ndarray, first: int) -> tuple[dict, dict]:
+    """The attributes and arrays of a command kept as ``command_entry`` made ``text``, its arrays
+    read from ``values``, the rows of /command_values from row ``first`` on (ValueError when
+    one lies outside them)."""
+    record = json.loads(text)
+    arrays = {}
+    for name, (start, shape) in record["arrays"].items():
+        size = int(np.prod(shape, dtype=np.int64))
+        if start < first or start + size > first + len(values):
+            raise ValueError(f"the command's {name} lies outside /command_values")
+        arrays[name] = values[start - first : start - first + size].reshape(shape)
+    return record["attrs"], arrays
 
 
 def _scalar(value):

@@ -1,5 +1,6 @@
 """Reading a run log: its metadata, its summary, its episodes (whole, or one at a time), and
-which episodes were not written whole.
+which episodes were not written whole, in either format (episodic.logs.layout: an episode a row
+of /episodes naming rows of run-wide tables, or in logs of format 1 an episode a group).
 
 A log may be read while a runner writes it (episodic.logs.writer's docstring): every function here
 opens the file only while it reads it, waiting up to LIVE_WAIT for the writer to close it, and
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import struct
 import time
@@ -24,10 +26,12 @@ from episodic.interface.columns import STEP_DTYPES
 from episodic.interface.files import HostileFileError, check_links, member, open_hdf5, read_array
 from episodic.logs.episode import SEGMENT_FIELDS
 from episodic.logs.layout import (
+    EPISODE_DTYPE,
     METADATA_CACHE,
     SUMMARY_DEFAULTS,
     SUMMARY_DTYPE,
     SUMMARY_NAMES,
+    command_from_entry,
     decode_attr,
     fix_metadata_cache,
     int_or,
@@ -132,12 +136,42 @@ def _open_read(path: str | Path) -> h5py.File:
     return f
 
 
-def _episodes(f: h5py.File) -> h5py.Group:
-    """The /episodes group of the log ``f`` (ValueError when it has none or it leads elsewhere)."""
+def _episodes(f: h5py.File) -> h5py.Group | h5py.Dataset:
+    """/episodes of the log ``f``: its table of episodes, or a format-1 log's group of them
+    (ValueError when it has neither or it leads elsewhere)."""
     episodes = member(f, "episodes")
+    if isinstance(episodes, h5py.Dataset) and episodes.dtype.names == EPISODE_DTYPE.names and episodes.ndim == 1:
+        return episodes
     if not isinstance(episodes, h5py.Group):
-        raise ValueError(f"{f.filename} is not an episodic log (no /episodes group)")
+        raise ValueError(f"{f.filename} is not an episodic log (no /episodes table or group)")
     return episodes
+
+
+def _index(episodes: h5py.Dataset) -> dict[int, np.void]:
+    """The rows of a table of episodes by episode number (the last row of a number, should one
+    be written twice)."""
+    return {int(row["number"]): row for row in read_array(episodes)}
+
+
+def _row_problem(f: h5py.File, row: np.void) -> str:
+    """Why the episode of a row of /episodes cannot be read, '' when it can: the rows it names
+    must lie inside the tables (the writer appends them before the row, a damaged file may not
+    hold them)."""
+    spans = (("initial_states", row["initial_state"], 1), ("steps", row["steps_start"], row["n_steps"]),
+             ("segments", row["segments_start"], row["n_segments"]),
+             ("commands", row["commands_start"], row["n_commands"]))
+    for name, start, n in spans:
+        if not n:
+            continue
+        table = member(f, name)
+        if not isinstance(table, h5py.Dataset) or table.ndim < 1 or not 0 <= start <= start + n <= table.shape[0]:
+            return f"its rows {start}..{start + n - 1} of /{name} are not in the file"
+    return ""
+
+
+def _text(value) -> str:
+    """Text as read from an HDF5 dataset (h5py gives bytes for variable-length strings)."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def _episode_group(episodes: h5py.Group, name: str) -> h5py.Group | None:
@@ -211,7 +245,10 @@ def partial_episodes(path: str | Path) -> dict[str, str]:
     """The episodes of a log that are not whole: number (as its group name) -> why."""
     with _open_read(path) as f:
         episodes = _episodes(f)
-        found = ((name, episode_problem(_episode_group(episodes, name))) for name in episodes)
+        if isinstance(episodes, h5py.Dataset):
+            found = ((f"{number:06d}", _row_problem(f, row)) for number, row in _index(episodes).items())
+        else:
+            found = ((name, episode_problem(_episode_group(episodes, name))) for name in episodes)
         return {name: problem for name, problem in found if problem}
 
 
@@ -225,6 +262,14 @@ def read_summary(path: str | Path) -> tuple[np.ndarray, dict[str, str]]:
             else np.zeros(0, SUMMARY_DTYPE)
         episodes = _episodes(f)
         partial: dict[str, str] = {}
+        if isinstance(episodes, h5py.Dataset):  # the table: rows its /summary lacks from their attributes
+            index = _index(episodes)
+            partial = {f"{n:06d}": problem for n, row in index.items() if (problem := _row_problem(f, row))}
+            known = set(rows["number"].tolist())
+            missing = [summary_row(n, _attrs_of(row)) for n, row in index.items() if n not in known]
+            if missing:
+                rows = np.sort(np.concatenate([rows, np.array(missing, dtype=SUMMARY_DTYPE)]), order="number")
+            return rows, partial
         if len(episodes) == len(rows):
             return rows, partial
         known = set(rows["number"].tolist())
@@ -255,6 +300,26 @@ def iter_episodes(path: str | Path, numbers: list[int] | None = None) -> Iterato
     not whole. Only the episodes asked for are opened, whatever the length of the log. The file
     is opened for each episode (a live log's writer waits for no reader); all of them means
     those the log held when the first was asked for."""
+    with _open_read(path) as f:
+        episodes = _episodes(f)
+        if isinstance(episodes, h5py.Dataset):
+            index = _index(episodes)
+            wanted = sorted(index) if numbers is None else sorted(set(numbers))
+            missing = [f"{n:06d}" for n in wanted if n not in index]
+            if missing:
+                raise ValueError(f"{path} has no episode {', '.join(missing)}; it holds {len(index)}")
+            for n in wanted if numbers is not None else ():
+                problem = _row_problem(f, index[n])
+                if problem:
+                    raise ValueError(f"episode {n:06d} of {path} was not written whole ({problem}); "
+                                     f"it cannot be read")
+    if isinstance(episodes, h5py.Dataset):
+        for n in wanted:
+            with _open_read(path) as f:
+                episode = _read_row(f, index[n]) if not _row_problem(f, index[n]) else None
+            if episode is not None:
+                yield episode
+        return
     with _open_read(path) as f:
         episodes = _episodes(f)
         if numbers is None:
@@ -314,3 +379,55 @@ def _read_parts(name: str, g: h5py.Group) -> StoredEpisode:
                          segments={k: read_array(v) for k, v in g["segments"].items()}, commands=commands,
                          state_columns=columns)
 
+
+
+def _attrs_of(row: np.void) -> dict:
+    """The attributes of the episode of a row of /episodes ({} when its text is not a JSON object)."""
+    try:
+        attrs = json.loads(_text(row["attrs"]))
+    except (json.JSONDecodeError, RecursionError):
+        return {}
+    return attrs if isinstance(attrs, dict) else {}
+
+
+def _read_row(f: h5py.File, row: np.void) -> StoredEpisode:
+    """The episode of the row ``row`` of /episodes of the log ``f``, read whole (ValueError naming
+    it when a part is damaged)."""
+    name = f"{int(row['number']):06d}"
+    try:
+        return _read_rows(f, name, row)
+    except HostileFileError:
+        raise
+    except (OSError, KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise ValueError(f"episode {name} of {f.filename} is damaged ({str(exc).splitlines()[0]}); "
+                         f"it cannot be read") from None
+
+
+def _slice(f: h5py.File, name: str, start: int, n: int) -> np.ndarray:
+    """Rows start .. start + n - 1 of the table ``name`` of ``f`` (checked to be there: _row_problem)."""
+    table = member(f, name)
+    if not isinstance(table, h5py.Dataset) or not 0 <= start <= start + n <= table.shape[0]:
+        raise ValueError(f"its rows {start}..{start + n - 1} of /{name} are not in the file")
+    return table[start : start + n]
+
+
+def _read_rows(f: h5py.File, name: str, row: np.void) -> StoredEpisode:
+    """_read_row's reading, raising whatever a damaged part raises."""
+    steps: dict[str, np.ndarray] = {}
+    columns: tuple[str, ...] = ()
+    if row["n_steps"]:
+        rows = _slice(f, "steps", int(row["steps_start"]), int(row["n_steps"]))
+        steps = {column: np.ascontiguousarray(rows[column]) for column in rows.dtype.names or ()}
+        columns = tuple(decode_attr(c) for c in f["steps"].attrs.get("columns", []))
+    rows = _slice(f, "segments", int(row["segments_start"]), int(row["n_segments"]))
+    segments = {field: np.ascontiguousarray(rows[field]) for field in rows.dtype.names or ()}
+    segments.setdefault("state", np.zeros((len(rows), 0)))
+    texts = [_text(t) for t in _slice(f, "commands", int(row["commands_start"]), int(row["n_commands"]))]
+    records = [json.loads(t) for t in texts]
+    places = [(start, int(np.prod(shape, dtype=np.int64))) for r in records for start, shape in r["arrays"].values()]
+    first = min((start for start, _ in places), default=0)
+    values = _slice(f, "command_values", first, max((start + n for start, n in places), default=first) - first)
+    commands = [command_from_entry(t, values, first) for t in texts]
+    initial = _slice(f, "initial_states", int(row["initial_state"]), 1)[0]
+    return StoredEpisode(name=name, attrs=_attrs_of(row), initial_state=initial, steps=steps, segments=segments,
+                         commands=commands, state_columns=columns)

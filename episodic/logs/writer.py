@@ -21,7 +21,7 @@ import shutil
 import threading
 import time
 from collections import deque
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,11 +32,14 @@ from episodic.interface.columns import STEP_DTYPES
 from episodic.logs import compression
 from episodic.logs.episode import EpisodeBuffer
 from episodic.logs.layout import (
+    EPISODE_DTYPE,
     FORMAT,
     SUMMARY_DTYPE,
-    command_record,
+    attrs_text,
+    command_entry,
     fix_metadata_cache,
     int_or,
+    segment_dtype,
     summary_row,
 )
 from episodic.logs.reader import LIVE_LOCK, being_written
@@ -52,8 +55,7 @@ REJECTED_CHUNK = 1024  # rows per HDF5 chunk of /rejected
 QUEUE_WRITES = 8          # writes (episodes, refusals, attributes) queued at most
 QUEUE_BYTES = 8 << 20     # bytes of episode data queued at most
 QUEUE_SECONDS = 1.0       # s: the bound stated and tested for writing a full queue (tests/test_writer_bound.py)
-PARTIAL = "partial"       # name prefix of an episode's group at the file's root while it is written
-STREAM_CHUNK_BYTES = 1 << 16  # bytes per HDF5 chunk of a streamed episode's step columns (RunLog.write_steps)
+TABLE_CHUNK_BYTES = 1 << 14  # bytes per HDF5 chunk of a run-wide table (/steps, /segments, ...)
 # The file is open only while queued writes are written (a live log, the module's docstring):
 HOLD_SECONDS = 0.2    # s the writer keeps it open at most while more writes wait; then it closes it
 GAP_SECONDS = 0.02    # s it then leaves it closed, so that a reader waiting for it gets in
@@ -132,10 +134,11 @@ class RunLog:
         self._lock = threading.Lock()  # guards the queue's bookkeeping, the failures and the writer thread
         self._room = threading.Condition(self._lock)  # notified when a queued write is done
         self._thread: threading.Thread | None = None
-        # episodes whose steps are being streamed, by number: their step columns' names (None:
-        # a streamed write failed)
-        self._streams: dict[int, tuple[str, ...] | None] = {}
+        # episodes whose steps are being streamed, by number: their first row in /steps and the
+        # rows streamed (None: a streamed write failed)
+        self._streams: dict[int, tuple[int, int] | None] = {}
         self._file: h5py.File | None = None  # open only while writing
+        self._tables: dict[str, h5py.h5d.DatasetID] = {}  # the run-wide tables opened since it was
         self._opened = 0.0  # time.monotonic() of its last opening
         self._reopen = 0.0  # time.monotonic() before which it is not opened again (GAP_SECONDS)
         self._busy_since: float | None = None  # when the writer first found a reader holding it
@@ -149,7 +152,7 @@ class RunLog:
             else:
                 self._file.attrs[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
         self._file.attrs["format"] = FORMAT
-        self._file.create_group("episodes")
+        self._table("episodes", EPISODE_DTYPE)
         self._file.create_dataset("summary", shape=(0,), maxshape=(None,), dtype=SUMMARY_DTYPE,
                                   chunks=(SUMMARY_CHUNK,))
         self._close_file()
@@ -185,6 +188,7 @@ class RunLog:
     def _close_file(self) -> None:
         """Flush and close the file (open until then), so that readers may open it."""
         if self._file is not None:
+            self._tables.clear()
             self._file.close()
             self._file = None
 
@@ -274,9 +278,8 @@ class RunLog:
     def write_steps(self, ep: EpisodeBuffer) -> None:
         """Hand the steps ``ep`` holds (``ep.blocks``) to the log while ``ep`` still runs (queued
         like an episode, and waiting for room the same way), so a long episode's memory stays
-        bounded: they are appended to its group (PARTIAL_NNNNNN, step columns chunked and
-        resizable) and ``ep`` keeps only their count; ``write_episode`` adds the rest. The log's
-        contents are those of an episode written whole."""
+        bounded: they are appended to /steps and ``ep`` keeps only their count; ``write_episode``
+        appends the rest after them. The log's contents are those of an episode written whole."""
         blocks, n = ep.blocks, ep.held_steps
         if not n:
             return
@@ -293,43 +296,32 @@ class RunLog:
         self._open(wait=True)
         assert self._file is not None
         try:
-            path = f"{PARTIAL}_{number:06d}/steps" if self._streams.get(number) else f"episodes/{number:06d}/steps"
-            return {name: d[:n_steps] for name, d in self._file[path].items()} if path in self._file else {}
+            stream = self._streams.get(number)
+            start = stream[0] if stream else _written_steps(self._file, number)
+            if start is None or "steps" not in self._file:
+                return {}
+            rows = self._file["steps"][start : start + n_steps]
+            return {name: np.ascontiguousarray(rows[name]) for name in rows.dtype.names or ()}
         finally:
             self._close_file()
 
     def _stream_steps(self, number: int, blocks: list[dict[str, np.ndarray]],
                       state_columns: tuple[str, ...]) -> Iterator[None]:
-        """Append ``blocks`` to episode ``number``'s streamed step columns (made with its group
-        on the first call); on a failure the group is deleted and the episode's write fails."""
+        """Append ``blocks`` to /steps as episode ``number``'s next steps (right after those it
+        streamed before); on a failure the episode's write fails (its rows stay unnamed)."""
         if number in self._streams and self._streams[number] is None:
             return  # an earlier piece failed: the episode is not logged (write_episode says so)
-        name = f"{PARTIAL}_{number:06d}"
-        assert self._file is not None
         try:
-            names = self._streams.get(number)
-            if names is None:
-                steps = _group(_group(self._file.id, name), "steps")
-                columns = {column: _growing(steps, column, values) for column, values in blocks[0].items()}
-                yield from _attrs(columns["task_state"], {"columns": list(state_columns)})
-                self._streams[number] = tuple(columns)
-            else:
-                columns = self._columns(name, names)
-            for column, dset in columns.items():
-                for block in blocks:
-                    _append_rows(dset, np.ascontiguousarray(block[column], _dtype(column)))
-                yield
+            steps = self._steps_table(blocks[0], state_columns)
+            start, count = self._streams.get(number) or (steps.shape[0], 0)
+            if steps.shape[0] != start + count:
+                raise OSError("other steps were logged between its streamed ones")
+            rows = _step_rows(steps.dtype, blocks)
+            yield from self._append(steps, rows, [])
+            self._streams[number] = (start, count + len(rows))
         except BaseException:
             self._streams[number] = None
-            if self._file is not None and name.encode() in self._file.id:
-                self._file.id.unlink(name.encode())
             raise
-
-    def _columns(self, group: str, names: tuple[str, ...]) -> dict[str, h5py.h5d.DatasetID]:
-        """The step columns ``names`` of the group ``group`` at the file's root."""
-        assert self._file is not None
-        steps = self._file[f"{group}/steps"]
-        return {name: steps[name].id for name in names}
 
     def reject(self, episode_id, index, flag: int) -> None:
         """Note a command refused while no episode ran (a row appended to /rejected)."""
@@ -350,88 +342,101 @@ class RunLog:
                           f"free some space or log elsewhere")
 
     def _write_episode(self, ep: EpisodeBuffer) -> Iterator[None]:
-        """Write ``ep`` in pieces (module docstring's layout): one attribute or dataset each, or
-        at most PIECE_BYTES of a dataset's rows when written between ticks, into a group at the
-        root named PARTIAL_NNNNNN, marked complete after its last dataset and then moved to
-        /episodes/NNNNNN (deleted instead if a piece fails); then its /summary row is appended
-        and the file flushed."""
+        """Write ``ep`` in pieces (the layout: episodic.logs.layout), a table's rows each, or at
+        most PIECE_BYTES of them when written between ticks: its initial state, steps (after
+        those it streamed), segments and commands appended to the run-wide tables, then its
+        row of /episodes, which names them (a failure before it takes the rows back off the
+        tables, so no episode is half-written); then its /summary row, and the file flushed."""
         head = {"episode_id": ep.episode_id, "flag": ep.flag, "flag_name": ep.flag_name, "message": ep.message,
                 "return": ep.episode_return, "early_end": ep.early_end, "success": ep.success, "n_steps": ep.n_steps,
                 "wall_time": ep.wall_time, "rng_seed": list(ep.rng_seed), "batch": ep.batch,
                 "batch_position": ep.batch_position, "goto_start": ep.goto_start, **ep.timing}
-        name, f = f"{ep.number:06d}", self._file
+        f = self._file
         assert f is not None  # open while a write runs (work)
-        partial = f"{PARTIAL}_{name}"
-        streamed = self._streams.pop(ep.number, None) if ep.streamed_blocks else None
-        if ep.streamed_blocks and streamed is None:
+        stream = self._streams.pop(ep.number, None) if ep.streamed_blocks else None
+        if ep.streamed_blocks and stream is None:
             raise OSError("some of its steps could not be written as it ran; it is left out")
-        g = _group(f.id, partial) if streamed is None else h5py.h5g.open(f.id, partial.encode())
+        grown: list[tuple[h5py.h5d.DatasetID, int]] = []  # the tables appended to, and their rows before
         try:
-            yield from self._episode_parts(g, ep, head, None if streamed is None else self._columns(partial, streamed))
+            initial = self._table("initial_states", np.dtype("<f8"), ep.initial_state.shape)
+            row = np.zeros((), EPISODE_DTYPE)
+            row["number"], row["attrs"], row["initial_state"] = ep.number, attrs_text(head), initial.shape[0]
+            yield from self._append(initial, ep.initial_state[None], grown)
+            row["steps_start"], row["n_steps"] = stream[0] if stream else self._rows("steps"), ep.n_steps
+            if ep.blocks:
+                steps = self._steps_table(ep.blocks[0], ep.state_columns)
+                if stream and steps.shape[0] != sum(stream):
+                    raise OSError("other steps were logged between its streamed ones")
+                yield from self._append(steps, _step_rows(steps.dtype, ep.blocks), grown)
+            segments = self._table("segments", segment_dtype(len(ep.state_columns)))
+            row["segments_start"], row["n_segments"] = segments.shape[0], len(ep.segments)
+            yield from self._append(segments, _segment_rows(segments.dtype, ep.segment_table()), grown)
+            commands, values = self._table("commands", _TEXT), self._table("command_values", np.dtype("<f8"))
+            entries: list[str] = []
+            flat: list[np.ndarray] = []
+            for cmd in ep.commands:
+                text, arrays = command_entry(cmd, values.shape[0] + sum(len(v) for v in flat))
+                entries.append(text)
+                flat += arrays
+            row["commands_start"], row["n_commands"] = commands.shape[0], len(entries)
+            yield from self._append(values, np.concatenate(flat) if flat else np.zeros(0), grown)
+            yield from self._append(commands, np.array(entries, dtype=_TEXT), grown)
+            yield from self._append(self._table("episodes", EPISODE_DTYPE), row[None], grown)  # names the rows
         except BaseException:  # GeneratorExit or a failed write: no half-written episode stays
-            f.id.unlink(partial.encode())
+            for table, n in grown:
+                table.set_extent((n, *table.shape[1:]))
             raise
-        f.id.links.move(partial.encode(), f["episodes"].id, name.encode())
-        yield
-        _append(f["summary"].id, summary_row(ep.number, head))
+        _append(self._table("summary", SUMMARY_DTYPE), summary_row(ep.number, head))
         yield
         f.flush()
 
-    def _episode_parts(self, g: h5py.h5g.GroupID, ep: EpisodeBuffer, head: dict,
-                       stream: dict[str, h5py.h5d.DatasetID] | None) -> Iterator[None]:
-        """Write ``ep`` into its group ``g``: attributes (``head``), datasets (the steps it holds
-        appended to the step columns ``stream`` when it streamed some), commands, and the
-        attribute ``complete`` set last."""
-        yield from _attrs(g, {**head, "complete": False})
-        yield from self._dataset(g, "initial_state", [ep.initial_state])
-        if stream is not None:
-            for name, dset in stream.items():
-                for block in ep.blocks:
-                    _append_rows(dset, np.ascontiguousarray(block[name], _dtype(name)))
-                yield
-        steps = _group(g, "steps") if stream is None else None
-        for name in ep.blocks[0] if ep.blocks and steps is not None else ():
-            column = yield from self._dataset(steps, name, [b[name] for b in ep.blocks], STEP_DTYPES[name])
-            if name == "task_state":
-                yield from _attrs(column, {"columns": list(ep.state_columns)})
-        seg = _group(g, "segments")
-        for name, values in ep.segment_table().items():
-            yield from self._dataset(seg, name, [values])
-        cmds = _group(g, "commands")
-        for i, cmd in enumerate(ep.commands):
-            attrs, arrays = command_record(cmd)
-            c = _group(cmds, f"{i:03d}")
-            yield from _attrs(c, attrs)
-            for name, value in arrays.items():
-                yield from self._dataset(c, name, [value])
-        h5py.h5a.open(g, b"complete").write(np.array(True), mtype=_types(np.dtype(bool))[1])
-        yield
+    def _table(self, name: str, dtype: np.dtype, row: tuple[int, ...] = ()) -> h5py.h5d.DatasetID:
+        """The run-wide table ``name`` at the file's root: made when it is not there yet, empty,
+        resizable along its first axis, its rows ``row``-shaped values of ``dtype``, in chunks of
+        about TABLE_CHUNK_BYTES (filtered as episodic.logs.compression.chosen says, but for text)."""
+        assert self._file is not None
+        found = self._tables.get(name)
+        if found is None:
+            key = name.encode()
+            if key in self._file.id:
+                found = h5py.h5d.open(self._file.id, key)
+            else:
+                row_bytes = (dtype.itemsize if dtype.kind != "O" else 16) * int(np.prod(row, dtype=np.int64))
+                chunk = (max(TABLE_CHUNK_BYTES // max(row_bytes, 1), 1), *row)
+                use = compression.chosen() if not dtype.hasobject and dtype.kind != "O" else None
+                space = h5py.h5s.create_simple((0, *row), (h5py.h5s.UNLIMITED, *row))
+                found = h5py.h5d.create(self._file.id, key, _types(dtype)[0], space,
+                                        dcpl=compression.resizable(chunk, _DATASET_CREATION, use),
+                                        lcpl=_LINK_CREATION)
+            self._tables[name] = found
+        return found
 
-    def _dataset(self, parent: h5py.h5g.GroupID, name: str, parts: list[np.ndarray],
-                 as_type: type | None = None) -> Generator[None, None, h5py.h5d.DatasetID]:
-        """Create dataset ``name`` of ``parent`` holding ``parts`` (arrays alike but in their
-        first dimension) one after the other, as ``as_type`` (theirs when None), and write it in
-        one piece, or when written between ticks and larger than PIECE_BYTES a piece per PIECE_BYTES of
-        rows (each part written where it goes, not joined first). Returns the dataset."""
-        dtype = np.dtype(as_type or parts[0].dtype)
-        shape = (sum(len(p) for p in parts), *parts[0].shape[1:]) if parts[0].ndim else ()
-        dset = h5py.h5d.create(parent, name.encode(), _types(dtype)[0], h5py.h5s.create_simple(shape),
-                               dcpl=compression.creation(shape, dtype.itemsize, _DATASET_CREATION), lcpl=_LINK_CREATION)
-        if self.writer != "ticks" or (len(parts) == 1 and parts[0].nbytes <= PIECE_BYTES):
-            if 0 not in shape:  # one write of the whole dataset, which HDF5 takes straight from the array
-                values = np.ascontiguousarray(parts[0], dtype) if len(parts) == 1 \
-                    else np.concatenate(parts, out=np.empty(shape, dtype), casting="unsafe")
-                dset.write(h5py.h5s.ALL, h5py.h5s.ALL, values, _types(dtype)[1])
+    def _rows(self, name: str) -> int:
+        """The rows of the run-wide table ``name`` (0 when it has not been made)."""
+        assert self._file is not None
+        return self._table(name, np.dtype("<f8")).shape[0] if name.encode() in self._file.id else 0
+
+    def _steps_table(self, like: dict[str, np.ndarray], state_columns: tuple[str, ...]) -> h5py.h5d.DatasetID:
+        """/steps, made (a column per step column of the block ``like``, its rows' shapes, the
+        log's types; attribute columns: ``state_columns``) when it is not there yet."""
+        assert self._file is not None
+        made = b"steps" in self._file.id
+        steps = self._table("steps", np.dtype([(name, _dtype(name), v.shape[1:]) for name, v in like.items()]))
+        if not made:
+            for _ in _attrs(steps, {"columns": list(state_columns)}):
+                pass
+        return steps
+
+    def _append(self, table: h5py.h5d.DatasetID, rows: np.ndarray,
+                grown: list[tuple[h5py.h5d.DatasetID, int]]) -> Iterator[None]:
+        """Append ``rows`` to ``table`` (noting its length before in ``grown``, once): in one
+        piece, or when written between ticks a piece per PIECE_BYTES of rows."""
+        if not any(table is t for t, _ in grown):
+            grown.append((table, table.shape[0]))
+        per_piece = len(rows) if self.writer != "ticks" else max(PIECE_BYTES // max(rows[:1].nbytes, 1), 1)
+        for start in range(0, len(rows), max(per_piece, 1)):
+            _append_rows(table, np.ascontiguousarray(rows[start : start + per_piece]))
             yield
-            return dset
-        row = 0
-        for part in parts:
-            per_piece = max(PIECE_BYTES // max(part[:1].nbytes, 1), 1)
-            for start in range(0, len(part), per_piece):
-                _write_rows(dset, row + start, np.ascontiguousarray(part[start : start + per_piece], dtype))
-                yield
-            row += len(part)
-        return dset
 
     def _reject(self, episode_id, index, flag: int) -> Iterator[None]:
         f = self._file
@@ -573,15 +578,31 @@ def _dtype(column: str) -> np.dtype:
     return np.dtype(STEP_DTYPES[column])
 
 
-def _growing(parent: h5py.h5g.GroupID, name: str, like: np.ndarray) -> h5py.h5d.DatasetID:
-    """A new empty step column ``name`` of ``parent``, resizable along its first axis, its rows
-    shaped and typed as ``like``'s in the log (chunks of about STREAM_CHUNK_BYTES)."""
-    dtype, row = _dtype(name), like.shape[1:]
-    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-    dcpl.set_obj_track_times(False)
-    dcpl.set_chunk((max(STREAM_CHUNK_BYTES // max(dtype.itemsize * int(np.prod(row)), 1), 1), *row))
-    space = h5py.h5s.create_simple((0, *row), (h5py.h5s.UNLIMITED, *row))
-    return h5py.h5d.create(parent, name.encode(), _types(dtype)[0], space, dcpl=dcpl, lcpl=_LINK_CREATION)
+def _step_rows(dtype: np.dtype, blocks: list[dict[str, np.ndarray]]) -> np.ndarray:
+    """The rows of /steps (``dtype``) of per-step ``blocks`` (column -> (n, ...) values), one after the other."""
+    rows = np.empty(sum(len(b["time"]) for b in blocks), dtype)
+    at = 0
+    for block in blocks:
+        n = len(block["time"])
+        for name in dtype.names or ():
+            rows[name][at : at + n] = block[name]
+        at += n
+    return rows
+
+
+def _segment_rows(dtype: np.dtype, table: dict[str, np.ndarray]) -> np.ndarray:
+    """The rows of /segments (``dtype``) of an episode's segment table (EpisodeBuffer.segment_table)."""
+    rows = np.empty(len(table["index"]), dtype)
+    for name in dtype.names or ():
+        rows[name] = table[name]
+    return rows
+
+
+def _written_steps(f: h5py.File, number: int) -> int | None:
+    """The first row in /steps of episode ``number`` of the log ``f`` (None when it has no row in /episodes)."""
+    episodes = f["episodes"]
+    found = np.flatnonzero(episodes.fields("number")[()] == number)
+    return int(episodes[found[-1]]["steps_start"]) if len(found) else None
 
 
 def _append_rows(dataset: h5py.h5d.DatasetID, rows: np.ndarray) -> None:
@@ -616,30 +637,21 @@ _LINK_CREATION = h5py.h5p.create(h5py.h5p.LINK_CREATE)
 _LINK_CREATION.set_char_encoding(h5py.h5t.CSET_UTF8)
 
 
-_GROUP_CREATION = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
-_GROUP_CREATION.set_obj_track_times(False)
-
-
 _DATASET_CREATION = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
 _DATASET_CREATION.set_obj_track_times(False)
 
 
-_TYPES: dict[str, tuple[h5py.h5t.TypeID, h5py.h5t.TypeID]] = {}
+_TYPES: dict[np.dtype, tuple[h5py.h5t.TypeID, h5py.h5t.TypeID]] = {}
 
 
 def _types(dtype: np.dtype) -> tuple[h5py.h5t.TypeID, h5py.h5t.TypeID]:
-    """The HDF5 types of ``dtype`` (an object dtype stands for text) as h5py makes them: the
-    one stored in the file and the one of the values in memory (they differ for text only)."""
-    key = dtype.str
+    """The HDF5 types of ``dtype`` (an object dtype, or field, stands for text) as h5py makes
+    them: the one stored in the file and the one of the values in memory (they differ for text only)."""
+    key = dtype  # equal dtypes are one key (text's metadata aside: every object field is text here)
     if key not in _TYPES:
         dtype = _TEXT if dtype.kind == "O" else dtype
         _TYPES[key] = (h5py.h5t.py_create(dtype, logical=True), h5py.h5t.py_create(dtype))
     return _TYPES[key]
-
-
-def _group(parent: h5py.h5g.GroupID, name: str) -> h5py.h5g.GroupID:
-    """A new group ``name`` in ``parent``."""
-    return h5py.h5g.create(parent, name.encode(), lcpl=_LINK_CREATION, gcpl=_GROUP_CREATION)
 
 
 def _attrs(obj: h5py.h5o.ObjectID, attrs: dict) -> Iterator[None]:
