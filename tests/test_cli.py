@@ -2,6 +2,7 @@
 installed console script in a subprocess. Real MuJoCo and HDF5 files, no mocks."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -120,6 +121,14 @@ def test_demo_learns_ball_in_cup_over_the_bridge_in_batches(ball_demo):
     assert "serving" not in output and "channel 'demo" in output
     assert f"log written to runs/demo.h5 ({n} episodes" in output
     assert "episodic info runs/demo.h5" in output and "episodic replay runs/demo.h5" in output
+
+
+def test_demo_batches_run_on_one_thread_more_than_the_cores():
+    from episodic.cli.demo import batch_threads
+
+    cores = len(os.sched_getaffinity(0))
+    assert batch_threads(64) == cores + 1
+    assert batch_threads(2) == min(cores + 1, 2) and batch_threads(1) == 1
 
 
 @pytest.mark.slow  # a served runner, three ball_in_cup episodes and a video of one
@@ -303,36 +312,33 @@ def test_info_on_missing_file_fails_clearly(tmp_path):
 def test_info_reads_a_log_written_before_the_summary_the_same_way(demo_log, log_copy):
     with h5py.File(log_copy, "r+") as f:
         del f["summary"]
-        for g in f["episodes"].values():
-            del g.attrs["complete"]
     table = invoke("info", str(demo_log[0])).output.splitlines()[14:]  # after the metadata and a blank line
     old = invoke("info", str(log_copy))
     assert old.exit_code == 0, old.output
     assert old.output.splitlines()[14:] == table and len(table) == N_EPISODES + 3  # head, rule, rows, count
 
 
-def _drop_last_episode_write(path: Path) -> str:
-    """Leave the last episode of a log as a write that failed in its steps leaves it; its name."""
+def _drop_last_episode_write(path: Path) -> tuple[str, str]:
+    """Damage the last episode of a log (its steps cut off the file, its /summary row gone); its
+    name and why it is not whole."""
     with h5py.File(path, "r+") as f:
-        name = sorted(f["episodes"])[-1]
-        g = f["episodes"][name]
-        g.attrs["complete"] = False
-        del g["steps/qd"], g["segments"], g["commands"]
+        last = f["episodes"][-1]
+        f["steps"].resize(last["steps_start"] + 1, axis=0)
         f["summary"].resize(len(f["episodes"]) - 1, axis=0)
-    return name
+    start, end = last["steps_start"], last["steps_start"] + last["n_steps"] - 1
+    return f"{last['number']:06d}", f"its rows {start}..{end} of /steps are not in the file"
 
 
 def test_info_and_replay_name_an_episode_not_written_whole(log_copy):
-    name = _drop_last_episode_write(log_copy)
+    name, why = _drop_last_episode_write(log_copy)
     info_out = invoke("info", str(log_copy))
     assert info_out.exit_code == 0, info_out.output
     rows = [line.split() for line in info_out.output.splitlines() if line.split()[:1] == [str(int(name))]]
     assert rows and rows[0][3] == "OK*"
-    assert f"* not written whole, so not replayable: episode {int(name)} (its write did not finish)" in info_out.output
+    assert f"* not written whole, so not replayable: episode {int(name)} ({why})" in info_out.output
     result = CliRunner().invoke(main, ["replay", str(log_copy)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    assert f"warning: episode {name} not replayed: it was not written whole (its write did not finish)" \
-        in result.output
+    assert f"warning: episode {name} not replayed: it was not written whole ({why})" in result.output
     assert f"{N_EPISODES - 1} episodes replayed bit-identically" in result.output
     one = invoke("replay", str(log_copy), "--episode", str(int(name)))
     assert one.exit_code == 1 and "was not written whole" in one.output and "Traceback" not in one.output
@@ -401,11 +407,13 @@ def test_replay_selected_episodes(demo_log):
 
 def test_replaying_an_episode_reads_no_other(log_copy):
     """A replay of some episodes opens only theirs: the others' data may be gone (here their
-    groups are emptied; they stay listed) and the chosen ones still replay bit-identically."""
+    rows name none in the file; they stay listed) and the chosen ones still replay bit-identically."""
     with h5py.File(log_copy, "r+") as f:
-        for name in ("000000", "000002", "000004"):
-            for part in ("steps", "segments", "commands", "initial_state"):
-                del f["episodes"][name][part]
+        rows = f["episodes"][()]
+        for k in (0, 2, 4):
+            for part in ("steps_start", "segments_start", "commands_start", "initial_state"):
+                rows[part][k] = 1 << 40
+        f["episodes"][...] = rows
     result = invoke("replay", str(log_copy), "--episode", "1", "--episode", "3")
     assert result.exit_code == 0, result.output
     assert "2 episodes replayed bit-identically" in result.output
@@ -413,8 +421,8 @@ def test_replaying_an_episode_reads_no_other(log_copy):
 
 def test_replay_reports_a_changed_command_value(log_copy):
     with h5py.File(log_copy, "r+") as f:
-        q = f["episodes/000000/commands/001/q"]
-        q[5, 2] = q[5, 2] + 1e-6
+        offset, shape = json.loads(f["commands"][f["episodes"][0]["commands_start"] + 1])["arrays"]["q"]
+        f["command_values"][offset + 5 * shape[1] + 2] += 1e-6  # q[5, 2] of episode 0's first trajectory
     result = invoke("replay", str(log_copy))
     assert result.exit_code == 1, result.output
     out = result.output
