@@ -374,7 +374,7 @@ def only_command_error(cmd):
 
 
 @pytest.mark.slow
-@settings(max_examples=400, deadline=None, derandomize=True, report_multiple_bugs=False,
+@settings(max_examples=200, deadline=None, derandomize=True, report_multiple_bugs=False,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(garbled_commands())
 def test_garbage_in_any_field_raises_only_command_error(cmd):
