@@ -65,11 +65,11 @@ def rate(log: Path | None, n: int) -> float:
 
 
 def on_disk(log: Path) -> set[int] | str:
-    """The numbers of the episodes whole in ``log`` (under /episodes, complete), or why the log
+    """The numbers of the episodes whole in ``log`` (a row of /episodes each), or why the log
     cannot be read."""
     try:
         with h5py.File(log, "r") as f:
-            return {int(name) for name, g in f["episodes"].items() if g.attrs.get("complete")}
+            return set(f["episodes"].fields("number")[()].tolist())
     except (OSError, RuntimeError, KeyError) as exc:
         return f"the log cannot be read ({exc})"
 

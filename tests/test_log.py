@@ -4,6 +4,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 from episodic.interface.columns import STEP_DTYPES
 from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.logs import LogError, RunLog, partial_episodes, read_episodes, read_metadata, read_summary
-from episodic.logs.layout import SUMMARY_DTYPE
+from episodic.logs.layout import EPISODE_DTYPE, FORMAT, SUMMARY_DTYPE
 from episodic.runtime.machine import Flag
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
@@ -44,16 +45,28 @@ def test_layout_and_metadata(reach_log):
     with h5py.File(reach_log) as f:
         assert b"<mujoco" in f["model_xml"][()][:200]
         assert f["rejected"][()].tolist() == [[5, 9, Flag.OUT_OF_ORDER]]
-        g = f["episodes/000000"]
-        n = g.attrs["n_steps"]
-        assert set(g["steps"]) == set(STEP_DTYPES)
+        assert f.attrs["format"] == FORMAT == "episodic-log/2"
+        index = f["episodes"][()]  # a row per episode, naming its rows in the run-wide tables
+        assert index.dtype == EPISODE_DTYPE and index["number"].tolist() == [0, 1]
+        first, second = index
+        n = first["n_steps"]
+        attrs = json.loads(first["attrs"])
+        assert attrs["n_steps"] == n and attrs["episode_id"] == 1
+        steps = f["steps"]
+        assert set(steps.dtype.names) == set(STEP_DTYPES) and steps.maxshape == (None,) and steps.chunks
         for name in ("q", "qd", "qdd", "q_d", "qd_d", "qdd_d", "u", "u_ff"):
-            assert g["steps"][name].shape == (n, 7)
-        assert g["steps/ee_pos"].shape == (n, 3) and g["steps/ee_quat"].shape == (n, 4)
-        assert list(g["steps/task_state"].attrs["columns"]) == ["target_x", "target_y", "target_z", "distance"]
-        assert g["segments/reward"].shape == (3,)
-        assert g.attrs["return"] == pytest.approx(g["segments/reward"][()].sum())
-        assert len(g["commands"]) == 4
+            assert steps.dtype[name].shape == (7,) and steps.dtype[name].base == np.dtype(STEP_DTYPES[name])
+        assert steps.dtype["ee_pos"].shape == (3,) and steps.dtype["ee_quat"].shape == (4,)
+        assert list(steps.attrs["columns"]) == ["target_x", "target_y", "target_z", "distance"]
+        assert (first["steps_start"], second["steps_start"]) == (0, n) and steps.shape == (2 * n,)
+        assert first["n_segments"] == 3 and f["segments"].dtype["state"].shape == (4,)
+        rewards = f["segments"][first["segments_start"] : first["segments_start"] + 3]["reward"]
+        assert attrs["return"] == pytest.approx(rewards.sum())
+        assert first["n_commands"] == 4 and f["commands"].shape == (8,)
+        start = json.loads(f["commands"][1])  # the first trajectory: its q in /command_values
+        offset, shape = start["arrays"]["q"]
+        assert start["attrs"]["kind"] == 1 and shape == [500, 7] and f["command_values"].ndim == 1
+        assert f["initial_states"].shape[0] == 2 and first["initial_state"] == 0
         assert json.loads(f.attrs["task_params"])["tolerance"] == 0.02
 
 
@@ -65,8 +78,9 @@ def test_replay_is_bit_identical(reach_log):
 
 
 def test_replay_reports_a_changed_command(reach_log):
-    with h5py.File(reach_log, "a") as f:
-        f["episodes/000001/commands/002/q"][100, 1] += 1e-6
+    with h5py.File(reach_log, "a") as f:  # episode 1's second trajectory, q[100, 1]
+        offset, shape = json.loads(f["commands"][f["episodes"][1]["commands_start"] + 2])["arrays"]["q"]
+        f["command_values"][offset + 100 * shape[1] + 1] += 1e-6
     assert replay(reach_log, [0]).identical
     report = replay(reach_log, [1])
     assert not report.identical
@@ -323,32 +337,66 @@ def _refused(path: str) -> bool:
 
 
 # -- partial episodes ------------------------------------------------------------------
-def test_a_partial_episode_is_left_out_and_named(reach_log):
-    with h5py.File(reach_log, "r+") as f:  # as a write that failed in the steps leaves it
+def test_an_episode_whose_rows_are_not_in_the_file_is_left_out_and_named(reach_log):
+    with h5py.File(reach_log, "r+") as f:  # a damaged file: the last episode's steps cut off
+        f["steps"].resize(f["episodes"][1]["steps_start"] + 10, axis=0)
+        f["summary"].resize(1, axis=0)
+    why = "its rows 1500..2999 of /steps are not in the file"
+    assert partial_episodes(reach_log) == {"000001": why}
+    assert [e.name for e in read_episodes(reach_log)] == ["000000"]
+    with pytest.raises(ValueError, match="episode 000001 .* was not written whole \\(its rows"):
+        read_episodes(reach_log, [1])
+    report = replay(reach_log)
+    assert report.identical and report.episodes == ["000000"]
+    assert report.skipped == {"000001": why}
+    rows, partial = read_summary(reach_log)  # the row /summary lacks from the episode's attributes
+    assert rows["number"].tolist() == [0, 1] and rows["n_steps"].tolist() == [1500, 1500] and partial == {"000001": why}
+
+
+@pytest.fixture
+def v1_log(tmp_path) -> Path:
+    """A log of format 1 (an episode a group), as the writer before format 2 wrote it: two reach
+    episodes (120 and 2 steps) and a refusal."""
+    path = tmp_path / "v1.h5"
+    shutil.copyfile(Path(__file__).parent / "data" / "log_v1_reach.h5", path)
+    return path
+
+
+def test_a_log_of_format_1_reads_and_replays(v1_log):
+    assert read_metadata(v1_log)["format"] == "episodic-log/1" and read_metadata(v1_log)["n_episodes"] == 2
+    first, second = read_episodes(v1_log)
+    assert (first.attrs["n_steps"], second.attrs["n_steps"]) == (120, 2) and first.steps["q"].shape == (120, 7)
+    assert first.state_columns == ("target_x", "target_y", "target_z", "distance")
+    assert [c[0]["type"] for c in first.commands] == ["StartCommand", "TrajectoryCommand", "TrajectoryCommand"]
+    assert replay(v1_log).identical
+
+
+def test_a_partial_episode_of_a_format_1_log_is_left_out_and_named(v1_log):
+    with h5py.File(v1_log, "r+") as f:  # as a write that failed in the steps leaves it
         g = f["episodes/000001"]
         g.attrs["complete"] = False
         del g["steps/q"], g["segments"], g["commands"]
         f["summary"].resize(1, axis=0)
-    assert partial_episodes(reach_log) == {"000001": "its write did not finish"}
-    assert [e.name for e in read_episodes(reach_log)] == ["000000"]
+    assert partial_episodes(v1_log) == {"000001": "its write did not finish"}
+    assert [e.name for e in read_episodes(v1_log)] == ["000000"]
     with pytest.raises(ValueError, match="episode 000001 .* was not written whole \\(its write did not finish\\)"):
-        read_episodes(reach_log, [1])
-    report = replay(reach_log)
+        read_episodes(v1_log, [1])
+    report = replay(v1_log)
     assert report.identical and report.episodes == ["000000"]
     assert report.skipped == {"000001": "its write did not finish"}
-    rows, partial = read_summary(reach_log)
+    rows, partial = read_summary(v1_log)
     assert rows["number"].tolist() == [0, 1] and partial == {"000001": "its write did not finish"}
 
 
-def test_a_damaged_episode_of_an_older_log_is_judged_by_its_parts(reach_log):
-    with h5py.File(reach_log, "r+") as f:
+def test_a_damaged_episode_of_an_older_log_is_judged_by_its_parts(v1_log):
+    with h5py.File(v1_log, "r+") as f:
         for name in ("000000", "000001"):
             del f[f"episodes/{name}"].attrs["complete"]  # as before the attribute existed
         del f["episodes/000000/steps/q"]
         del f["summary"]
-    assert partial_episodes(reach_log) == {"000000": "no steps/q"}
-    assert [e.name for e in read_episodes(reach_log)] == ["000001"]
-    report = replay(reach_log)
+    assert partial_episodes(v1_log) == {"000000": "no steps/q"}
+    assert [e.name for e in read_episodes(v1_log)] == ["000001"]
+    report = replay(v1_log)
     assert report.identical and report.skipped == {"000000": "no steps/q"}
 
 
@@ -358,13 +406,12 @@ def test_the_summary_has_one_row_per_episode_equal_to_its_attrs(reach_log):
         summary = f["summary"]
         assert summary.dtype == SUMMARY_DTYPE and summary.maxshape == (None,) and summary.chunks
         rows = summary[()]
-        assert rows["number"].tolist() == [0, 1]
-        for row in rows:
-            attrs = f[f"episodes/{int(row['number']):06d}"].attrs
-            assert attrs["complete"]
-            for name in ("episode_id", "return", "flag", "success", "n_steps", "wall_time"):
-                assert row[name] == attrs[name], name
-            assert row["timing_ticks"] == 0 and np.isnan(row["timing_period_error_p99"])
+    assert rows["number"].tolist() == [0, 1]
+    for row, episode in zip(rows, read_episodes(reach_log), strict=True):
+        attrs = episode.attrs
+        for name in ("episode_id", "return", "flag", "success", "n_steps", "wall_time"):
+            assert row[name] == attrs[name], name
+        assert row["timing_ticks"] == 0 and np.isnan(row["timing_period_error_p99"])
 
 
 @pytest.mark.serial
@@ -422,3 +469,52 @@ def test_a_logging_runner_keeps_no_python_object_per_episode(tmp_path):
     assert grown < 40, f"{grown} more Python objects after 400 episodes"
     assert strategy == h5py.h5f.FSPACE_STRATEGY_NONE  # HDF5 keeps no in-memory record per freed block
     assert len(read_summary(path)[0]) == 450
+
+
+def _bomb(f: h5py.File) -> None:
+    """/steps replaced by a compressed table declaring 2^27 rows, a few bytes in the file."""
+    dtype, columns = f["steps"].dtype, f["steps"].attrs["columns"]
+    del f["steps"]
+    f.create_dataset("steps", shape=(1 << 27,), dtype=dtype, chunks=(1 << 10,), compression="gzip")
+    f["steps"].attrs["columns"] = columns
+
+
+def _linked(f: h5py.File) -> None:
+    del f["steps"]
+    f["steps"] = h5py.ExternalLink(str(Path(f.filename).with_name("other.h5")), "/x")
+
+
+def _rows_beyond(f: h5py.File) -> None:
+    rows = f["episodes"][()]
+    rows["n_steps"][1] = 1 << 40
+    f["episodes"][...] = rows
+
+
+def _commands_not_json(f: h5py.File) -> None:
+    f["commands"][f["episodes"][1]["commands_start"]] = "{" * 10_000
+
+
+CRAFTED = {  # a format-2 log crafted against its readers: what read_episodes(path, [1]) says
+    "a compressed bomb of steps": (_bomb, "expands|declares"),
+    "an external link to the steps": (_linked, "external link"),
+    "a row naming rows the file lacks": (_rows_beyond, "not written whole"),
+    "a command that is not JSON": (_commands_not_json, "episode 000001 .* is damaged"),
+}
+
+
+@pytest.mark.parametrize("case", CRAFTED)
+def test_a_crafted_log_of_format_2_gets_a_message(reach_log, case):
+    change, message = CRAFTED[case]
+    with h5py.File(reach_log.with_name("other.h5"), "w") as other:
+        other["x"] = np.zeros(3)
+    with h5py.File(reach_log, "r+") as f:
+        change(f)
+    with pytest.raises(ValueError, match=message):
+        read_episodes(reach_log, [1])
+    from click.testing import CliRunner
+
+    from episodic.cli.main import main
+
+    for command in ("info", "replay"):
+        result = CliRunner().invoke(main, [command, str(reach_log)])
+        assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception, SystemExit)

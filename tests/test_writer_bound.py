@@ -23,7 +23,7 @@ from episodic.interface.commands import BatchTooLarge, Limits, StartCommand, Tra
 from episodic.interface.robot import load_robot
 from episodic.interface.vocabulary import Flag
 from episodic.logs import RunLog, read_episodes
-from episodic.logs.writer import PARTIAL, QUEUE_BYTES, QUEUE_SECONDS, QUEUE_WRITES
+from episodic.logs.writer import QUEUE_BYTES, QUEUE_SECONDS, QUEUE_WRITES
 from episodic.runtime.runner import STREAM_BYTES, Runner
 from episodic.tasks import make_task
 from episodic.tools.batch import evaluate_into
@@ -61,9 +61,9 @@ def test_the_writer_queue_is_bounded_in_writes_and_bytes(tmp_path, finished_epis
 
 
 def test_a_write_failing_part_way_leaves_no_half_written_episode(tmp_path, finished_episode):
-    # a NUL in a task-state column's name: HDF5 cannot store it, and it is written after the
-    # episode's attributes, its initial state and most of its steps
-    broken = dataclasses.replace(finished_episode, number=1, state_columns=("x\0y",) * 3)
+    # three task-state columns where the run's tables have four: its segments' rows cannot be
+    # made, after its initial state and its steps were appended to their tables
+    broken = dataclasses.replace(finished_episode, number=1, state_columns=("x", "y", "z"))
     log = RunLog(tmp_path / "failed.h5", {}, "inline")
     for ep in (finished_episode, broken, dataclasses.replace(finished_episode, number=2)):
         log.write_episode(ep)
@@ -71,8 +71,8 @@ def test_a_write_failing_part_way_leaves_no_half_written_episode(tmp_path, finis
     log.close()
     assert len(failures) == 1 and "episode 000001" in failures[0]
     with h5py.File(tmp_path / "failed.h5", "r") as f:
-        assert list(f["episodes"]) == ["000000", "000002"]
-        assert not [name for name in f if name.startswith(PARTIAL)]
+        assert f["episodes"].fields("number")[()].tolist() == [0, 2]
+        assert f["steps"].shape == (2 * finished_episode.n_steps,) and f["initial_states"].shape[0] == 2  # taken back
         assert list(f["summary"]["number"]) == [0, 2]
     assert [e.name for e in read_episodes(tmp_path / "failed.h5")] == ["000000", "000002"]
 
@@ -108,7 +108,7 @@ def drive_and_kill(log: Path, batches: bool) -> tuple[list[float], float]:
 def test_a_sigkill_loses_no_episode_finished_more_than_the_bound_before(tmp_path, batches):
     ends, kill = drive_and_kill(tmp_path / "killed.h5", batches)
     with h5py.File(tmp_path / "killed.h5", "r") as f:
-        written = {int(name) for name, g in f["episodes"].items() if g.attrs["complete"]}
+        written = set(f["episodes"].fields("number")[()].tolist())
     lost = set(range(len(ends))) - written
     assert len(ends) > 2 * QUEUE_WRITES  # the learner outran the writer long enough to fill its queue
     assert not {k for k in lost if kill - ends[k] > QUEUE_SECONDS}
@@ -117,15 +117,18 @@ def test_a_sigkill_loses_no_episode_finished_more_than_the_bound_before(tmp_path
 
 
 def episode_contents(path: Path) -> dict[str, object]:
-    """Every attribute and dataset value under /episodes of the log at ``path`` and /summary, by
-    HDF5 path, but the wall-clock times (which differ from run to run)."""
+    """Every episode of the log at ``path`` as read (attributes, initial state, steps, segments,
+    commands; values as bytes) and /summary, but the wall-clock times (which differ from run to run)."""
     out: dict[str, object] = {}
+    for ep in read_episodes(path):
+        out.update({f"{ep.name}@{k}": v for k, v in ep.attrs.items() if k != "wall_time"})
+        out[f"{ep.name}/initial_state"] = ep.initial_state.tobytes()
+        for part in ("steps", "segments"):
+            out.update({f"{ep.name}/{part}/{k}": (v.dtype.str, v.shape, v.tobytes())
+                        for k, v in getattr(ep, part).items()})
+        out[f"{ep.name}/commands"] = [(attrs, {k: v.tobytes() for k, v in arrays.items()})
+                                      for attrs, arrays in ep.commands]
     with h5py.File(path, "r") as f:
-        def visit(name, obj):
-            out.update({f"{name}@{k}": np.asarray(v).tolist() for k, v in obj.attrs.items() if k != "wall_time"})
-            if isinstance(obj, h5py.Dataset):
-                out[name] = obj[()].tobytes()
-        f["episodes"].visititems(visit)
         summary = f["summary"][()]
         out["summary"] = {k: summary[k].tobytes() for k in summary.dtype.names if k != "wall_time"}
         out["roots"] = sorted(f)
@@ -152,9 +155,9 @@ def test_a_long_episode_streams_its_steps_to_the_log_with_the_same_contents(tmp_
     assert episodes["streamed"].keys() == episodes["whole"].keys()
     for name, values in episodes["whole"].items():
         np.testing.assert_array_equal(episodes["streamed"][name], values, err_msg=name)
-    with h5py.File(tmp_path / "streamed.h5", "r") as f:
-        assert f["episodes/000001/steps/q"].chunks is not None  # streamed: appended as it ran
-        assert f["episodes/000000/steps/q"].chunks is None      # a short one is written whole as before
+    with h5py.File(tmp_path / "streamed.h5", "r") as f:  # the streamed steps right after the first episode's
+        assert f["episodes"][1]["steps_start"] == f["episodes"][0]["n_steps"] == 2
+        assert f["steps"].shape == (2 + f["episodes"][1]["n_steps"],)  # no rows left over
     assert [e.name for e in read_episodes(tmp_path / "streamed.h5")] == ["000000", "000001"]
 
 

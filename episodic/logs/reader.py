@@ -23,7 +23,16 @@ import h5py
 import numpy as np
 
 from episodic.interface.columns import STEP_DTYPES
-from episodic.interface.files import HostileFileError, check_links, member, open_hdf5, read_array
+from episodic.interface.files import (
+    MAX_ARRAY_BYTES,
+    MAX_RATIO,
+    SMALL_ARRAY_BYTES,
+    HostileFileError,
+    check_links,
+    member,
+    open_hdf5,
+    read_array,
+)
 from episodic.logs.episode import SEGMENT_FIELDS
 from episodic.logs.layout import (
     EPISODE_DTYPE,
@@ -404,10 +413,17 @@ def _read_row(f: h5py.File, row: np.void) -> StoredEpisode:
 
 
 def _slice(f: h5py.File, name: str, start: int, n: int) -> np.ndarray:
-    """Rows start .. start + n - 1 of the table ``name`` of ``f`` (checked to be there: _row_problem)."""
+    """Rows start .. start + n - 1 of the table ``name`` of ``f`` (ValueError when they are not
+    there), read only within the bounds read_array keeps (HostileFileError otherwise): at most
+    MAX_ARRAY_BYTES, from a table that does not expand over MAX_RATIO times its stored bytes."""
     table = member(f, name)
-    if not isinstance(table, h5py.Dataset) or not 0 <= start <= start + n <= table.shape[0]:
+    if not isinstance(table, h5py.Dataset) or table.ndim < 1 or not 0 <= start <= start + n <= table.shape[0]:
         raise ValueError(f"its rows {start}..{start + n - 1} of /{name} are not in the file")
+    row_bytes = table.dtype.itemsize * int(np.prod(table.shape[1:], dtype=object))
+    whole, stored = row_bytes * table.shape[0], table.id.get_storage_size()
+    if n * row_bytes > MAX_ARRAY_BYTES or (whole > SMALL_ARRAY_BYTES and whole > MAX_RATIO * stored):
+        raise HostileFileError(f"{f.filename}: /{name} declares {whole} bytes stored in {stored} ({n * row_bytes} "
+                               f"to read at once); the file is damaged or not one of ours")
     return table[start : start + n]
 
 
