@@ -28,21 +28,17 @@ from episodic.interface.files import HostileFileError, read_array
 from episodic.interface.robot import load_robot
 from episodic.learning.demonstration import Demonstration, DemonstrationError
 from episodic.logs.layout import SUMMARY_DTYPE
-from episodic.runtime.runner import Runner
-from episodic.tasks import make_task
 from episodic.tools.export.mrdplot import MrdplotError, read_mrdplot, trajectory_from_mrdplot, write_mrdplot
-from tests.helpers import run_episode
 
 EPISODE = "episodes/000000"
 
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
-    """A reach run's log of two whole episodes."""
+    """A reach run's log of two whole episodes, in format 1 (an episode a group, whose parts the
+    cases below craft; tests/test_log.py crafts those of format 2)."""
     path = tmp_path_factory.mktemp("base") / "run.h5"
-    with Runner(make_task("reach"), log=path, seed=3) as r:
-        run_episode(r, 1)
-        run_episode(r, 2, context=(0.6, -0.1, 1.4))
+    shutil.copy(Path(__file__).parent / "data" / "log_v1_reach.h5", path)
     return path
 
 

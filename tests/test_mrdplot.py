@@ -151,17 +151,18 @@ def test_export_reports_progress_per_episode(log, tmp_path):
 def test_export_skips_an_episode_not_written_whole_and_says_so(log, tmp_path):
     copy = tmp_path / "cut.h5"
     copy.write_bytes(log.read_bytes())
-    with h5py.File(copy, "r+") as f:  # as a write that failed in the steps of episode 1 leaves it
-        g = f["episodes/000001"]
-        g.attrs["complete"] = False
-        del g["steps/qd"], g["segments"], g["commands"]
+    with h5py.File(copy, "r+") as f:  # a damaged file: episode 1's steps cut off
+        second = f["episodes"][1]
+        f["steps"].resize(second["steps_start"] + 1, axis=0)
         f["summary"].resize(1, axis=0)
+    start, end = second["steps_start"], second["steps_start"] + second["n_steps"] - 1
+    why = f"its rows {start}..{end} of /steps are not in the file"
     result = CliRunner().invoke(main, ["export", str(copy), "--format", "mrdplot", "--out", str(tmp_path / "o")])
     assert result.exit_code == 0, result.output
-    assert "episode 1 not exported: it was not written whole (its write did not finish)" in result.output
+    assert f"episode 1 not exported: it was not written whole ({why})" in result.output
     assert [p.name for p in (tmp_path / "o").iterdir()] == ["cut_ep000000.mrd"]
     asked = CliRunner().invoke(main, ["export", str(copy), "--format", "mrdplot", "--out", str(tmp_path), "-e", "1"])
-    assert asked.exit_code == 1 and "episode 1 (its write did not finish) of" in asked.output
+    assert asked.exit_code == 1 and f"episode 1 ({why}) of" in asked.output
     assert "not written whole" in asked.output and not list(tmp_path.glob("*.mrd"))
 
 

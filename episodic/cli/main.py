@@ -19,7 +19,7 @@ MAX_DIFFERENCE_LINES = 10
 def _open_log(path: str):
     """Check that ``path`` is an episodic log; return it as a Path (ClickException otherwise)."""
     from episodic.logs import open_log
-    from episodic.logs.layout import FORMAT
+    from episodic.logs.layout import FORMAT, READ_FORMATS
     from episodic.logs.reader import LIVE_WAIT
 
     p = Path(path)
@@ -56,7 +56,7 @@ def _open_log(path: str):
                                    f"'format' attribute and /episodes group of a run log)")
     if str(fmt).split("/")[0] != FORMAT.split("/")[0]:
         raise click.ClickException(f"{path} is not an episodic log (format '{fmt}')")
-    if str(fmt) != FORMAT:
+    if str(fmt) not in READ_FORMATS:
         click.echo(f"warning: log format '{fmt}', this version reads '{FORMAT}'", err=True)
     return p
 

@@ -63,7 +63,7 @@ def copy_dataset(source: h5py.Dataset, parent: h5py.Group, name: str, use: Filte
     resizable = source.chunks is not None and source.maxshape != source.shape
     if resizable:
         dcpl = plain
-        if source.size:
+        if source.size and not source.dtype.hasobject:  # text (a log's JSON) is left unfiltered
             if use.shuffle:
                 dcpl.set_shuffle()
             dcpl.set_filter(use.filter_id, h5py.h5z.FLAG_OPTIONAL, use.options)
@@ -117,6 +117,8 @@ def same_contents(a: h5py.Group, b: h5py.Group) -> str:
 def _same(a, b) -> bool:
     """Whether two values read from datasets are the same: bit for bit, text by its value."""
     a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.names:  # a table: field by field (its text fields by their values)
+        return a.dtype.names == b.dtype.names and all(_same(a[name], b[name]) for name in a.dtype.names)
     return bool(np.array_equal(a, b)) if a.dtype.kind == "O" else a.tobytes() == b.tobytes()
 
 
@@ -160,6 +162,9 @@ def describe_storage(f: h5py.File) -> str:
     """How the step data of the log ``f`` is stored: the filters of the step columns of its first
     episode (\"plain\" without, \"-\" for a log without one); links to other files are refused
     (episodic.interface.files.member)."""
+    steps = member(f, "steps")  # a log of format 2's table of steps
+    if isinstance(steps, h5py.Dataset):
+        return "+".join(sorted(filters_of(steps))) or "plain"
     episodes = member(f, "episodes")
     for name in sorted(episodes) if isinstance(episodes, h5py.Group) else ():
         group = member(episodes, name)

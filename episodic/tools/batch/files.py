@@ -13,7 +13,7 @@ from episodic.interface.commands import Command
 from episodic.interface.files import HostileFileError, check_links, check_regular, read_array
 from episodic.interface.vocabulary import Kind
 from episodic.logs.layout import COMMAND_ARRAYS, COMMAND_ATTRS, command_from_record, decode_attr
-from episodic.logs.reader import episode_problem
+from episodic.logs.reader import episode_problem, iter_episodes, partial_episodes
 
 
 class BatchFileError(ValueError):
@@ -126,7 +126,8 @@ def read_batch(path: str | Path) -> BatchFile:
 def _read_episodes(f: h5py.File, path: str | Path) -> BatchFile:
     """read_batch's reading of the open file ``f``, raising what a damaged part raises."""
     check_links(f)  # an external link could lead to a FIFO, which would block the reader
-    if not isinstance(f.get("episodes"), h5py.Group):
+    table = isinstance(f.get("episodes"), h5py.Dataset) and "format" in f.attrs  # a log of format 2
+    if not table and not isinstance(f.get("episodes"), h5py.Group):
         raise BatchFileError(f"{path} has no /episodes group: a batch holds /episodes/<n>/commands/<k>/ "
                              f"groups, one per episode and command (episodic evaluate --help)")
     metadata = {k: decode_attr(f.attrs[k]) for k in SETUP_ATTRS if k in f.attrs}
@@ -134,6 +135,12 @@ def _read_episodes(f: h5py.File, path: str | Path) -> BatchFile:
              if k in metadata and not isinstance(metadata[k], types)]
     if wrong:
         raise BatchFileError(f"{path}: {', '.join(wrong)}; fix or remove the attribute (episodic evaluate --help)")
+    if table:  # its episodes as its readers read them (episodic.logs.layout)
+        stored = [[command_from_record(*c) for c in ep.commands] for ep in iter_episodes(path)]
+        left_out = {name: f"it was not written whole ({why})" for name, why in partial_episodes(path).items()}
+        if not stored:
+            raise BatchFileError(f"{path} holds no episode to evaluate")
+        return BatchFile(stored, metadata, left_out)
     episodes, skipped = [], {}
     is_log = "format" in f.attrs  # a run log: an episode not written whole is skipped, as its readers do
     for n, name in enumerate(_by_number(f["episodes"])):
