@@ -24,7 +24,7 @@ kinematics solutions from 65 seeded starts, each 0.2 rad or more inside the join
 link of the arm over the face within a ball's radius up to the target apex and a ball's diameter
 more, the one needing the smallest share of a joint's velocity or torque limit to move the face at
 ``STROKE_SPEED`` and accelerate it at ``STROKE_ACCELERATION``, at the start and ``STROKE_TRAVEL``
-above and below it; searched once per robot, 1-2 s). An arm whose torque at that posture,
+above and below it; searched once per robot, about 1 s). An arm whose torque at that posture,
 gravity and the toss's acceleration together (episodic.task.frame.stroke_shares), passes
 ``TOSS_TORQUE`` times a joint's limit is refused with the numbers (the Panda: 1.21 of
 panda_joint2's 87 N m).

@@ -20,7 +20,7 @@ and normal) the face's centre is where the WAM's is, placed in the arm's frame
 of the inverse kinematics solutions from 65 seeded starts, each 0.2 rad or more inside the joint
 range, the one needing the smallest share of a joint's velocity or torque limit to move the face
 vertically at ``STROKE_SPEED`` and accelerate it at ``STROKE_ACCELERATION``
-(episodic.task.frame.easiest_posture; searched once per robot, about 1.5 s). A start posture
+(episodic.task.frame.easiest_posture; searched once per robot, about 1 s). A start posture
 whose face is tilted more than 30 degrees from facing up is refused (the ball could not rest on
 it).
 
@@ -158,7 +158,7 @@ def _start_posture(robot: Robot, handle_length: float, blade_radius: float, blad
                    clearance: tuple[float, float]) -> np.ndarray:
     """BallPaddling.start_posture on an arm other than the WAM, for a racket of these dimensions m
     and ``clearance`` (radius m, height m) over its face for the ball (computed once per robot
-    model, home, limits and racket: a search over 65 starts, 1-2 s)."""
+    model, home, limits and racket: a search over 65 starts, about 1 s)."""
     key = (robot.sha256, robot.home.tobytes(), robot.range_lower.tobytes(), robot.range_upper.tobytes(),
            robot.velocity_limit.tobytes(), robot.torque_limit.tobytes(), handle_length, blade_radius,
            blade_thickness, clearance)

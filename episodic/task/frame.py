@@ -203,7 +203,8 @@ def easiest_posture(ik: SiteIK, robot: Robot, position: np.ndarray, normal: np.n
     """A posture (n_dofs,) rad putting ``ik``'s site at ``position`` (3,) m with its x axis along
     ``normal`` (3,), not against it, and at least ``margin`` rad from every joint's limits (room
     to move): of the inverse kinematics solutions from the robot's home and ``seeds`` postures
-    drawn uniformly within its joint range (a generator seeded with 0), the one that best moves
+    drawn uniformly within its joint range (a generator seeded with 0; each solve at most 100
+    iterations: a start that needs more is dropped), the one that best moves
     the site along ``twist`` (6,: a unit motion, m and rad) at ``speed`` (per s) and accelerates it
     along it at +-``acceleration`` (per s^2): the least of the larger of the joint rates (least
     squares) over the velocity limits and the torques (gravity and the accelerated joints'
@@ -217,14 +218,14 @@ def easiest_posture(ik: SiteIK, robot: Robot, position: np.ndarray, normal: np.n
     starts = np.vstack([robot.home, np.random.default_rng(0).uniform(robot.range_lower, robot.range_upper,
                                                                      (seeds, robot.n_dofs))])
     for start in starts:
-        q, error = ik.solve(start, position, normal, iterations=300)
+        q, error = ik.solve(start, position, normal, iterations=100)
         if (error > 1e-6 or ik.pose(q)[1] @ normal < 0  # not there, or the x axis against the normal
                 or np.any(q < robot.range_lower + margin) or np.any(q > robot.range_upper - margin)
                 or not _clear(ik, position, normal, *clearance)):
             continue
         ratio = max(map(np.max, stroke_shares(ik, robot, q, twist, speed, acceleration)))
         for offset in (-travel, travel) if travel > 0 else ():
-            moved, error = ik.solve(q, position + offset * twist[:3], normal, iterations=300)
+            moved, error = ik.solve(q, position + offset * twist[:3], normal, iterations=100)
             ratio = max(ratio, max(map(np.max, stroke_shares(ik, robot, moved, twist, speed, acceleration)))
                         if error < 1e-6 else np.inf)
         if ratio < lowest:
