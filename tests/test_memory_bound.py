@@ -51,13 +51,13 @@ def test_kept_episodes_are_let_go_oldest_first_and_the_log_keeps_them_all(tmp_pa
     cap = 1600
     with Runner(make_task("reach"), log=tmp_path / "kept.h5", keep_episodes=True,
                 limits=Limits(max_held_steps=cap)) as runner:
-        for episode_id in range(4):  # each 3 segments (1503 steps), the fourth refused
+        for episode_id in range(3):  # each 3 segments (1503 steps), the fourth refused
             accepted, reply = segments_until_refused(runner, episode_id)
             assert accepted == 3 and reply.flag == Flag.INVALID_PAYLOAD and "it keeps its episodes" in reply.message
             kept = [ep.number for ep in runner.episodes]
             assert kept == [episode_id]  # the earlier ones let go: two never fit together
     assert "letting kept episodes go, oldest first (episode 0 now)" in caplog.text
-    assert [ep.attrs["n_steps"] for ep in read_episodes(tmp_path / "kept.h5")] == [1503] * 4
+    assert [ep.attrs["n_steps"] for ep in read_episodes(tmp_path / "kept.h5")] == [1503] * 3
 
 
 @pytest.mark.slow  # paced: about 3 s of wall-clock time
