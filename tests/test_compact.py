@@ -140,7 +140,9 @@ def test_compact_command_in_place_and_refusals(logs, tmp_path):
 @pytest.mark.skipif(not FILTERS["blosc"].available(), reason="Blosc needs hdf5plugin: pip install 'episodic[compact]'")
 def test_blosc(logs, tmp_path):
     done = compact(logs["plain"], tmp_path / "blosc.h5", "blosc")
-    assert storage(done.out) == {"blosc"} and done.ratio > 1.2
+    # > 1.1: a format-2 log's steps are a compound table, whose rows Blosc's shuffle takes whole
+    # (about 1.14x here; 1.2x and more on the per-column datasets of format 1)
+    assert storage(done.out) == {"blosc"} and done.ratio > 1.1
     assert_reads_the_same(logs["plain"], done.out)
 
 

@@ -162,18 +162,24 @@ def _index(episodes: h5py.Dataset) -> dict[int, np.void]:
     return {int(row["number"]): row for row in read_array(episodes)}
 
 
-def _row_problem(f: h5py.File, row: np.void) -> str:
+def _table_rows(f: h5py.File) -> dict[str, int]:
+    """Rows of each run-wide table of ``f`` (-1: not a table), looked up once for all its rows."""
+    return {name: t.shape[0] if isinstance(t := member(f, name), h5py.Dataset) and t.ndim >= 1 else -1
+            for name in ("initial_states", "steps", "segments", "commands")}
+
+
+def _row_problem(f: h5py.File, row: np.void, rows: dict[str, int] | None = None) -> str:
     """Why the episode of a row of /episodes cannot be read, '' when it can: the rows it names
     must lie inside the tables (the writer appends them before the row, a damaged file may not
-    hold them)."""
+    hold them); ``rows``: _table_rows(f), when known."""
+    rows = _table_rows(f) if rows is None else rows
     spans = (("initial_states", row["initial_state"], 1), ("steps", row["steps_start"], row["n_steps"]),
              ("segments", row["segments_start"], row["n_segments"]),
              ("commands", row["commands_start"], row["n_commands"]))
     for name, start, n in spans:
         if not n:
             continue
-        table = member(f, name)
-        if not isinstance(table, h5py.Dataset) or table.ndim < 1 or not 0 <= start <= start + n <= table.shape[0]:
+        if not 0 <= start <= start + n <= rows[name]:
             return f"its rows {start}..{start + n - 1} of /{name} are not in the file"
     return ""
 
@@ -255,7 +261,8 @@ def partial_episodes(path: str | Path) -> dict[str, str]:
     with _open_read(path) as f:
         episodes = _episodes(f)
         if isinstance(episodes, h5py.Dataset):
-            found = ((f"{number:06d}", _row_problem(f, row)) for number, row in _index(episodes).items())
+            rows = _table_rows(f)
+            found = ((f"{number:06d}", _row_problem(f, row, rows)) for number, row in _index(episodes).items())
         else:
             found = ((name, episode_problem(_episode_group(episodes, name))) for name in episodes)
         return {name: problem for name, problem in found if problem}
@@ -273,7 +280,8 @@ def read_summary(path: str | Path) -> tuple[np.ndarray, dict[str, str]]:
         partial: dict[str, str] = {}
         if isinstance(episodes, h5py.Dataset):  # the table: rows its /summary lacks from their attributes
             index = _index(episodes)
-            partial = {f"{n:06d}": problem for n, row in index.items() if (problem := _row_problem(f, row))}
+            lengths = _table_rows(f)
+            partial = {f"{n:06d}": problem for n, row in index.items() if (problem := _row_problem(f, row, lengths))}
             known = set(rows["number"].tolist())
             missing = [summary_row(n, _attrs_of(row)) for n, row in index.items() if n not in known]
             if missing:

@@ -59,6 +59,10 @@ TABLE_CHUNK_BYTES = 1 << 14  # bytes per HDF5 chunk of a run-wide table (/steps,
 # The file is open only while queued writes are written (a live log, the module's docstring):
 HOLD_SECONDS = 0.2    # s the writer keeps it open at most while more writes wait; then it closes it
 GAP_SECONDS = 0.02    # s it then leaves it closed, so that a reader waiting for it gets in
+# s the writer thread keeps the file open once the queue is empty, for a next write to come: a
+# learner's next short episode is then written without opening the file and its tables again
+# (about three times the cost of writing it)
+LINGER_SECONDS = 0.02
 BUSY_POLL = 0.002     # s between the writer's tries to open a file a reader holds
 BUSY_WARN = 2.0       # s a reader may hold the file before the writer says so on the logger
 # bytes of HDF5's metadata cache while the file is open: a write's changes to the file's existing
@@ -209,6 +213,7 @@ class RunLog:
                     len(self._pending) < QUEUE_WRITES and self._queued_bytes + n_bytes <= QUEUE_BYTES))
             self._pending.append(_Job(what, pieces, n_bytes))
             self._queued_bytes += n_bytes
+            self._room.notify_all()  # a lingering writer thread (_drain) takes it
             if self.writer == "thread" and self._thread is None:
                 self._thread = threading.Thread(target=self._drain, name="episodic-log-writer")
                 self._thread.start()
@@ -216,12 +221,19 @@ class RunLog:
             self.work()
 
     def _drain(self) -> None:
-        """The writer thread: write until the queue is empty, then end."""
+        """The writer thread: write until the queue is empty and has stayed so for LINGER_SECONDS
+        (the file left open meanwhile, HOLD_SECONDS at most since it was opened), then close the
+        file and end."""
         while True:
             with self._lock:
                 if not self._pending:
-                    self._thread = None
-                    return
+                    left = self._opened + HOLD_SECONDS - time.monotonic() if self._file is not None else 0.0
+                    linger = min(LINGER_SECONDS, max(left, 0.0))
+                    if not self._room.wait_for(lambda: bool(self._pending), timeout=linger):
+                        self._close_file()
+                        self._reopen = time.monotonic() + GAP_SECONDS  # readers get in before the next write
+                        self._thread = None
+                        return
             self.work()
 
     def work(self, budget: float = float("inf")) -> bool:
@@ -241,7 +253,7 @@ class RunLog:
                 self._done(job)
                 self._failed(job.what, exc)
             if job is not (self._pending[0] if self._pending else None):  # a write ended: let readers in?
-                if not self._pending:
+                if not self._pending and self.writer != "thread":  # the thread closes it (_drain)
                     self._close_file()
                 elif time.monotonic() - self._opened > HOLD_SECONDS:
                     self._close_file()
