@@ -8,8 +8,8 @@ reader (``episodic info``, plain ``h5py.File(path, "r")``) may open it. HDF5 loc
 for writing (a reader's open fails with errno 11 meanwhile; episodic.logs.open_log waits for
 it) and a file open for reading (the writer waits for the reader to close it, and says so on the
 ``episodic.logs`` logger when that takes more than BUSY_WARN). SWMR (HDF5's single-writer,
-multiple-reader mode) cannot serve: its writer makes no new group once readers may look, and a
-log makes a group per episode."""
+multiple-reader mode) cannot serve: its writer makes no new object once readers may look, and a
+log makes its tables as its first episodes need them (and a format-1 log made a group per episode)."""
 from __future__ import annotations
 
 import errno
@@ -92,34 +92,34 @@ class RunLog:
     """One HDF5 file per run, always a new file: an existing one is refused unless ``overwrite``
     (and even then one that another process has open is refused). A symbolic link as ``path`` is
     refused, not followed. Each finished episode is written whole and flushed, so a run stopped
-    mid-episode leaves a readable file holding every finished episode; its group is marked
-    ``complete`` last, and a row is then appended to /summary.
+    mid-episode leaves a readable file holding every finished episode; its row of /episodes is
+    appended last (after its rows of the run-wide tables), and a row is then appended to /summary.
 
     ``writer`` says where the writing happens (writes are queued and done in order either way):
     - "inline": in ``write_episode`` (and ``reject``, ``set_attrs``) itself, before it returns;
     - "thread" (a blocking runner's): on a writer thread, started when a write is queued and
-      ended when none is left, so a finished episode is written while the next one runs (h5py
+      ended when none has been left for LINGER_SECONDS, so a finished episode is written while the next one runs (h5py
       lets the interpreter go while it reads and writes datasets, and the simulation runs in C
       without it: on two cores neither waits for the other). The queue holds at most
       QUEUE_WRITES writes and QUEUE_BYTES bytes: a write past that waits in ``write_episode``
       (or ``reject``, ``set_attrs``) for room, holding the caller back. ``close`` waits for the
       queue; a process killed outright (SIGKILL) loses what was still queued, at most the
       last QUEUE_WRITES writes;
-    - "ticks" (a paced runner's): ``work(budget)`` writes a piece at a time (an attribute, a
-      dataset, or PIECE_BYTES of a dataset's rows), so a paced loop spends its spare time per
+    - "ticks" (a paced runner's): ``work(budget)`` writes a piece at a time (a table's rows, at
+      most PIECE_BYTES of them), so a paced loop spends its spare time per
       tick on it instead of stalling for the milliseconds a whole episode takes (a thread would
       take the interpreter from the tick loop at random moments).
     A write that fails (e.g. a full disk) is reported on the ``episodic.logs`` logger, counted in
     ``failed_writes`` and kept for ``pop_failures``; the run goes on. An episode the disk has no
     room for (beside what is queued) is refused whole when it is queued, so the caller's reply
-    can say so. An episode is written into a group at the file's root named PARTIAL_NNNNNN
-    and moved into /episodes when whole; one whose write fails part-way is deleted, so /episodes
-    never holds a half-written episode (a process killed mid-write leaves the PARTIAL group,
-    which no reader looks at).
+    can say so. A write that fails part-way takes the rows it appended back off the tables, so
+    /episodes never names a half-written episode (a process killed mid-write leaves rows no
+    episode names, which no reader looks at).
 
     The file is opened (through the descriptor kept from its creation, so a file put at ``path``
     later is never written) when a write is taken from the queue and closed when the queue is
-    empty, or after HOLD_SECONDS with writes still queued and then left closed for GAP_SECONDS:
+    empty (the "thread" writer: once it has stayed empty for LINGER_SECONDS), or after
+    HOLD_SECONDS with writes still queued and then left closed for GAP_SECONDS:
     readers get the file between writes. A reader holding it open makes the writer wait (the
     "thread" writer's queue then fills and holds the learner back; the "ticks" writer tries again
     at the next tick). While the run lasts the writer holds a lock on a byte beyond the file's
