@@ -6,11 +6,12 @@
 The reference swing (episodic.tasks.ball_in_cup_swing.REFERENCE_SWING) is in the WAM's joint angles;
 on another arm it is the cup's path as the WAM moves it (the rim's centre and the cup's axis at
 every 2 ms control step), its start placed in the arm's frame and the path turned with the arm's
-facing, unscaled (ball_in_cup_swing.arm_swing_trajectory: inverse kinematics at every step). The
+facing, unscaled (episodic.tasks.ball_in_cup.arm_swing_trajectory: inverse kinematics at every step). The
 path cannot be slowed or shrunk: the ball's flight over the rim is set by gravity and the 0.4 m
 string. For each arm and each placement of the path (its start moved by every combination of
 ``--shifts`` m along the arm's facing and up, and the path turned by ``--turns`` degrees about
-the vertical: by default 0, 90 and 270, not 180, which swings the ball back at the robot) this
+the vertical: by default 0, 90 and 270, not 180, which swings the ball back at the robot; not
+where the ball hanging at the start would be in the floor) this
 prints the largest joint speed over its limit the path needs, followed every ``--step`` s (inf:
 the arm cannot follow it, a joint at the end of its range or the cup out of reach); then, for the
 placement needing the least, that at the 2 ms control period, and the same along the postures it
@@ -22,10 +23,10 @@ layer aborts the swing.
 The Panda and the UR5 are imported from example-robot-data (the robots extra) into a temporary
 robot directory, as tests/test_task_robots.py does; the Puma 560 is built in. Measured on
 2026-11-28 (2 shared cores, 4 minutes), the best of 27 placements at the 2 ms control period (and
-at the task's own placement): Panda 1.85 (4.65), UR5 1.30 (1.53), Puma 560 1.21 (inf: at the
-task's placement its j3 reaches the end of its range 0.37 s into the swing); with the least-share
-rates along the best placement, Panda 1.66, UR5 1.28, Puma 560 1.13. The WAM itself needs 0.69 of
-its j4's limit.
+at the task's own placement): Panda 1.85 (4.65), UR5 1.46 of its 18 placements with the ball
+above the floor (1.53), Puma 560 1.21 (inf: at the task's placement its j3 reaches the end of its
+range 0.37 s into the swing); with the least-share rates along the best placement, Panda 1.66,
+UR5 1.45, Puma 560 1.13. The WAM itself needs 0.69 of its j4's limit.
 """
 from __future__ import annotations
 
@@ -40,8 +41,15 @@ import numpy as np
 
 from episodic.interface.robot import Robot, load_robot
 from episodic.task.frame import RobotFrame, least_share_rates, tool_ik
-from episodic.tasks.ball_in_cup import CUP_AXIS, BallInCup
-from episodic.tasks.ball_in_cup_swing import REFERENCE_SWING, arm_swing_trajectory, cup_path
+from episodic.tasks.ball_in_cup import (
+    ANCHOR_GAP,
+    BOTTOM_THICKNESS,
+    CUP_AXIS,
+    REFERENCE_SWING,
+    BallInCup,
+    arm_swing_trajectory,
+    cup_path,
+)
 from episodic.tools.robot_import import import_robot
 
 PANDA_READY = [0.0, -0.785398, 0.0, -2.356194, 0.0, 1.570796, 0.785398]  # rad, as tests/test_robot_import.py
@@ -55,6 +63,14 @@ def import_arms(folder: Path) -> None:
     import_robot(robots / "panda_description" / "urdf" / "panda.urdf", home=PANDA_READY,
                  hold={"panda_finger_joint1": 0.04, "panda_finger_joint2": 0.04}, echo=lambda _: None)
     import_robot(robots / "ur_description" / "urdf" / "ur5_robot.urdf", name="ur5", echo=lambda _: None)
+
+
+def hanging_ball_height(robot: Robot, offset: np.ndarray) -> float:
+    """m, the lowest point of the ball hanging still below the cup at the start of the path placed
+    with ``offset`` (3,) m, above the floor (z = 0)."""
+    task = BallInCup()
+    start = RobotFrame.of(robot).from_wam(cup_path(REFERENCE_SWING, 1.0)[0][0]) + RobotFrame.of(robot).rotation @ offset
+    return float(start[2] - task.cup_depth - BOTTOM_THICKNESS - ANCHOR_GAP - task.string_length - task.ball_radius)
 
 
 def peak_share(robot: Robot, offset: np.ndarray | None, turn: float, dt: float | None = None
@@ -107,6 +123,9 @@ def main() -> None:
             own, _ = peak_share(robot, None, 0.0)
             best = (np.inf, np.zeros(3), 0.0, None)
             for dx, dz, turn in itertools.product(args.shifts, args.shifts, np.radians(args.turns)):
+                if hanging_ball_height(robot, np.array([dx, 0.0, dz])) < 0:
+                    print(f"{name:8} shift ({dx:+.2f}, {dz:+.2f}) m: the hanging ball would start in the floor")
+                    continue
                 share, _ = peak_share(robot, np.array([dx, 0.0, dz]), float(turn), args.step)
                 print(f"{name:8} shift ({dx:+.2f}, {dz:+.2f}) m, turned {np.degrees(turn):3.0f} deg: {share:.2f}",
                       flush=True)

@@ -20,7 +20,7 @@ the catch region: at 2 kN/m or at a quarter of the physics step it misses (1.25,
 tendon string (task parameter string_model=tendon) it catches too (4.359).
 
 On another arm the same swing is the WAM's cup path followed by inverse kinematics in the arm's
-frame (``episodic.tasks.ball_in_cup_swing.arm_swing_trajectory``); the Panda, the UR5 and the Puma
+frame (``episodic.tasks.ball_in_cup.arm_swing_trajectory``); the Panda, the UR5 and the Puma
 560 cannot follow it within their joint velocity limits or range, and the task refuses them with
 the reason (its ``needs``; benchmarks/ball_in_cup_arms.py).
 

@@ -101,7 +101,7 @@ both, 4.359 and 4.357).
 Other arms. The cup is bolted to any arm's flange as to the WAM's; another arm starts with the
 rim's centre where the WAM's is, placed in the arm's frame (episodic.task.frame: relative to its
 first joint and facing, scaled to its reach), the cup upright. The catching swing is the WAM's
-cup path (ball_in_cup_swing.arm_swing_trajectory): turned with the arm's facing, not scaled (the
+cup path (``arm_swing_trajectory``): turned with the arm's facing, not scaled (the
 string sets the swing), by inverse kinematics at every control step. The path cannot be slowed:
 the ball's flight over the rim is set by gravity and the string. It moves the cup at up to 1.48
 m/s while tilting it at 3.6 rad/s, which the WAM does with j4 at 69 % of its limit; ``needs``
@@ -151,6 +151,7 @@ from typing import ClassVar
 
 import mujoco
 import numpy as np
+from scipy.interpolate import CubicSpline
 
 from episodic.interface.robot import Robot, load_robot
 from episodic.task import (
@@ -168,7 +169,7 @@ from episodic.task import (
     place_free_ball,
 )
 from episodic.task.contract import BALL_COLUMNS
-from episodic.task.frame import REFERENCE_ROBOT, RobotFrame, posture_along, tool_ik
+from episodic.task.frame import REFERENCE_ROBOT, RobotFrame, posture_along, reference_frame, tool_ik
 from episodic.task.sl import SLMap
 
 WALL_BOXES = 16          # boxes that make the cup's wall
@@ -249,6 +250,103 @@ ANCHOR_GAP = 2 * STRING_RADIUS
 CUP_MATERIAL = contact.MATERIALS["wooden_ball_on_cup"]
 
 
+# -- the swing (episodic.tasks.ball_in_cup_swing builds its episodes) --------------------------------
+SWING_JOINTS = (1, 3, 5)  # j2 (shoulder pitch), j4 (elbow), j6 (wrist pitch)
+
+
+@dataclass(frozen=True)
+class Swing:
+    """Knot k (k = 1..K) of j2, j4, j6 at time k * ``step`` s: ``knots`` (K, 3) rad, absolute
+    joint positions; the last knot is the catch posture. The swing starts at rest at the
+    start posture at t = 0 and ends at rest at the last knot."""
+
+    step: float
+    knots: np.ndarray
+
+    @property
+    def duration(self) -> float:
+        """s from the start posture to the last knot."""
+        return self.step * len(self.knots)
+
+
+# Found by a small CMA-ES search over the knots and the step (scored on catches of the swing
+# and of noisy copies of it), then frozen. The ball is swung back towards the robot (knots
+# 1-2), forward, up and over the cup (knots 3-4), and the cup moves under it (knot 5).
+REFERENCE_SWING = Swing(step=0.4292, knots=np.array([
+    # j2      j4       j6     rad, at t = 0.43, 0.86, 1.29, 1.72, 2.15 s
+    [0.4663, 2.5415, -0.2721],
+    [0.3610, 1.8391, 0.4586],
+    [1.1143, 1.5900, -1.3651],
+    [0.7203, 1.3288, -0.9532],
+    [0.9475, 1.9471, -1.5206],
+]))
+
+
+def swing_trajectory(start: np.ndarray, swing: Swing, dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q, qd, qdd (n, n_dofs) of ``swing`` from posture ``start`` sampled every dt s
+    (t = dt .. duration)."""
+    joints = list(SWING_JOINTS)
+    knots = np.vstack([start[joints], np.asarray(swing.knots, float)])
+    t = np.arange(len(knots)) * swing.step
+    spline = CubicSpline(t, knots, bc_type="clamped", axis=0)
+    n = int(round(swing.duration / dt))
+    ts = np.arange(1, n + 1) * dt
+    q = np.tile(np.asarray(start, float), (n, 1))
+    qd, qdd = np.zeros_like(q), np.zeros_like(q)
+    q[:, joints], qd[:, joints], qdd[:, joints] = spline(ts), spline(ts, 1), spline(ts, 2)
+    return q, qd, qdd
+
+
+def cup_path(swing: Swing, dt: float) -> tuple[np.ndarray, np.ndarray]:
+    """The rim's centre (n + 1, 3) m and the cup's axis (n + 1, 3) in the world as the WAM moves
+    them through ``swing`` from its start posture, at t = 0, dt, ..., the swing's duration."""
+    wam, task = load_robot(REFERENCE_ROBOT), BallInCup()
+    ik = tool_ik(wam, task.add_tool, "cup_rim")
+    start = task.start_posture(wam)
+    poses = [ik.pose(q, CUP_AXIS) for q in np.vstack([start, swing_trajectory(start, swing, dt)[0]])]
+    return np.array([rim for rim, _ in poses]), np.array([axis for _, axis in poses])
+
+
+def arm_swing_trajectory(robot: Robot, swing: Swing, offset: np.ndarray | None = None, turn: float = 0.0,
+                         dt: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q, qd, qdd (n, n_dofs) of ``swing`` on an arm other than the WAM, t = dt .. duration (dt s,
+    the robot's control period unless given): the cup's path as the WAM moves it (``cup_path``), its start placed in
+    the arm's frame (the task's start posture) and the path turned with the arm's facing but not
+    scaled (the string's length sets the swing), followed by inverse kinematics of the rim's centre
+    and the cup's axis at every control step from the posture of the step before; qd and qdd by
+    central differences. ``offset`` (3,) m, along the arm's facing, sideways and up, moves the
+    path's start and ``turn`` rad turns the path about the vertical (other placements, tried by
+    benchmarks/ball_in_cup_arms.py); the start posture is then reached from the arm's home as the
+    task's is. ValueError when the arm cannot follow the path."""
+    dt, frame, task = robot.control_dt if dt is None else dt, RobotFrame.of(robot), BallInCup()
+    rims, axes = cup_path(swing, dt)
+    ik = tool_ik(robot, task.add_tool, "cup_rim")
+    c, s = np.cos(turn), np.sin(turn)
+    rotation = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ frame.rotation @ reference_frame().rotation.T
+    if offset is None and turn == 0.0:
+        postures = [task.start_posture(robot)]
+    else:
+        start = frame.from_wam(rims[0]) + frame.rotation @ (np.zeros(3) if offset is None else offset)
+        posture, error = posture_along(ik, robot.home, start, rotation @ axes[0], axis=CUP_AXIS)
+        if error > 1e-6:
+            raise ValueError(f"'{robot.name}' cannot hold the cup upright at {np.round(start, 3).tolist()} m")
+        postures = [posture]
+    start = ik.pose(postures[0], CUP_AXIS)[0]
+    for rim, axis in zip(rims[1:], axes[1:]):
+        q, error = ik.solve(postures[-1], start + rotation @ (rim - rims[0]), rotation @ axis, tolerance=1e-10,
+                            axis=CUP_AXIS)
+        if error > 1e-6:
+            stuck = [name for name, a, low, high in zip(robot.joint_names, q, robot.range_lower, robot.range_upper)
+                     if np.isclose(a, low) or np.isclose(a, high)]
+            raise ValueError(f"'{robot.name}' cannot follow the cup's path: at {len(postures) * dt:.3f} s of the "
+                             f"swing its inverse kinematics is {error:.2g} off"
+                             + (f", {' and '.join(stuck)} at the end of its range" if stuck else ""))
+        postures.append(q)
+    q = np.array(postures)
+    qd = np.gradient(q, dt, axis=0)
+    return q[1:], qd[1:], np.gradient(qd, dt, axis=0)[1:]
+
+
 _UNFOLLOWED: dict[tuple[str, str], str] = {}  # why a robot cannot swing the cup (_swing_unfollowed), by model
 # s between the points of the swing's path the robot check follows (5 control periods: a fifth of
 # the inverse kinematics, for `episodic tasks`; the reference follows every control period)
@@ -258,11 +356,9 @@ NEEDS_STEP = 0.01
 def _swing_unfollowed(robot: Robot) -> str:
     """Why ``robot`` cannot move the cup along the reference swing's path ("" when it can: the WAM
     at once; another arm by the swing's inverse kinematics in its frame every NEEDS_STEP s,
-    ``ball_in_cup_swing.arm_swing_trajectory``, within its joint velocity limits; once per robot model)."""
+    ``arm_swing_trajectory``, within its joint velocity limits; once per robot model)."""
     if RobotFrame.of(robot).is_reference():
         return ""
-    from episodic.tasks.ball_in_cup_swing import REFERENCE_SWING, arm_swing_trajectory, cup_path
-
     key = (robot.name, robot.sha256)
     if key not in _UNFOLLOWED:
         rims, axes = cup_path(REFERENCE_SWING, robot.control_dt)

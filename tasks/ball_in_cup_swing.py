@@ -9,7 +9,7 @@ catches (``examples/ball_in_cup_reference.py``); ``bent_swing`` bends it into a 
 teacher's path of the kinesthetic demonstration (``episodic.learning.demonstration``); the examples
 ``ball_in_cup_learner.py`` and ``cma_ball_in_cup.py`` build on it. On an arm other than the WAM
 a swing is the cup's path as the WAM would move it, followed by inverse kinematics in the arm's
-frame (``arm_swing_trajectory``), so the same knots parametrize it on any arm.
+frame (``episodic.tasks.ball_in_cup.arm_swing_trajectory``), so the same knots parametrize it on any arm.
 """
 from __future__ import annotations
 
@@ -17,47 +17,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.interpolate import CubicSpline
 
 from episodic.interface.commands import Command, StartCommand, TrajectoryCommand
-from episodic.interface.robot import Robot, load_robot
+from episodic.interface.robot import Robot
 from episodic.interface.vocabulary import Flag
-from episodic.task.frame import REFERENCE_ROBOT, RobotFrame, posture_along, reference_frame, tool_ik
+from episodic.task.frame import RobotFrame
+from episodic.tasks.ball_in_cup import (
+    REFERENCE_SWING,
+    SWING_JOINTS,
+    BallInCup,
+    Swing,
+    arm_swing_trajectory,
+    swing_trajectory,
+)
 
 # -- ball in a cup: the swing ----------------------------------------------------------------
-SWING_JOINTS = (1, 3, 5)  # j2 (shoulder pitch), j4 (elbow), j6 (wrist pitch)
 SEGMENT_KNOTS = (2, 4)    # the segments change at these knots: back | up and over | catch
 CATCH_WAIT = 1.0          # s the catch posture is held after the last knot (the ball settles)
 DEMO_NOISE = 0.03         # rad, standard deviation of the perturbations of the demo's variants
 DEMO_TASK = "ball_in_cup"
-
-
-@dataclass(frozen=True)
-class Swing:
-    """Knot k (k = 1..K) of j2, j4, j6 at time k * ``step`` s: ``knots`` (K, 3) rad, absolute
-    joint positions; the last knot is the catch posture. The swing starts at rest at the
-    start posture at t = 0 and ends at rest at the last knot."""
-
-    step: float
-    knots: np.ndarray
-
-    @property
-    def duration(self) -> float:
-        """s from the start posture to the last knot."""
-        return self.step * len(self.knots)
-
-
-# Found by a small CMA-ES search over the knots and the step (scored on catches of the swing
-# and of noisy copies of it), then frozen. The ball is swung back towards the robot (knots
-# 1-2), forward, up and over the cup (knots 3-4), and the cup moves under it (knot 5).
-REFERENCE_SWING = Swing(step=0.4292, knots=np.array([
-    # j2      j4       j6     rad, at t = 0.43, 0.86, 1.29, 1.72, 2.15 s
-    [0.4663, 2.5415, -0.2721],
-    [0.3610, 1.8391, 0.4586],
-    [1.1143, 1.5900, -1.3651],
-    [0.7203, 1.3288, -0.9532],
-    [0.9475, 1.9471, -1.5206],
-]))
 
 
 ELBOW = 3  # j4, the joint whose knots a learner's missing start swing bends (index into the 7 joints)
@@ -84,78 +62,7 @@ def bent_swing(offset: float, joint: int = ELBOW) -> Swing:
 
 def start_posture(robot) -> np.ndarray:
     """The ball_in_cup task's start posture (n_dofs,) rad on ``robot``."""
-    from episodic.tasks.ball_in_cup import BallInCup
-
     return BallInCup().start_posture(robot)
-
-
-def swing_trajectory(start: np.ndarray, swing: Swing, dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """q, qd, qdd (n, n_dofs) of ``swing`` from posture ``start`` sampled every dt s
-    (t = dt .. duration)."""
-    joints = list(SWING_JOINTS)
-    knots = np.vstack([start[joints], np.asarray(swing.knots, float)])
-    t = np.arange(len(knots)) * swing.step
-    spline = CubicSpline(t, knots, bc_type="clamped", axis=0)
-    n = int(round(swing.duration / dt))
-    ts = np.arange(1, n + 1) * dt
-    q = np.tile(np.asarray(start, float), (n, 1))
-    qd, qdd = np.zeros_like(q), np.zeros_like(q)
-    q[:, joints], qd[:, joints], qdd[:, joints] = spline(ts), spline(ts, 1), spline(ts, 2)
-    return q, qd, qdd
-
-
-def cup_path(swing: Swing, dt: float) -> tuple[np.ndarray, np.ndarray]:
-    """The rim's centre (n + 1, 3) m and the cup's axis (n + 1, 3) in the world as the WAM moves
-    them through ``swing`` from its start posture, at t = 0, dt, ..., the swing's duration."""
-    from episodic.tasks.ball_in_cup import CUP_AXIS, BallInCup
-
-    wam, task = load_robot(REFERENCE_ROBOT), BallInCup()
-    ik = tool_ik(wam, task.add_tool, "cup_rim")
-    start = task.start_posture(wam)
-    poses = [ik.pose(q, CUP_AXIS) for q in np.vstack([start, swing_trajectory(start, swing, dt)[0]])]
-    return np.array([rim for rim, _ in poses]), np.array([axis for _, axis in poses])
-
-
-def arm_swing_trajectory(robot: Robot, swing: Swing, offset: np.ndarray | None = None, turn: float = 0.0,
-                         dt: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """q, qd, qdd (n, n_dofs) of ``swing`` on an arm other than the WAM, t = dt .. duration (dt s,
-    the robot's control period unless given): the cup's path as the WAM moves it (``cup_path``), its start placed in
-    the arm's frame (the task's start posture) and the path turned with the arm's facing but not
-    scaled (the string's length sets the swing), followed by inverse kinematics of the rim's centre
-    and the cup's axis at every control step from the posture of the step before; qd and qdd by
-    central differences. ``offset`` (3,) m, along the arm's facing, sideways and up, moves the
-    path's start and ``turn`` rad turns the path about the vertical (other placements, tried by
-    benchmarks/ball_in_cup_arms.py); the start posture is then reached from the arm's home as the
-    task's is. ValueError when the arm cannot follow the path."""
-    from episodic.tasks.ball_in_cup import CUP_AXIS, BallInCup
-
-    dt, frame, task = robot.control_dt if dt is None else dt, RobotFrame.of(robot), BallInCup()
-    rims, axes = cup_path(swing, dt)
-    ik = tool_ik(robot, task.add_tool, "cup_rim")
-    c, s = np.cos(turn), np.sin(turn)
-    rotation = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ frame.rotation @ reference_frame().rotation.T
-    if offset is None and turn == 0.0:
-        postures = [task.start_posture(robot)]
-    else:
-        start = frame.from_wam(rims[0]) + frame.rotation @ (np.zeros(3) if offset is None else offset)
-        posture, error = posture_along(ik, robot.home, start, rotation @ axes[0], axis=CUP_AXIS)
-        if error > 1e-6:
-            raise ValueError(f"'{robot.name}' cannot hold the cup upright at {np.round(start, 3).tolist()} m")
-        postures = [posture]
-    start = ik.pose(postures[0], CUP_AXIS)[0]
-    for rim, axis in zip(rims[1:], axes[1:]):
-        q, error = ik.solve(postures[-1], start + rotation @ (rim - rims[0]), rotation @ axis, tolerance=1e-10,
-                            axis=CUP_AXIS)
-        if error > 1e-6:
-            stuck = [name for name, a, low, high in zip(robot.joint_names, q, robot.range_lower, robot.range_upper)
-                     if np.isclose(a, low) or np.isclose(a, high)]
-            raise ValueError(f"'{robot.name}' cannot follow the cup's path: at {len(postures) * dt:.3f} s of the "
-                             f"swing its inverse kinematics is {error:.2g} off"
-                             + (f", {' and '.join(stuck)} at the end of its range" if stuck else ""))
-        postures.append(q)
-    q = np.array(postures)
-    qd = np.gradient(q, dt, axis=0)
-    return q[1:], qd[1:], np.gradient(qd, dt, axis=0)[1:]
 
 
 def swing_commands(robot: Robot, swing: Swing, episode_id: int = 1, wait: float = CATCH_WAIT) -> list[Command]:
@@ -216,8 +123,6 @@ def run_swing(send: Callable, commands: list, label: str = "", caught_column: in
               number: int = 0) -> SwingRow:
     """Send one episode's ``commands`` through ``send`` (a Runner's or a Client's ``send``) and
     summarise the replies; ``number``: the episode's place in the run."""
-    from episodic.tasks.ball_in_cup import BallInCup
-
     column = BallInCup.columns.index("caught") if caught_column is None else caught_column
     replies = []
     for command in commands:

@@ -467,7 +467,7 @@ def test_robots_lists_the_puma():
 def test_tasks_list_the_robots_they_run_on():
     out = CliRunner().invoke(cli_main, ["tasks"]).output
     assert "\nreach: " in out and out.split("\nreach: ", 1)[1].splitlines()[1] == "    robots: any"
-    assert out.split("ball_in_cup: ", 1)[1].splitlines()[1] == "    robots: wam"
+    assert out.split("pole_balancing: ", 1)[1].splitlines()[1] == "    robots: wam"
 
 
 @pytest.mark.slow

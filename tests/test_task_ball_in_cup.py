@@ -579,8 +579,7 @@ def test_another_arm_moves_the_cup_along_the_wams_path_turned_with_its_facing():
     from episodic.interface.robot import load_robot
     from episodic.task import RobotFrame
     from episodic.task.frame import tool_ik
-    from episodic.tasks.ball_in_cup import CUP_AXIS, BallInCup
-    from episodic.tasks.ball_in_cup_swing import REFERENCE_SWING, arm_swing_trajectory, cup_path
+    from episodic.tasks.ball_in_cup import CUP_AXIS, REFERENCE_SWING, BallInCup, arm_swing_trajectory, cup_path
 
     puma, turn = load_robot("puma560"), -np.pi / 2
     q, qd, qdd = arm_swing_trajectory(puma, REFERENCE_SWING, np.array([0.15, 0.0, -0.15]), turn)
