@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import inspect
 import json
 import logging
 import os
@@ -21,7 +22,7 @@ import shutil
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,11 +82,13 @@ WRITERS = ("inline", "thread", "ticks")  # how a RunLog writes (RunLog's docstri
 
 @dataclass
 class _Job:
-    """A queued write: what it is (for messages), its pieces, and the bytes it will add."""
+    """A queued write: what it is (for messages), its pieces, the bytes it will add, and the
+    episode it writes (None: not an episode's)."""
 
     what: str
     pieces: Iterator[None]
     n_bytes: int
+    episode: EpisodeBuffer | None = None
 
 
 class RunLog:
@@ -196,7 +199,8 @@ class RunLog:
             self._file.close()
             self._file = None
 
-    def _submit(self, what: str, pieces: Iterator[None], n_bytes: int = 0) -> None:
+    def _submit(self, what: str, pieces: Iterator[None], n_bytes: int = 0,
+                episode: EpisodeBuffer | None = None) -> None:
         """Queue a write of about ``n_bytes`` bytes (0: too small to check) unless the disk
         cannot take it beside what is queued, and start it as the writer says."""
         with self._lock:
@@ -211,7 +215,7 @@ class RunLog:
             if self.writer == "thread":
                 self._room.wait_for(lambda: not self._pending or (
                     len(self._pending) < QUEUE_WRITES and self._queued_bytes + n_bytes <= QUEUE_BYTES))
-            self._pending.append(_Job(what, pieces, n_bytes))
+            self._pending.append(_Job(what, pieces, n_bytes, episode))
             self._queued_bytes += n_bytes
             self._room.notify_all()  # a lingering writer thread (_drain) takes it
             if self.writer == "thread" and self._thread is None:
@@ -246,7 +250,11 @@ class RunLog:
             try:
                 if not self._open(wait=self.writer != "ticks" or budget == float("inf")):
                     break
-                next(job.pieces)
+                together = self._together()
+                if len(together) > 1 and self._write_together(together):
+                    job = together[-1]  # (done, as the others)
+                else:
+                    next(job.pieces)
             except StopIteration:
                 self._done(job)
             except Exception as exc:  # noqa: BLE001 - a failed write is reported, and the run goes on
@@ -262,6 +270,33 @@ class RunLog:
             if 2 * now - started > end:
                 break
         return bool(self._pending)
+
+    def _together(self) -> list[_Job]:
+        """The "thread" writer's queued episodes that can be written together, from the first:
+        whole episodes (none that streamed steps) whose writes have not begun."""
+        together: list[_Job] = []
+        with self._lock:
+            for job in self._pending if self.writer == "thread" else ():
+                if job.episode is None or job.episode.streamed_blocks or not isinstance(job.pieces, Generator) \
+                        or inspect.getgeneratorstate(job.pieces) != inspect.GEN_CREATED:
+                    break
+                together.append(job)
+        return together
+
+    def _write_together(self, jobs: list[_Job]) -> bool:
+        """Write the episodes of ``jobs`` at once, a few row appends for all of them (about the cost
+        of writing one); False, with nothing written, when that fails (each is then written on
+        its own, so that only the one that cannot be written fails)."""
+        try:
+            for _ in self._write_episode([job.episode for job in jobs if job.episode is not None]):
+                pass
+        except Exception:  # noqa: BLE001 - said by the write of the one that fails, on its own
+            return False
+        for job in jobs:
+            if isinstance(job.pieces, Generator):  # (as _together took them)
+                job.pieces.close()
+            self._done(job)
+        return True
 
     def _done(self, job: _Job) -> None:
         with self._lock:
@@ -285,7 +320,7 @@ class RunLog:
     def write_episode(self, ep: EpisodeBuffer) -> None:
         """Write a finished episode (only queued unless the writer is "inline": the command
         that ends an episode does not wait for it); refused here if the disk has no room for it."""
-        self._submit(f"episode {ep.number:06d} (id {ep.episode_id})", self._write_episode(ep), _data_bytes(ep))
+        self._submit(f"episode {ep.number:06d} (id {ep.episode_id})", self._write_episode([ep]), _data_bytes(ep), ep)
 
     def write_steps(self, ep: EpisodeBuffer) -> None:
         """Hand the steps ``ep`` holds (``ep.blocks``) to the log while ``ep`` still runs (queued
@@ -353,52 +388,68 @@ class RunLog:
             raise OSError(errno.ENOSPC, f"disk full: {free} bytes free, {2 * n_bytes + SPACE_MARGIN} needed; "
                           f"free some space or log elsewhere")
 
-    def _write_episode(self, ep: EpisodeBuffer) -> Iterator[None]:
-        """Write ``ep`` in pieces (the layout: episodic.logs.layout), a table's rows each, or at
-        most PIECE_BYTES of them when written between ticks: its initial state, steps (after
-        those it streamed), segments and commands appended to the run-wide tables, then its
-        row of /episodes, which names them (a failure before it takes the rows back off the
-        tables, so no episode is half-written); then its /summary row, and the file flushed."""
-        head = {"episode_id": ep.episode_id, "flag": ep.flag, "flag_name": ep.flag_name, "message": ep.message,
-                "return": ep.episode_return, "early_end": ep.early_end, "success": ep.success, "n_steps": ep.n_steps,
-                "wall_time": ep.wall_time, "rng_seed": list(ep.rng_seed), "batch": ep.batch,
-                "batch_position": ep.batch_position, "goto_start": ep.goto_start, **ep.timing}
+    def _write_episode(self, eps: list[EpisodeBuffer]) -> Iterator[None]:
+        """Write the episodes ``eps`` (one, or several queued one after the other: the "thread"
+        writer's, taken together) in pieces (the layout: episodic.logs.layout), a table's rows
+        each, or at most PIECE_BYTES of them when written between ticks: their initial states,
+        steps (after those one streamed), segments and commands appended to the run-wide tables,
+        then their rows of /episodes, which name them (a failure before that takes the rows back
+        off the tables, so no episode is half-written); then their /summary rows, and the file
+        flushed."""
+        heads = [{"episode_id": ep.episode_id, "flag": ep.flag, "flag_name": ep.flag_name, "message": ep.message,
+                  "return": ep.episode_return, "early_end": ep.early_end, "success": ep.success,
+                  "n_steps": ep.n_steps, "wall_time": ep.wall_time, "rng_seed": list(ep.rng_seed), "batch": ep.batch,
+                  "batch_position": ep.batch_position, "goto_start": ep.goto_start, **ep.timing} for ep in eps]
         f = self._file
         assert f is not None  # open while a write runs (work)
-        stream = self._streams.pop(ep.number, None) if ep.streamed_blocks else None
-        if ep.streamed_blocks and stream is None:
+        first = eps[0]
+        stream = self._streams.pop(first.number, None) if first.streamed_blocks else None
+        if first.streamed_blocks and stream is None:
             raise OSError("some of its steps could not be written as it ran; it is left out")
         grown: list[tuple[h5py.h5d.DatasetID, int]] = []  # the tables appended to, and their rows before
         try:
-            initial = self._table("initial_states", np.dtype("<f8"), ep.initial_state.shape)
-            row = np.zeros((), EPISODE_DTYPE)
-            row["number"], row["attrs"], row["initial_state"] = ep.number, attrs_text(head), initial.shape[0]
-            yield from self._append(initial, ep.initial_state[None], grown)
-            row["steps_start"], row["n_steps"] = stream[0] if stream else self._rows("steps"), ep.n_steps
-            if ep.blocks:
-                steps = self._steps_table(ep.blocks[0], ep.state_columns)
+            initial = self._table("initial_states", np.dtype("<f8"), first.initial_state.shape)
+            rows = np.zeros(len(eps), EPISODE_DTYPE)
+            rows["number"] = [ep.number for ep in eps]
+            rows["attrs"] = [attrs_text(head) for head in heads]
+            rows["initial_state"] = initial.shape[0] + np.arange(len(eps))
+            yield from self._append(initial, np.stack([ep.initial_state for ep in eps]), grown)
+            rows["n_steps"] = [ep.n_steps for ep in eps]
+            held = [ep.held_steps for ep in eps]
+            rows["steps_start"] = (stream[0] if stream else self._rows("steps")) + np.cumsum([0, *held[:-1]])
+            blocks = [b for ep in eps for b in ep.blocks]
+            if blocks:
+                with_steps = next(ep for ep in eps if ep.blocks)
+                steps = self._steps_table(with_steps.blocks[0], with_steps.state_columns)
                 if stream and steps.shape[0] != sum(stream):
                     raise OSError("other steps were logged between its streamed ones")
-                yield from self._append(steps, _step_rows(steps.dtype, ep.blocks), grown)
-            segments = self._table("segments", segment_dtype(len(ep.state_columns)))
-            row["segments_start"], row["n_segments"] = segments.shape[0], len(ep.segments)
-            yield from self._append(segments, _segment_rows(segments.dtype, ep.segment_table()), grown)
+                yield from self._append(steps, _step_rows(steps.dtype, blocks), grown)
+            segments = self._table("segments", segment_dtype(len(first.state_columns)))
+            n_segments = [len(ep.segments) for ep in eps]
+            rows["n_segments"] = n_segments
+            rows["segments_start"] = segments.shape[0] + np.cumsum([0, *n_segments[:-1]])
+            tables = [_segment_rows(segments.dtype, ep.segment_table()) for ep in eps]
+            yield from self._append(segments, np.concatenate(tables), grown)
             commands, values = self._table("commands", _TEXT), self._table("command_values", np.dtype("<f8"))
             entries: list[str] = []
             flat: list[np.ndarray] = []
-            for cmd in ep.commands:
-                text, arrays = command_entry(cmd, values.shape[0] + sum(len(v) for v in flat))
-                entries.append(text)
-                flat += arrays
-            row["commands_start"], row["n_commands"] = commands.shape[0], len(entries)
+            offset = values.shape[0]
+            for k, ep in enumerate(eps):
+                rows["commands_start"][k], rows["n_commands"][k] = commands.shape[0] + len(entries), len(ep.commands)
+                for cmd in ep.commands:
+                    text, arrays = command_entry(cmd, offset)
+                    entries.append(text)
+                    flat += arrays
+                    offset += sum(len(v) for v in arrays)
             yield from self._append(values, np.concatenate(flat) if flat else np.zeros(0), grown)
             yield from self._append(commands, np.array(entries, dtype=_TEXT), grown)
-            yield from self._append(self._table("episodes", EPISODE_DTYPE), row[None], grown)  # names the rows
+            yield from self._append(self._table("episodes", EPISODE_DTYPE), rows, grown)  # names the rows
         except BaseException:  # GeneratorExit or a failed write: no half-written episode stays
             for table, n in grown:
                 table.set_extent((n, *table.shape[1:]))
             raise
-        _append(self._table("summary", SUMMARY_DTYPE), summary_row(ep.number, head))
+        _append_rows(self._table("summary", SUMMARY_DTYPE),
+                     np.stack([summary_row(ep.number, head) for ep, head in zip(eps, heads, strict=True)]))
         yield
         f.flush()
 
