@@ -60,15 +60,16 @@ def test_the_writer_queue_is_bounded_in_writes_and_bytes(tmp_path, finished_epis
     assert [e.name for e in read_episodes(tmp_path / "bounded.h5")] == [f"{k:06d}" for k in range(40)]
 
 
-def test_a_write_failing_part_way_leaves_no_half_written_episode(tmp_path, finished_episode):
+@pytest.mark.parametrize("writer", ["inline", "thread"])  # the thread: written together, then one by one
+def test_a_write_failing_part_way_leaves_no_half_written_episode(tmp_path, finished_episode, writer):
     # three task-state columns where the run's tables have four: its segments' rows cannot be
     # made, after its initial state and its steps were appended to their tables
     broken = dataclasses.replace(finished_episode, number=1, state_columns=("x", "y", "z"))
-    log = RunLog(tmp_path / "failed.h5", {}, "inline")
+    log = RunLog(tmp_path / "failed.h5", {}, writer)
     for ep in (finished_episode, broken, dataclasses.replace(finished_episode, number=2)):
         log.write_episode(ep)
-    failures = log.pop_failures()
     log.close()
+    failures = log.pop_failures()
     assert len(failures) == 1 and "episode 000001" in failures[0]
     with h5py.File(tmp_path / "failed.h5", "r") as f:
         assert f["episodes"].fields("number")[()].tolist() == [0, 2]
