@@ -94,7 +94,7 @@ def set_goto_start(path: Path, value: str | None) -> None:
         rows = f["episodes"][()]
         for k, text in enumerate(rows["attrs"]):
             attrs = json.loads(text)
-            attrs.pop("goto_start")
+            attrs.pop("goto_start", None)
             rows["attrs"][k] = json.dumps(attrs if value is None else {**attrs, "goto_start": value})
         f["episodes"][...] = rows
 
