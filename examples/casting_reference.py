@@ -27,6 +27,11 @@ in this move, the hook up to 4 cm behind its path, and the ball swings on by 4 c
 used: the robot and task models (kinematics, the string's length and the pendulum's period from
 the task's parameters) and the context (the cup's position).
 
+On another arm the same move runs from the task's start posture there (the hook pointing down over
+the start placed in the arm's frame) to the placed cup: the path is in task space and each point's
+posture comes from inverse kinematics (up to ``ITERATIONS`` steps: the Puma 560's wrist passes near
+its singular straight posture on the way, where the steps converge slowly).
+
     python examples/casting_reference.py [--out runs/casting_reference.h5] [--cup X Y] [--noise 30]
 
 runs it in-process and prints the time to rest, the return, the success and the simulation speed;
@@ -54,6 +59,7 @@ LOWER_TIME = 0.5    # s, lowering the ball into the cup
 SLACK = 0.015       # m, the ball would hang this far below the cup's bottom at the end
 HOLD = 2.0          # s, the most held at the end while the ball settles
 UP = np.array([0.0, 0.0, 1.0])
+ITERATIONS = 1000   # the most inverse kinematics steps per point (near a singular posture it converges slowly)
 
 
 def min_jerk_profile(t: np.ndarray, duration: float) -> np.ndarray:
@@ -90,7 +96,7 @@ def joint_path(ik: SiteIK, q0: np.ndarray, path: np.ndarray) -> np.ndarray:
     solved from the one before (ValueError when a point is out of reach)."""
     out, q = np.empty((len(path), len(q0))), q0
     for k, point in enumerate(path):
-        q, err = ik.solve(q, point, UP, tolerance=1e-11)
+        q, err = ik.solve(q, point, UP, tolerance=1e-11, iterations=ITERATIONS)
         if err > 1e-6:
             raise ValueError(f"the anchor's path leaves the arm's reach at {np.round(point, 3).tolist()} "
                              f"(error {err:.2g})")

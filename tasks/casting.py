@@ -32,6 +32,16 @@ the chain's geometry (the links' lengths are built into the model), which a rese
 without changing the model; the context is the cup's position only. A learner reads the string
 length from the task's parameters (recorded in every log).
 
+Other arms. The scene's numbers are the WAM's; on another arm (``needs``: 5+ joints and the hook
+held pointing down high enough, :meth:`Casting.start_posture`) the floor cup and the start's
+point over the floor are placed in the arm's frame (episodic.task.frame: turned with its facing,
+scaled by its reach; the cup stays on the floor, the pedestal's clearance is about the arm's base
+axis), and the hook starts pointing down at the height that hangs the ball ``START_LIFT`` m above
+the cup's rim: heights are the string's and the floor's, so they are not scaled. Measured (inverse
+kinematics from 33 seeded postures, pointing down over the placed start): the Panda's hook gets
+0.6 m up at most and the UR5's 0.75 m, short of the 1.01 m the default 0.8 m string needs; the
+Puma 560 (its shoulder 1.42 m up) holds it.
+
 Ball contacts (``episodic.task.contact``): every surface the ball meets is an explicit bouncing pair
 calibrated at the physics step. The cup (bottom, wall, lip): restitution ``cup_restitution`` =
 0.35 and friction ``cup_friction`` = 0.5, a cup lined with a damping rubber (``CUP_LINING``: for
@@ -137,6 +147,7 @@ from episodic.task import (
     param,
 )
 from episodic.task.contract import BALL_COLUMNS
+from episodic.task.frame import RobotFrame, tool_ik
 from episodic.task.sl import SLMap
 from episodic.tasks.ball_in_cup import (
     ANCHOR_GAP,
@@ -158,6 +169,9 @@ HOOK_BITS = dict(contype=2, conaffinity=1 | 4)  # like the arm's geoms, and the 
 # WAM posture with the flange 1.30 m up over (0.55, -0.35) m pointing straight down (found by
 # inverse kinematics; the flange's axis is within 1e-5 rad of the vertical)
 START_POSTURE = (-0.5667, 0.7675, 0.0, 1.6229, 0.0, 0.7512, -1.57)
+START_OVER = (0.55, -0.35, 0.0)  # m, the floor point the WAM's start holds the hook over (placed on another arm)
+START_LIFT = 0.1    # m, on another arm the ball's lowest point starts this far above the cup's rim
+START_SEEDS = 8     # postures (seeded) the start's inverse kinematics on another arm starts from, besides home
 
 # -- the floor cup -------------------------------------------------------------------------------
 CUP_WALL = 0.005    # m, wall thickness (the lip's capsules are as thick)
@@ -224,6 +238,25 @@ class _HookTendon:
         return self.tendon.wrap_site(self.names._name(name))
 
 
+_UNREACHED: dict[tuple[str, str], str] = {}  # (robot name, its model's sha256) -> why it cannot start
+_STARTS: dict[tuple, np.ndarray] = {}  # (robot name, sha256, the anchor's place) -> the start posture found
+
+
+def _start_unreached(robot: Robot) -> str:
+    """Why ``robot`` cannot hold the default casting's start ("" when it can: the WAM at once,
+    another arm by :meth:`Casting.start_posture`'s inverse kinematics, once per robot model)."""
+    if RobotFrame.of(robot).is_reference():
+        return ""
+    key = (robot.name, robot.sha256)
+    if key not in _UNREACHED:
+        try:
+            Casting().start_posture(robot)
+            _UNREACHED[key] = ""
+        except TaskError as error:
+            _UNREACHED[key] = str(error).removeprefix("casting ").split("; ")[0]
+    return _UNREACHED[key]
+
+
 @dataclass
 class Casting(Task[Cast]):
     name: ClassVar[str] = "casting"
@@ -234,9 +267,8 @@ class Casting(Task[Cast]):
     )
     summary: ClassVar[str] = ("lower a ball hanging from the hand on an elastic string into a cup on the floor, "
                               "fast and without swinging.")
-    needs: ClassVar[Needs] = Needs(robots=("wam",), why=(
-            "its start posture and floor cup are placed for the WAM at WAM joint angles; not yet placed "
-            "in another robot's frame"))
+    needs: ClassVar[Needs] = Needs(dofs=5, placed=_start_unreached,
+                                   placed_doc="the hook pointing down high enough to hang the ball above the cup")
     camera: ClassVar[Camera] = {"azimuth": 160, "elevation": -20}  # deg; episodic render frames the rest
     sl: ClassVar[SLMap] = SLMap(("cup x m", "cup y m"), (0, 1), states=tuple(BALL_COLUMNS) + ("cup_x", "cup_y", None))
     columns: ClassVar[tuple[str, ...]] = ("ball_x", "ball_y", "ball_z", "ball_vx", "ball_vy", "ball_vz",
@@ -301,7 +333,13 @@ class Casting(Task[Cast]):
 
     @property
     def default_cup(self) -> np.ndarray:
-        return np.array([self.cup_x, self.cup_y])
+        """(2,) m, the cup's position without a context: (cup_x, cup_y), given for the WAM, placed
+        on the floor in the frame of the robot the scene is built for (:meth:`Task.from_wam`)."""
+        return self.from_wam(np.array([self.cup_x, self.cup_y, 0.0]))[:2]
+
+    def base_axis(self) -> np.ndarray:
+        """(2,) m, where the robot's base axis (its first joint's) meets the floor: (0, 0) on the WAM."""
+        return np.zeros(2) if self._robot is None else RobotFrame.of(self._robot).anchor[:2]
 
     def string_mass(self) -> float:
         """kg, the chain's links together."""
@@ -398,8 +436,37 @@ class Casting(Task[Cast]):
 
     # -- start ---------------------------------------------------------------
     def start_posture(self, robot: Robot) -> np.ndarray:
-        """The flange 1.30 m up over (0.55, -0.35) m, pointing down (WAM)."""
-        return np.array(START_POSTURE) if robot.name == "wam" else robot.home.copy()
+        """On the WAM ``START_POSTURE``: the flange 1.30 m up over (0.55, -0.35) m, pointing down.
+        On another arm the hook's anchor over ``START_OVER`` placed in the arm's frame
+        (episodic.task.frame), pointing down, as high as hangs the ball's lowest point
+        ``START_LIFT`` above the cup's rim (heights are the string's and the floor's, not scaled):
+        of the inverse kinematics solutions from its home and ``START_SEEDS`` seeded postures, the
+        farthest from a singular one (the largest least singular value of the anchor's Jacobian:
+        the crane's move then keeps away from where the arm cannot follow a path); TaskError when
+        none reaches."""
+        frame = RobotFrame.of(robot)
+        if frame.is_reference():
+            return np.array(START_POSTURE)
+        height = self.rim_height + START_LIFT + self.ball_radius + self.string_length + self.static_stretch()
+        anchor = np.array([*frame.from_wam(np.array(START_OVER))[:2], height])
+        key = (robot.name, robot.sha256, *anchor.tolist())
+        if key in _STARTS:
+            return _STARTS[key].copy()
+        ik = tool_ik(robot, self.add_tool, "hook_anchor")
+        starts = np.vstack([robot.home, np.random.default_rng(0).uniform(robot.range_lower, robot.range_upper,
+                                                                         (START_SEEDS, robot.n_dofs))])
+        best, dexterity = None, -np.inf
+        for start in starts:
+            q, error = ik.solve(start, anchor, np.array([0.0, 0.0, 1.0]), iterations=1000)
+            least = float(np.linalg.svd(ik.jacobian(q), compute_uv=False)[-1])
+            if error < 1e-6 and ik.pose(q)[1][2] > 0 and least > dexterity:  # the hook's axis down, not up
+                best, dexterity = q, least
+        if best is None:
+            raise TaskError(f"casting needs the hook pointing down {height:.2f} m up over ({anchor[0]:.2f}, "
+                            f"{anchor[1]:.2f}) m (the {self.string_length:g} m string's ball {START_LIFT:g} m above "
+                            f"the cup's rim), which '{robot.name}' does not reach; choose an arm that does")
+        _STARTS[key] = best
+        return best.copy()
 
     def default_context(self) -> np.ndarray:
         """The default cup position (x, y) m."""
@@ -407,7 +474,7 @@ class Casting(Task[Cast]):
 
     def initialize_episode(self, model, data, context, rng) -> None:
         x, y = context
-        if np.hypot(x, y) < PEDESTAL_RADIUS + self.outer_radius:
+        if np.hypot(*(context - self.base_axis())) < PEDESTAL_RADIUS + self.outer_radius:
             raise TaskError(f"the cup at ({x:.4g}, {y:.4g}) m stands on the robot's pedestal; its centre must be "
                             f"at least {PEDESTAL_RADIUS + self.outer_radius:.3f} m from the base axis")
         edge = 3.0 - self.outer_radius
@@ -492,3 +559,4 @@ class Casting(Task[Cast]):
 
     def success(self, state: np.ndarray) -> bool:
         return bool(state[13] > 0.5)
+
