@@ -12,12 +12,12 @@ from functools import cache
 
 import mujoco
 import numpy as np
-from scipy.optimize import linprog
 
 from episodic.interface.robot import Robot, load_robot
 from episodic.task.kinematics import SiteIK
 
 REFERENCE_ROBOT = "wam"  # the robot whose frame the tasks' scene numbers are given in
+_PLACED: dict[tuple, str] = {}  # Needs.placed's answers, by test and robot (a process asks again and again)
 REACH_SAMPLES = 4096  # postures RobotFrame samples for an arm's reach (0.08 s)
 
 
@@ -173,7 +173,13 @@ class Needs:
                     f"flange's frame")
         if self.reach > 0 and RobotFrame.of(robot).reach < self.reach:
             return f"needs a reach of {self.reach:g} m, '{robot.name}' reaches {RobotFrame.of(robot).reach:.2f} m"
-        return "" if self.placed is None else self.placed(robot)
+        if self.placed is None:
+            return ""
+        key = (self.placed, robot.name, robot.sha256, robot.mjcf, robot.home.tobytes(), robot.range_lower.tobytes(),
+               robot.range_upper.tobytes(), robot.velocity_limit.tobytes(), robot.torque_limit.tobytes())
+        if key not in _PLACED:  # the task's own test may take seconds (inverse kinematics along a path)
+            _PLACED[key] = self.placed(robot)
+        return _PLACED[key]
 
     def describe(self) -> str:
         """One line: the needs as `episodic tasks` shows them."""
@@ -286,6 +292,7 @@ def least_share_rates(jacobian: np.ndarray, twist: np.ndarray, limits: np.ndarra
     """Joint rates (n_dofs,) rad/s that give ``jacobian`` (m, n_dofs) the motion ``twist`` (m,)
     with the smallest largest share of the joints' velocity ``limits`` (n_dofs,) rad/s (a linear
     program over the rates and that share); ValueError when no rates give it."""
+    from scipy.optimize import linprog  # SciPy's optimizers take a second to import: only here
     n = len(limits)
     bounds = np.hstack([np.vstack([np.eye(n), -np.eye(n)]), -np.concatenate([limits, limits])[:, None]])
     result = linprog(np.append(np.zeros(n), 1.0), A_ub=bounds, b_ub=np.zeros(2 * n),
