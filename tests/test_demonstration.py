@@ -101,7 +101,7 @@ def test_load_of_a_file_that_is_not_a_demonstration_says_which_and_why(tmp_path)
     with Runner(make_task("reach"), log=log):
         pass
     with pytest.raises(DemonstrationError, match=r"run.h5 is not a demonstration: its format attribute is "
-                                                 r"'episodic-log/1'.*episodic demonstrate --from-log"):
+                                                 r"'episodic-log/2'.*episodic demonstrate --from-log"):
         Demonstration.load(log)
     path = a_demonstration().save(tmp_path / "demo.h5")
     with h5py.File(path, "a") as f:
