@@ -50,6 +50,7 @@ from episodic.interface.commands import GainsCommand, StartCommand, TrajectoryCo
 from episodic.interface.robot import Robot, load_robot
 from episodic.interface.vocabulary import Feedforward
 from episodic.runtime.scene import build_scene
+from episodic.task.frame import RobotFrame
 from episodic.task.kinematics import SiteIK
 from episodic.tasks import make_task
 
@@ -60,6 +61,7 @@ SLACK = 0.015       # m, the ball would hang this far below the cup's bottom at 
 HOLD = 2.0          # s, the most held at the end while the ball settles
 UP = np.array([0.0, 0.0, 1.0])
 ITERATIONS = 1000   # the most inverse kinematics steps per point (near a singular posture it converges slowly)
+FINE_DAMPING = 1e-3  # the inverse kinematics' damping on arms other than the WAM (each point starts next to the last)
 
 
 def min_jerk_profile(t: np.ndarray, duration: float) -> np.ndarray:
@@ -91,12 +93,13 @@ def anchor_path(task, start: np.ndarray, cup: np.ndarray, move_time: float = MOV
     return path
 
 
-def joint_path(ik: SiteIK, q0: np.ndarray, path: np.ndarray) -> np.ndarray:
+def joint_path(ik: SiteIK, q0: np.ndarray, path: np.ndarray, damping: float = 0.02) -> np.ndarray:
     """Postures (n, n_dofs) putting the anchor on ``path`` with the hook's axis vertical, each
-    solved from the one before (ValueError when a point is out of reach)."""
+    solved from the one before with the inverse kinematics' ``damping`` (ValueError when a point
+    is out of reach)."""
     out, q = np.empty((len(path), len(q0))), q0
     for k, point in enumerate(path):
-        q, err = ik.solve(q, point, UP, tolerance=1e-11, iterations=ITERATIONS)
+        q, err = ik.solve(q, point, UP, tolerance=1e-11, iterations=ITERATIONS, damping=damping)
         if err > 1e-6:
             raise ValueError(f"the anchor's path leaves the arm's reach at {np.round(point, 3).tolist()} "
                              f"(error {err:.2g})")
@@ -121,7 +124,11 @@ def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, cup=None
     q0 = task.start_posture(robot)
     start, _ = ik.pose(q0)
     dt = robot.control_dt
-    q = joint_path(ik, q0, anchor_path(task, start, aim, move_time, lower_time, delay, dt))
+    # the WAM's path with SiteIK's damping, as it always was (its commands unchanged); another
+    # arm's with FINE_DAMPING: near a straight wrist (the Puma's on the way) the default damping
+    # makes each point take up to ITERATIONS steps
+    damping = 0.02 if RobotFrame.of(robot).is_reference() else FINE_DAMPING
+    q = joint_path(ik, q0, anchor_path(task, start, aim, move_time, lower_time, delay, dt), damping)
     full = np.vstack([q0, q])
     qd = np.gradient(full, dt, axis=0)
     qdd = np.gradient(qd, dt, axis=0)
