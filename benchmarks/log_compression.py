@@ -2,10 +2,11 @@
 
     python benchmarks/log_compression.py [--bic LOG] [--episodes 10] [--rounds 3] [--part filters|runner|tasks]
 
-1. Filters: the datasets of ``--episodes`` episodes of a ball-in-a-cup log (``--bic``; default a
+1. Filters: the columns of ``--episodes`` episodes of a ball-in-a-cup log (``--bic``; default a
    fresh one of the reference swing) and of a reach log (made here: three 1 s wave segments per
-   episode) are written to a new file per filter as the log writer writes them (one dataset per
-   HDF5 call, chunked and filtered as episodic.logs.compression.creation makes them), ``--rounds``
+   episode) are written to a new file per filter, one dataset per column as format-1 logs held
+   them (one HDF5 call each, chunked and filtered as episodic.logs.compression.creation makes
+   them; format 2 keeps the step columns in one table of rows, which compresses less), ``--rounds``
    times interleaved. Printed per log and filter: bytes per episode, ratio to plain, write CPU
    time per episode (process time, median of the rounds) and the time to read every dataset back.
 2. The runner: blocking Runners with a log, compression off and on (EPISODIC_LOG_FILTER=gzip)
@@ -28,6 +29,7 @@ import h5py
 import numpy as np
 
 from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.logs import read_episodes
 from episodic.logs.compression import DEFLATE_LEVEL, ENV, FILTERS, Filter, creation
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
@@ -49,20 +51,17 @@ CANDIDATES = [
 
 
 def datasets(path: Path, n: int) -> list[list[tuple[str, np.ndarray]]]:
-    """The datasets (path in its episode, values) of the first ``n`` episodes of the log at ``path``."""
+    """The arrays (a name in its episode, values) of the first ``n`` episodes of the log at
+    ``path``, read through episodic.logs (any log format): the initial state, each step column
+    and each segment column, one dataset each (format 1's layout: the filters compared on the
+    columns' own values)."""
     out = []
-    with h5py.File(path, "r") as f:
-        for name in sorted(f["episodes"])[:n]:
-            group = f["episodes"][name]
-            out.append([(key, group[key][()]) for key in dataset_names(group)])
+    for ep in read_episodes(path, list(range(n))):
+        arrays = [("initial_state", ep.initial_state)]
+        arrays += [(f"steps/{name}", values) for name, values in ep.steps.items()]
+        arrays += [(f"segments/{name}", values) for name, values in ep.segments.items()]
+        out.append([(key, values) for key, values in arrays if np.asarray(values).dtype.kind != "O"])
     return out
-
-
-def dataset_names(group: h5py.Group) -> list[str]:
-    """The paths of the datasets below ``group``, relative to it."""
-    names: list[str] = []
-    group.visititems(lambda key, item: names.append(key) if isinstance(item, h5py.Dataset) else None)
-    return names
 
 
 def write(episodes, path: Path, use: Filter | None) -> tuple[float, int]:
