@@ -209,3 +209,24 @@ def _quietly(call, *args) -> None:
         call(*args)
     except BaseException:  # noqa: BLE001, S110 - the runner is killed under it
         pass
+
+
+def test_a_writer_and_a_reader_in_one_process_take_turns(tmp_path):
+    """HDF5 locks a log against other processes only (a reader in the writer's process would share
+    its open file, and reading it while the writer thread changes or closes it can crash): in one
+    process a reader waits while the writer has the log open, and the writer while a reader has."""
+    from episodic.logs.writer import RunLog
+
+    log = RunLog(tmp_path / "turns.h5", {}, "ticks")
+    try:
+        assert log._open(wait=False)  # the writer has it open
+        with pytest.raises(BlockingIOError):
+            open_log(log.path, wait=0.05)
+        log._close_file()
+        with open_log(log.path, wait=0.05) as f:  # a reader has it open
+            assert "episodes" in f
+            assert not log._open(wait=False)
+        assert log._open(wait=False)
+        log._close_file()
+    finally:
+        log.close()

@@ -32,7 +32,9 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import json
+import os
 import platform
+import threading
 
 import h5py
 import numpy as np
@@ -235,3 +237,42 @@ def command_from_record(attrs: dict, arrays: dict):
     return c.TrajectoryCommand(**head, q=c.unchecked(arrays.get("q")), qd=arrays.get("qd"), qdd=arrays.get("qdd"),
                                rate=attrs.get("rate"), wait_time=attrs.get("wait_time", 0.0))
 
+
+# -- one process's writer and readers of a log take turns ---------------------------------------
+# HDF5 locks a file against other processes only: in the process that writes it, a reader's open
+# shares the writer's open file, and reading it while the writer thread changes or closes it can
+# crash. So a writer opens the log only while no reader of this process has it open, and a reader
+# opens it only while the writer of this process does not (both under IN_PROCESS).
+IN_PROCESS = threading.Lock()
+_WRITING: set[tuple[int, int]] = set()  # (device, inode) of the logs this process's writers have open
+
+
+def file_key(st: os.stat_result) -> tuple[int, int]:
+    """A file's identity in this process's bookkeeping: (device, inode)."""
+    return st.st_dev, st.st_ino
+
+
+def read_in_process(key: tuple[int, int]) -> bool:
+    """Whether this process has the file ``key`` (file_key) open for reading (HDF5's own list of
+    open files)."""
+    for file_id in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE):
+        try:
+            if file_key(os.stat(file_id.name)) == key:
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def writing(key: tuple[int, int], now: bool) -> None:
+    """Note that this process's writer has the file ``key`` open (``now``) or closed it (call
+    under IN_PROCESS)."""
+    if now:
+        _WRITING.add(key)
+    else:
+        _WRITING.discard(key)
+
+
+def written_in_process(key: tuple[int, int]) -> bool:
+    """Whether this process's writer has the file ``key`` open (call under IN_PROCESS)."""
+    return key in _WRITING

@@ -10,6 +10,7 @@ each episode, so a long replay never keeps the writer waiting."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -36,15 +37,18 @@ from episodic.interface.files import (
 from episodic.logs.episode import SEGMENT_FIELDS
 from episodic.logs.layout import (
     EPISODE_DTYPE,
+    IN_PROCESS,
     METADATA_CACHE,
     SUMMARY_DEFAULTS,
     SUMMARY_DTYPE,
     SUMMARY_NAMES,
     command_from_entry,
     decode_attr,
+    file_key,
     fix_metadata_cache,
     int_or,
     summary_row,
+    written_in_process,
 )
 
 
@@ -125,7 +129,14 @@ def _waiting(path: str | Path, opener: Callable[[], h5py.File], wait: float) -> 
     deadline = time.monotonic() + wait
     while True:
         try:
-            return opener()
+            with IN_PROCESS:  # this process's writer has it open: wait as for another process's
+                try:
+                    key = file_key(os.stat(path))
+                except OSError:
+                    key = None  # the opener says why
+                if key is not None and written_in_process(key):
+                    raise BlockingIOError(errno.EAGAIN, "this process's log writer has the file open")
+                return opener()
         except (OSError, HostileFileError) as exc:
             cause = exc.__context__ if isinstance(exc, HostileFileError) else exc  # open_hdf5's, raised on h5py's
             busy = isinstance(cause, BlockingIOError) or ("truncated file" in str(exc) and being_written(path))

@@ -35,13 +35,17 @@ from episodic.logs.episode import EpisodeBuffer
 from episodic.logs.layout import (
     EPISODE_DTYPE,
     FORMAT,
+    IN_PROCESS,
     SUMMARY_DTYPE,
     attrs_text,
     command_entry,
+    file_key,
     fix_metadata_cache,
     int_or,
+    read_in_process,
     segment_dtype,
     summary_row,
+    writing,
 )
 from episodic.logs.reader import LIVE_LOCK, being_written
 
@@ -151,7 +155,10 @@ class RunLog:
         self._busy_since: float | None = None  # when the writer first found a reader holding it
         self._warned = False  # whether the writer said so (BUSY_WARN)
         self._fd = _create(self.path, overwrite)
-        self._file = h5py.File(_by_descriptor(self._fd), "r+")
+        self._key = file_key(os.fstat(self._fd))
+        with IN_PROCESS:  # a new file: no reader has it yet
+            self._file = h5py.File(_by_descriptor(self._fd), "r+")
+            writing(self._key, True)
         fix_metadata_cache(self._file, WRITE_CACHE)
         for key, value in metadata.items():
             if key == "model_xml":
@@ -174,7 +181,11 @@ class RunLog:
                     return False
                 time.sleep(self._reopen - now)
             try:
-                self._file = h5py.File(_by_descriptor(self._fd), "r+")
+                with IN_PROCESS:  # a reader in this process has it open: wait as for another process's
+                    if read_in_process(self._key):
+                        raise BlockingIOError(errno.EAGAIN, "a reader in this process has the log open")
+                    self._file = h5py.File(_by_descriptor(self._fd), "r+")
+                    writing(self._key, True)
             except OSError as exc:
                 if not _busy(exc):
                     raise
@@ -196,8 +207,10 @@ class RunLog:
         """Flush and close the file (open until then), so that readers may open it."""
         if self._file is not None:
             self._tables.clear()
-            self._file.close()
-            self._file = None
+            with IN_PROCESS:
+                self._file.close()
+                self._file = None
+                writing(self._key, False)
 
     def _submit(self, what: str, pieces: Iterator[None], n_bytes: int = 0,
                 episode: EpisodeBuffer | None = None) -> None:
