@@ -40,6 +40,7 @@ from episodic.tools.relay import Faults
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 FAULTS = {
+    "warm-up": Faults(),  # the first episode through a fresh relay may lose states while the processes settle
     "none": Faults(),
     "delay 1 ms": Faults(delay=0.001),
     "delay 5 ms": Faults(delay=0.005),
