@@ -283,11 +283,6 @@ class Runner(Sender):
         """The id of the episode running now, or None."""
         return None if self.machine.episode is None else self.machine.episode.episode_id
 
-    def spare_time(self, budget: float) -> None:
-        """Use up to ``budget`` s of a tick's spare time (writing queued log pieces)."""
-        if self.log is not None:
-            self.log.work(budget)
-
     def _between_ticks(self) -> None:
         """After each paced control step (simulated or driven): write queued log pieces for up to
         TICK_LOG_SHARE of the time left before the next tick (s)."""
