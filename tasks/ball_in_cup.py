@@ -151,7 +151,6 @@ from typing import ClassVar
 
 import mujoco
 import numpy as np
-from scipy.interpolate import CubicSpline
 
 from episodic.interface.robot import Robot, load_robot
 from episodic.task import (
@@ -285,6 +284,8 @@ REFERENCE_SWING = Swing(step=0.4292, knots=np.array([
 def swing_trajectory(start: np.ndarray, swing: Swing, dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """q, qd, qdd (n, n_dofs) of ``swing`` from posture ``start`` sampled every dt s
     (t = dt .. duration)."""
+    from scipy.interpolate import CubicSpline  # SciPy's interpolators take a second to import: only here
+
     joints = list(SWING_JOINTS)
     knots = np.vstack([start[joints], np.asarray(swing.knots, float)])
     t = np.arange(len(knots)) * swing.step
