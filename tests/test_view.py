@@ -10,7 +10,9 @@ import contextlib
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -89,17 +91,17 @@ def arm_pixels(picture: np.ndarray) -> int:
     return int(grey[40:].sum())  # below the labels' line
 
 
-def shown(display: str, wanted, timeout: float = 60.0) -> np.ndarray:
+def shown(display: str, wanted, timeout: float = 60.0, describe=arm_pixels) -> np.ndarray:
     """The first screenshot of ``display`` for which ``wanted(picture)`` holds, taken every
-    0.2 s; fails after ``timeout`` s."""
-    import time
+    0.2 s; fails after ``timeout`` s saying what ``describe`` makes of the last one."""
 
     deadline = time.monotonic() + timeout
     while True:
         picture = screenshot(display)
         if wanted(picture):
             return picture
-        assert time.monotonic() < deadline, f"the view did not show what was expected within {timeout} s"
+        assert time.monotonic() < deadline, \
+            f"the view did not show what was expected within {timeout} s; the last screenshot: {describe(picture)}"
         time.sleep(0.2)
 
 
@@ -115,10 +117,16 @@ def test_the_view_shows_the_arm_and_changes_no_logged_number(display, tmp_path, 
         def shoot(earlier: list) -> np.ndarray:
             """The screen once it shows the arm where this episode left it (the window's process
             starts in seconds on a busy machine; then the view follows within 1/30 s)."""
-            return shown(display, lambda shot: arm_pixels(shot) > 500 and all(changed(shot, e) > 500 for e in earlier))
+            return shown(display, lambda shot: arm_pixels(shot) > 500 and all(changed(shot, e) > 500 for e in earlier),
+                         describe=lambda shot: f"{arm_pixels(shot)} arm pixels, "
+                                               f"{[changed(shot, e) for e in earlier]} changed from the earlier shots")
 
         run_episodes(plain.channel)
-        shots = run_episodes(viewed.channel, shoot)
+        try:
+            shots = run_episodes(viewed.channel, shoot)
+        except AssertionError as failure:  # with what the runner and the window's process said
+            viewed.stop()
+            raise AssertionError(f"{failure}\nthe viewed runner's stderr:\n{viewed.stderr_text()}") from None
         for runner in (plain, viewed):
             assert runner.stop() == 0, runner.stderr_text()  # the view closes cleanly on SIGTERM
     assert len(shots) == len(AMPLITUDES)  # each showed the arm, the second moved from the first
@@ -140,8 +148,22 @@ def test_the_view_in_realtime_mode(display, tmp_path, monkeypatch):
         assert runner.ready, runner.proc.stderr
         run_episodes(runner.channel)
         shown(display, lambda shot: arm_pixels(shot) > 500)
-        assert runner.stop() == 0, runner.stderr_text()
-    assert len(read_episodes(tmp_path / "realtime.h5")) == len(AMPLITUDES)
+        window = [pid for pid in children(runner.proc.pid)
+                  if b"episodic.tools.view" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(window) == 1, window
+        os.kill(window[0], signal.SIGKILL)  # the window dies: the runner says so and goes on
+        time.sleep(0.5)
+        run_episodes(runner.channel)
+        assert runner.stop() == 0
+        said = runner.stderr_text()
+        assert "the view's window closed (its process exited with code -9)" in said, said
+    assert len(read_episodes(tmp_path / "realtime.h5")) == 2 * len(AMPLITUDES)
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (Linux: /proc/PID/task/*/children)."""
+    return [int(child) for task in Path(f"/proc/{pid}/task").iterdir()
+            for child in (task / "children").read_text().split()]
 
 
 def test_without_a_display_the_view_says_what_to_do(tmp_path, monkeypatch):

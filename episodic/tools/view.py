@@ -140,6 +140,9 @@ class LiveView:
         period = 1.0 / VIEW_FPS
         while not self._stop.wait(period) and self.process.poll() is None:
             self._copy()
+        if not self._stop.is_set():  # the window went first: closed by its user, or failed
+            print(f"episodic: the view's window closed (its process exited with code {self.process.returncode}); "
+                  f"the runner goes on without it", file=sys.stderr, flush=True)
 
     @property
     def running(self) -> bool:
