@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -179,6 +180,7 @@ def task_sizes(n: int, folder: Path) -> None:
     from episodic.tasks import TASKS, reference_commands
     from episodic.tools.compact import compact
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the references are the repository's examples/
     names = ["gzip"] + (["blosc"] if FILTERS["blosc"].available() else [])
     print(f"\nsize per episode of each task's reference ({n} episodes): plain, {', '.join(names)}")
     for name, cls in TASKS.items():
