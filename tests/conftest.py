@@ -1,9 +1,13 @@
 """Shared fixtures (helpers shared by several modules are in tests/helpers.py), the fast loop's
 rule: a test not marked ``slow`` starts no process (subprocess, ``episodic serve``, fork), and the
-rule for several workers (pytest-xdist, ``-n``): a test marked ``serial`` runs alone."""
+rules for several workers (pytest-xdist, ``-n``): a test marked ``serial`` runs alone, and the
+modules go to the workers costliest first (tests/module_costs.json), so that no long module
+starts while the other worker runs out of work."""
 from __future__ import annotations
 
 import fcntl
+import json
+import os
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -83,6 +87,37 @@ class _Alone:
 
 
 _alone: list[_Alone] = []  # this worker's lock, when the run has several workers
+COSTS = Path(__file__).with_name("module_costs.json")  # s per module, as recorded below
+RECORD_COSTS = "EPISODIC_TEST_COSTS"  # a file to record this run's seconds per module in
+_costs: dict[str, float] = {}  # this run's seconds per module (setup + call + teardown)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The modules costliest first (a module's tests stay together and in order; modules not in
+    tests/module_costs.json last, by name): pytest-xdist's loadscope hands out the modules in this
+    order (pyproject.toml turns its own reordering, by number of tests, off)."""
+    costs = json.loads(COSTS.read_text()) if COSTS.exists() else {}
+    rank = {}
+    for item in items:
+        module = item.nodeid.partition("::")[0]
+        rank.setdefault(module, (-costs.get(Path(module).name, 0.0), len(rank)))
+    items.sort(key=lambda item: rank[item.nodeid.partition("::")[0]])
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With EPISODIC_TEST_COSTS set, sum each module's seconds (also the workers' reports, in the
+    controller): written at the end of the run, to refresh tests/module_costs.json from a run as CI
+    does it (``EPISODIC_TEST_COSTS=tests/module_costs.json python -m pytest``)."""
+    if os.environ.get(RECORD_COSTS):
+        module = Path(report.nodeid.partition("::")[0]).name
+        _costs[module] = _costs.get(module, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path = os.environ.get(RECORD_COSTS)
+    if path and _costs and getattr(session.config, "workerinput", None) is None:  # the controller
+        ranked = dict(sorted(((m, round(s, 1)) for m, s in _costs.items()), key=lambda kv: -kv[1]))
+        Path(path).write_text(json.dumps(ranked, indent=1) + "\n")
 
 
 def pytest_configure(config: pytest.Config) -> None:
