@@ -156,3 +156,19 @@ def reference_cases(expect_convergence: bool = False) -> list:
             marks.append(pytest.mark.xfail(strict=True, reason=cls.reference.not_converged))
         cases.append(pytest.param(name, marks=marks))
     return cases
+
+
+@contextlib.contextmanager
+def shared_runner(log: Path | None = None, *args: str, task: str = "reach") -> Iterator[ServedRunner]:
+    """`episodic serve --task TASK [--log LOG] ARGS...` serving, for the tests of a module that
+    need a runner that serves and leave it serving (a module-scoped fixture: one start-up, about
+    1.3 s of CPU, instead of one per test). Each test starts its own episodes (a start aborts an
+    episode left running). Its stderr goes to a temporary file (a long run never fills a pipe). On
+    leaving, the runner must still serve, exit with code 0 on SIGTERM and leave no shared-memory
+    object behind."""
+    before = shm_leftovers()
+    with ServedRunner(channel_name(), task=task, log=log, args=args) as runner:
+        yield runner
+        assert runner.proc.poll() is None, f"the shared runner exited:\n{runner.stderr_text()}"
+        assert runner.stop() == 0, runner.stderr_text()
+    assert shm_leftovers() == before, "the shared runner left shared-memory objects behind"

@@ -26,7 +26,17 @@ from episodic.interface.vocabulary import Flag, MachineState
 from episodic.logs import read_episodes
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
-from tests.helpers import ROOT, Served, assert_same_steps, channel_name, raw_channel, raw_exchange, shm_leftovers, wave
+from tests.helpers import (
+    ROOT,
+    Served,
+    assert_same_steps,
+    channel_name,
+    raw_channel,
+    raw_exchange,
+    shared_runner,
+    shm_leftovers,
+    wave,
+)
 
 pytestmark = pytest.mark.slow  # real `episodic serve` processes
 
@@ -41,9 +51,12 @@ def no_leftovers():
     assert shm_leftovers() == before, "a test left shared-memory objects behind"
 
 
-@pytest.fixture
-def served(tmp_path):
-    with Served(channel_name(), tmp_path / "served.h5", "--learner-timeout", "1") as s:
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One logging runner with a 1 s learner timeout for the tests below that need a runner
+    serving and leave it serving (each starts its own episodes; shared_runner checks at the end
+    that it still serves and exits cleanly)."""
+    with shared_runner(tmp_path_factory.mktemp("served") / "served.h5", "--learner-timeout", "1") as s:
         yield s
 
 
@@ -293,9 +306,9 @@ def test_silent_runner_gives_timeout_error_naming_the_channel(served):
         assert reply.flag == Flag.OK and reply.episode_id == 5
 
 
-def test_two_channels_side_by_side(tmp_path):
-    a, b = channel_name(), channel_name()
-    with Served(a, tmp_path / "a.h5"), Served(b, tmp_path / "b.h5"):
+def test_two_channels_side_by_side(served, tmp_path):
+    a, b = served.channel, channel_name()
+    with Served(b, tmp_path / "b.h5"):
         with Client(a) as ca, Client(b) as cb:
             ca.start_episode(context=[0.5, 0.2, 1.5], max_commands=2, episode_id=1)
             cb.start_episode(context=[0.6, -0.2, 1.3], max_commands=2, episode_id=2)
@@ -361,7 +374,7 @@ def test_bad_command_block_fields_get_the_invalid_flag(raw, field, value, words)
     served, chan, blocks = raw
     fill_valid_trajectory(blocks)
     blocks.command[field] = value
-    reply = raw_exchange(chan, blocks, 1_000)
+    reply = raw_exchange(chan, blocks)
     assert reply["flag"] == Flag.INVALID_PAYLOAD and words in reply["message"].item().decode()
     assert served.proc.poll() is None
 
@@ -370,10 +383,10 @@ def test_nan_and_context_over_the_limit(raw):
     served, chan, blocks = raw
     fill_valid_trajectory(blocks)
     blocks.command_arrays["q"][3, 2] = np.nan
-    assert raw_exchange(chan, blocks, 2_000)["flag"] == Flag.INVALID_PAYLOAD
+    assert raw_exchange(chan, blocks)["flag"] == Flag.INVALID_PAYLOAD
     blocks.command["kind"], blocks.command["index"] = 0, 0
     blocks.command["n_context"] = chan.layout.sizes.max_context + 1
-    assert raw_exchange(chan, blocks, 2_001)["flag"] == Flag.INVALID_PAYLOAD
+    assert raw_exchange(chan, blocks)["flag"] == Flag.INVALID_PAYLOAD
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -391,7 +404,7 @@ def test_random_command_bytes_never_break_the_runner(raw, data):
 def test_runner_still_serves_after_garbage(raw):
     served, chan, blocks = raw
     chan.mm[chan.layout.command_offset : chan.layout.command_offset + COMMAND.itemsize] = os.urandom(COMMAND.itemsize)
-    raw_exchange(chan, blocks, 3_000)
+    raw_exchange(chan, blocks)
     with Client(served.channel) as client:
         assert [r.flag for r in episode_over_bridge(client, 77, n_segments=1)] == [Flag.OK] * 2
 
