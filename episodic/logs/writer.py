@@ -125,7 +125,8 @@ class RunLog:
 
     The file is opened (through the descriptor kept from its creation, so a file put at ``path``
     later is never written) when a write is taken from the queue and closed when the queue is
-    empty (the "thread" writer: once it has stayed empty for LINGER_SECONDS), or after
+    empty (the "thread" writer: once it has stayed empty for LINGER_SECONDS; the "ticks" writer:
+    at the next tick, a piece of its own as the opening is), or after
     HOLD_SECONDS with writes still queued and then left closed for GAP_SECONDS:
     readers get the file between writes. A reader holding it open makes the writer wait (the
     "thread" writer's queue then fills and holds the learner back; the "ticks" writer tries again
@@ -255,11 +256,25 @@ class RunLog:
 
     def work(self, budget: float = float("inf")) -> bool:
         """Write pending pieces for up to ``budget`` s: one, then more while another as long as
-        the last one would still end within the budget; True while some remain."""
+        the last one would still end within the budget; True while some remain. For the "ticks"
+        writer opening the file and closing it are pieces of their own (each takes about half a
+        millisecond, a quarter of a 2 ms tick): a call that opens it writes only if the budget
+        still has room for a piece as long as the opening, and the call after the queue ran empty
+        closes it and does nothing else."""
         end = time.perf_counter() + budget
+        if self.writer == "ticks" and not self._pending:
+            self._close_file()
+            return False
         while self._pending:
             job = self._pending[0]
             started = time.perf_counter()
+            if self.writer == "ticks" and self._file is None:
+                if not self._open(wait=budget == float("inf")):
+                    break
+                now = time.perf_counter()
+                if 2 * now - started > end:
+                    break
+                started = now
             try:
                 if not self._open(wait=self.writer != "ticks" or budget == float("inf")):
                     break
@@ -274,7 +289,7 @@ class RunLog:
                 self._done(job)
                 self._failed(job.what, exc)
             if job is not (self._pending[0] if self._pending else None):  # a write ended: let readers in?
-                if not self._pending and self.writer != "thread":  # the thread closes it (_drain)
+                if not self._pending and self.writer == "inline":  # the thread (_drain) and the next tick close it
                     self._close_file()
                 elif time.monotonic() - self._opened > HOLD_SECONDS:
                     self._close_file()
