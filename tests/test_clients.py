@@ -38,7 +38,7 @@ from episodic.logs import read_episodes, read_metadata
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from episodic.tools.batch import evaluate
-from tests.helpers import ROOT, Served, assert_same_steps, channel_name, shm_leftovers, wave
+from tests.helpers import ROOT, Served, assert_same_steps, channel_name, shared_runner, shm_leftovers, wave
 from tests.test_bridge import ENDINGS, Seen, assert_endings, reachable_target
 from tests.test_channel_security import (
     ROOT_USER,
@@ -80,8 +80,32 @@ def my_leftovers() -> list[str]:
 
 @pytest.fixture(autouse=True)
 def no_leftovers():
+    before = my_leftovers()  # the module's shared runners' channels
     yield
-    assert my_leftovers() == [], "a test left shared-memory objects behind"
+    assert my_leftovers() == before, "a test left shared-memory objects behind"
+
+
+# Runners shared by the tests that need one serving and leave it serving (each test starts its own
+# episodes); the tests that read a runner's log, stop or kill it start their own.
+@pytest.fixture(scope="module")
+def reach_runner():
+    """reach on the WAM, evaluating batches on two threads (as clients/README.md serves the
+    population learner)."""
+    with shared_runner(None, "--threads", "2") as runner:
+        yield runner
+
+
+@pytest.fixture(scope="module")
+def ball_in_cup_runner():
+    with shared_runner(task="ball_in_cup") as runner:
+        yield runner
+
+
+@pytest.fixture(scope="module")
+def small_batch_runner():
+    """reach taking at most two episodes per batch (clients split larger populations)."""
+    with shared_runner(None, "--max-batch", "2") as runner:
+        yield runner
 
 
 @pytest.fixture(scope="session")
@@ -139,19 +163,18 @@ def cases(stdout: str) -> dict[str, tuple[str, str]]:
 
 
 @pytest.fixture(params=[VERSION - 1, VERSION + 1], ids=["previous", "next"])
-def wrong_version(request):
-    """A served channel whose header claims the previous or the next protocol version; the
-    runner and that version."""
-    with Served(channel_name()) as s:
-        chan = Channel.attach(s.channel)
-        blocks = Blocks(chan.mm, chan.layout)
-        blocks.header["version"] = request.param
-        try:
-            yield s, request.param
-        finally:
-            blocks.header["version"] = VERSION
-            blocks.release()
-            chan.mm.close()
+def wrong_version(request, reach_runner):
+    """The shared runner's channel, its header claiming the previous or the next protocol version
+    while the test runs; the runner and that version."""
+    chan = Channel.attach(reach_runner.channel)
+    blocks = Blocks(chan.mm, chan.layout)
+    blocks.header["version"] = request.param
+    try:
+        yield reach_runner, request.param
+    finally:
+        blocks.header["version"] = VERSION
+        blocks.release()
+        chan.mm.close()
 
 
 # -- C ---------------------------------------------------------------------------------------
@@ -173,11 +196,10 @@ def test_c_example_runs_a_reach_episode(c_example, tmp_path):
     assert (ended.group(2) == "solved") == bool(episode.attrs["success"])
 
 
-def test_c_example_evaluates_a_population(c_example):
+def test_c_example_evaluates_a_population(c_example, reach_runner):
     """`example CHANNEL 3`: after its episode, three episodes in one ep_evaluate call, with the
     next episode ids, each a 1 s segment of its own amplitude."""
-    with Served(channel_name()) as s:
-        out = subprocess.run([str(c_example), s.channel, "3"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([str(c_example), reach_runner.channel, "3"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     episode = int(re.search(r"^episode (\d+): return", out.stdout, flags=re.M).group(1))
     found = re.findall(r"^population episode (\d) \(id (\d+)\): return (-?[\d.]+), flag 0 \(OK\), 500 steps, "
@@ -229,17 +251,16 @@ def test_c_client_sees_a_dead_runner_whose_pid_was_reused(c_example):
     assert "has exited" in out.stderr and elapsed < 5  # a poll or so, not the example's 30 s timeout
 
 
-def test_c_client_takes_a_paused_lock_holder_over_once(c_example):
+def test_c_client_takes_a_paused_lock_holder_over_once(c_example, reach_runner):
     """A process holding the lock is stopped: the C example takes the lock over and runs its
     episode; the holder, continued, releases late; the lock never counts above 1."""
-    with Served(channel_name()) as s:
-        watch = LockWatch(s.channel)
-        try:
-            watch.pause()
-            out = subprocess.run([str(c_example), s.channel], capture_output=True, text=True, timeout=60)
-            assert watch.resume() == "released\nlocked again\n"
-        finally:
-            value = watch.close()
+    watch = LockWatch(reach_runner.channel)
+    try:
+        watch.pause()
+        out = subprocess.run([str(c_example), reach_runner.channel], capture_output=True, text=True, timeout=60)
+        assert watch.resume() == "released\nlocked again\n"
+    finally:
+        value = watch.close()
     assert out.returncode == 0 and out.stdout.count("flag 0 (OK)") == 4, out.stdout + out.stderr
     assert max(watch.values) <= 1 and value == 1, sorted(set(watch.values))
 
@@ -323,10 +344,9 @@ def build_c(source: str, folder: Path, name: str) -> Path:
     return folder / name
 
 
-def test_c_start_reply_gives_the_start_posture(tmp_path):
+def test_c_start_reply_gives_the_start_posture(ball_in_cup_runner, tmp_path):
     program = build_c(START_AT_THE_POSTURE_C, tmp_path, "start_posture")
-    with Served(channel_name(), task="ball_in_cup") as s:
-        out = subprocess.run([str(program), s.channel], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([str(program), ball_in_cup_runner.channel], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     assert_started_at_ball_in_cup_posture(postures(out.stdout))
 
@@ -417,17 +437,16 @@ def test_c_reply_that_ends_an_episode_says_how_and_the_logs_return(tmp_path):
 
 
 # -- Octave ----------------------------------------------------------------------------------
-def test_octave_start_reply_gives_the_start_posture(mex_dir):
-    with Served(channel_name(), task="ball_in_cup") as s:
-        code = f"""
-            epConnect('{s.channel}');
-            [~, ~, f, info] = epSendTrajectory([], 0, 0, 1, [], 10);
-            printf('START %d %d%s\\n', f, columns(info.posture), sprintf(' %.17g', info.posture));
-            [~, ~, f, info] = epSendTrajectory(repmat(info.posture, 100, 1), 0, 1, 1, [], 10);
-            printf('SEGMENT %d %d%s\\n', f, columns(info.posture), sprintf(' %.17g', info.posture));
-            epDisconnect();
-        """
-        out = run_octave(code, mex_dir)
+def test_octave_start_reply_gives_the_start_posture(mex_dir, ball_in_cup_runner):
+    code = f"""
+        epConnect('{ball_in_cup_runner.channel}');
+        [~, ~, f, info] = epSendTrajectory([], 0, 0, 1, [], 10);
+        printf('START %d %d%s\\n', f, columns(info.posture), sprintf(' %.17g', info.posture));
+        [~, ~, f, info] = epSendTrajectory(repmat(info.posture, 100, 1), 0, 1, 1, [], 10);
+        printf('SEGMENT %d %d%s\\n', f, columns(info.posture), sprintf(' %.17g', info.posture));
+        epDisconnect();
+    """
+    out = run_octave(code, mex_dir)
     assert_started_at_ball_in_cup_posture(postures(out.stdout))
 
 
@@ -499,55 +518,53 @@ def test_octave_episode_is_bit_identical_to_python(mex_dir, tmp_path):
         np.testing.assert_array_equal(fetched[name][:, 0], octave.steps["task_state"][:, i])
 
 
-def test_c_and_octave_are_refused_a_channel_another_client_holds(c_example, mex_dir):
+def test_c_and_octave_are_refused_a_channel_another_client_holds(c_example, mex_dir, reach_runner):
     """A Python client holds the channel: the C example and epConnect are refused with the holder's
     pid; once it lets go, the C example runs."""
-    with Served(channel_name()) as s:
-        with Client(s.channel, timeout=10):
-            c = subprocess.run([str(c_example), s.channel], capture_output=True, text=True, timeout=60)
-            octave = run_octave(f"expect_error('held', @() epConnect('{s.channel}'));", mex_dir)
-        holder = f"in use by another client (pid {os.getpid()})"
-        assert c.returncode != 0 and holder in c.stdout + c.stderr
-        assert "CASE held | episodic:channelInUse |" in octave.stdout and holder in octave.stdout
-        after = subprocess.run([str(c_example), s.channel], capture_output=True, text=True, timeout=60)
-        assert after.returncode == 0, after.stdout + after.stderr
+    with Client(reach_runner.channel, timeout=10):
+        c = subprocess.run([str(c_example), reach_runner.channel], capture_output=True, text=True, timeout=60)
+        octave = run_octave(f"expect_error('held', @() epConnect('{reach_runner.channel}'));", mex_dir)
+    holder = f"in use by another client (pid {os.getpid()})"
+    assert c.returncode != 0 and holder in c.stdout + c.stderr
+    assert "CASE held | episodic:channelInUse |" in octave.stdout and holder in octave.stdout
+    after = subprocess.run([str(c_example), reach_runner.channel], capture_output=True, text=True, timeout=60)
+    assert after.returncode == 0, after.stdout + after.stderr
 
 
-def test_octave_errors_name_the_problem(mex_dir, tmp_path):
-    with Served(channel_name(), tmp_path / "errors.h5") as s:
-        code = f"""
-            home = [0, 0.5876, 0, 1.36, 0, -0.321, -1.57];
-            q = repmat(home, 50, 1);
-            expect_error('before_connect', @() epSendTrajectory(q, 0, 1, 1, [], 5));
-            expect_error('no_channel', @() epConnect('no-such-channel'));
-            epConnect('{s.channel}');
-            [~, ~, f1, i1] = epSendTrajectory([], 0, 0, 2, [0.5 0.2 1.5], 10);
-            [~, ~, f2, i2] = epSendTrajectory([], 0, 0, 2, [0.5 0.2 1.5], 10);
-            printf('IDS %d %d %d\\n', f1, f2, i2.episode_id - i1.episode_id);
-            expect_error('width', @() epSendTrajectory(q(:, 1:6), 0, 1, 2, [], 5));
-            expect_error('transposed', @() epSendTrajectory(q.', 0, 1, 2, [], 5));
-            expect_error('qd_size', @() epSendTrajectory(struct('q', q, 'qd', q(1:10, :)), 0, 1, 2, [], 5));
-            expect_error('posture', @() epSendTrajectory([1 2 3], 0, 0, 2, [], 5));
-            expect_error('context', @() epSendTrajectory([], 0, 0, 2, zeros(1, 65), 5));
-            expect_error('gains', @() epSendController(ones(6, 3), 0, 1, 2, [], 5));
-            expect_error('gains_index', @() epSendController(ones(7, 3), 0, 0, 2, [], 5));
-            expect_error('mode', @() epSendController(ones(7, 3), 0, 1, 2, [], 5, 'magic'));
-            expect_error('timeout_arg', @() epSendTrajectory(q, 0, 1, 2, [], -1));
-            [~, ~, f] = epSendTrajectory(q, 0, 2, 2, [], 5);
-            printf('OUT_OF_ORDER %d\\n', f);
-            [~, ~, f, info] = epSendTrajectory([], 0, 0, 2, 1:5, 5);
-            printf('INVALID %d %s\\n', f, info.message);
-            [~, ~, fs] = epSendTrajectory([], 0, 0, 2);     % stateBuffer and timeOut left out: [], 30 s
-            [~, ~, fr] = epSendTrajectory([], 0, -1, 2);    % -1 resets
-            printf('NO_TIMEOUT %d RESET %d\\n', fs, fr);
-            expect_error('empty', @() epSendTrajectory([], 0, 1, 2));
-            expect_error('index', @() epSendTrajectory(q, 0, -2, 2));
-            epDisconnect();
-            expect_error('after_disconnect', @() epGetEpisode());
-        """
-        out = run_octave(code, mex_dir)
+def test_octave_errors_name_the_problem(mex_dir, reach_runner):
+    code = f"""
+        home = [0, 0.5876, 0, 1.36, 0, -0.321, -1.57];
+        q = repmat(home, 50, 1);
+        expect_error('before_connect', @() epSendTrajectory(q, 0, 1, 1, [], 5));
+        expect_error('no_channel', @() epConnect('no-such-channel'));
+        epConnect('{reach_runner.channel}');
+        [~, ~, f1, i1] = epSendTrajectory([], 0, 0, 2, [0.5 0.2 1.5], 10);
+        [~, ~, f2, i2] = epSendTrajectory([], 0, 0, 2, [0.5 0.2 1.5], 10);
+        printf('IDS %d %d %d\\n', f1, f2, i2.episode_id - i1.episode_id);
+        expect_error('width', @() epSendTrajectory(q(:, 1:6), 0, 1, 2, [], 5));
+        expect_error('transposed', @() epSendTrajectory(q.', 0, 1, 2, [], 5));
+        expect_error('qd_size', @() epSendTrajectory(struct('q', q, 'qd', q(1:10, :)), 0, 1, 2, [], 5));
+        expect_error('posture', @() epSendTrajectory([1 2 3], 0, 0, 2, [], 5));
+        expect_error('context', @() epSendTrajectory([], 0, 0, 2, zeros(1, 65), 5));
+        expect_error('gains', @() epSendController(ones(6, 3), 0, 1, 2, [], 5));
+        expect_error('gains_index', @() epSendController(ones(7, 3), 0, 0, 2, [], 5));
+        expect_error('mode', @() epSendController(ones(7, 3), 0, 1, 2, [], 5, 'magic'));
+        expect_error('timeout_arg', @() epSendTrajectory(q, 0, 1, 2, [], -1));
+        [~, ~, f] = epSendTrajectory(q, 0, 2, 2, [], 5);
+        printf('OUT_OF_ORDER %d\\n', f);
+        [~, ~, f, info] = epSendTrajectory([], 0, 0, 2, 1:5, 5);
+        printf('INVALID %d %s\\n', f, info.message);
+        [~, ~, fs] = epSendTrajectory([], 0, 0, 2);     % stateBuffer and timeOut left out: [], 30 s
+        [~, ~, fr] = epSendTrajectory([], 0, -1, 2);    % -1 resets
+        printf('NO_TIMEOUT %d RESET %d\\n', fs, fr);
+        expect_error('empty', @() epSendTrajectory([], 0, 1, 2));
+        expect_error('index', @() epSendTrajectory(q, 0, -2, 2));
+        epDisconnect();
+        expect_error('after_disconnect', @() epGetEpisode());
+    """
+    out = run_octave(code, mex_dir)
     found = cases(out.stdout)
-    ch = s.channel
+    ch = reach_runner.channel
     assert found["before_connect"][0] == "episodic:notConnected" and "epConnect" in found["before_connect"][1]
     assert found["no_channel"][0] == "episodic:noChannel"
     assert "no runner serves channel 'no-such-channel'" in found["no_channel"][1]
@@ -613,16 +630,14 @@ def readme_learner(heading: str, channel: str) -> str:
     return learner.replace(README_PATHS, "").replace("epConnect('default')", f"epConnect('{channel}')")
 
 
-def test_readme_octave_learner_runs_as_printed(mex_dir):
-    with Served(channel_name()) as s:
-        out = run_octave(readme_learner("A learner in Octave", s.channel), mex_dir)
+def test_readme_octave_learner_runs_as_printed(mex_dir, reach_runner):
+    out = run_octave(readme_learner("A learner in Octave", reach_runner.channel), mex_dir)
     lines = [line.split() for line in out.stdout.splitlines() if "reward" in line]
     assert len(lines) == 20 and all(line[-2:] == ["flag", "0"] for line in lines), out.stdout
 
 
-def test_readme_octave_population_learner_runs_as_printed(mex_dir):
-    with Served(channel_name(), None, "--threads", "2") as s:
-        out = run_octave(readme_learner("A population learner in Octave", s.channel), mex_dir)
+def test_readme_octave_population_learner_runs_as_printed(mex_dir, reach_runner):
+    out = run_octave(readme_learner("A population learner in Octave", reach_runner.channel), mex_dir)
     lines = re.findall(r"^(\d)  best return +(-?[\d.]+)  distance [\d.]+ m  flags \[0 0 0 0 0 0 0 0\]$", out.stdout,
                        flags=re.M)
     assert [int(g) for g, _ in lines] == [1, 2, 3, 4, 5], out.stdout
@@ -677,24 +692,23 @@ def test_octave_silent_then_dead_runner(mex_dir, tmp_path):
 
 
 @pytest.mark.serial
-def test_round_trip_time_octave_vs_python(mex_dir, capsys):
+def test_round_trip_time_octave_vs_python(mex_dir, reach_runner, capsys):
     """A 2 s segment (1000 x 7) and its log fetch, median of 20, from Octave and from Python."""
     n = 20
     q = wave(HOME, n=1000)
-    with Served(channel_name()) as s:
-        out = run_octave(f"round_trip('{s.channel}', {n})", mex_dir, timeout=120)
-        found = re.search(r"ROUNDTRIP ([\d.]+) SEND ([\d.]+)", out.stdout)
-        octave_median, octave_send = float(found.group(1)), float(found.group(2))
-        times, sends = [], []
-        with Client(s.channel, timeout=10) as client:
-            for _ in range(n + 1):
-                client.start_episode(context=CONTEXT, max_commands=1)
-                t0 = time.perf_counter()
-                reply = client.send_trajectory(q)
-                sends.append(time.perf_counter() - t0)
-                log = client.get_episode()
-                times.append(time.perf_counter() - t0)
-                assert reply.flag == Flag.OK and len(log["q"]) >= 1000
+    out = run_octave(f"round_trip('{reach_runner.channel}', {n})", mex_dir, timeout=120)
+    found = re.search(r"ROUNDTRIP ([\d.]+) SEND ([\d.]+)", out.stdout)
+    octave_median, octave_send = float(found.group(1)), float(found.group(2))
+    times, sends = [], []
+    with Client(reach_runner.channel, timeout=10) as client:
+        for _ in range(n + 1):
+            client.start_episode(context=CONTEXT, max_commands=1)
+            t0 = time.perf_counter()
+            reply = client.send_trajectory(q)
+            sends.append(time.perf_counter() - t0)
+            log = client.get_episode()
+            times.append(time.perf_counter() - t0)
+            assert reply.flag == Flag.OK and len(log["q"]) >= 1000
     python_median, python_send = statistics.median(times[1:]), statistics.median(sends[1:])
     with capsys.disabled():
         print(f"\nround trip of a 2 s segment (1000 x 7) with its log, median of {n}: "
@@ -1046,16 +1060,15 @@ def run_c_batch(program: Path, channel: str, folder: Path, *logs: int) -> subpro
                           timeout=60)
 
 
-def test_c_batch_is_bit_identical_to_python(c_batch, batch_reference, tmp_path):
+def test_c_batch_is_bit_identical_to_python(c_batch, batch_reference, reach_runner, tmp_path):
     """A population sent with ep_evaluate (episode 0 and 3's logs fetched with ep_get_batch_log)
     gives, bit for bit, the results of episodic.tools.batch.evaluate and of Client.evaluate."""
     population, reference = batch_reference
-    with Served(channel_name(), None, "--threads", "2") as s:
-        with Client(s.channel, timeout=30) as client:
-            sizes = client.sizes
-            bridged = client.evaluate(population)
-        write_population(tmp_path, sizes, population)
-        out = run_c_batch(c_batch, s.channel, tmp_path, 0, 3)
+    with Client(reach_runner.channel, timeout=30) as client:
+        sizes = client.sizes
+        bridged = client.evaluate(population)
+    write_population(tmp_path, sizes, population)
+    out = run_c_batch(c_batch, reach_runner.channel, tmp_path, 0, 3)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SIZES 256 4096 2097152" in out.stdout and "FIT 6" in out.stdout
     found, ids = c_records(tmp_path, len(sizes.state_names))
@@ -1065,22 +1078,21 @@ def test_c_batch_is_bit_identical_to_python(c_batch, batch_reference, tmp_path):
     assert_same_log(tmp_path, "log0_", reference[0].steps)
 
 
-def test_c_batch_larger_than_the_runner_takes_is_split(c_batch, batch_reference, tmp_path):
+def test_c_batch_larger_than_the_runner_takes_is_split(c_batch, batch_reference, small_batch_runner, tmp_path):
     """Against `episodic serve --max-batch 2` the population goes in three batches with the same
     results; the last batch's logs are kept, an earlier one's log is refused saying why."""
     population, reference = batch_reference
-    with Served(channel_name(), None, "--max-batch", "2") as s:
-        with Client(s.channel, timeout=30) as client:
-            write_population(tmp_path, client.sizes, population)
-        out = run_c_batch(c_batch, s.channel, tmp_path, 4, 0)
+    with Client(small_batch_runner.channel, timeout=30) as client:
+        write_population(tmp_path, client.sizes, population)
+    out = run_c_batch(c_batch, small_batch_runner.channel, tmp_path, 4, 0)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SIZES 2 4096 2097152" in out.stdout and "FIT 2" in out.stdout
     found, _ = c_records(tmp_path, 4)
     assert found == [record(r) for r in reference]
     assert f"LOG 4 {reference[4].n_steps} 0" in out.stdout
     assert_same_log(tmp_path, "log4_", reference[4].steps)
-    assert (f"LOGERROR 0 ep_get_batch_log: episode 0 went to the runner on channel '{s.channel}' in an earlier "
-            f"batch than the last (episodes 4 to 5)") in out.stderr
+    assert (f"LOGERROR 0 ep_get_batch_log: episode 0 went to the runner on channel '{small_batch_runner.channel}' "
+            f"in an earlier batch than the last (episodes 4 to 5)") in out.stderr
 
 
 def test_c_batch_to_a_realtime_runner_is_refused(c_batch, tmp_path):
@@ -1133,24 +1145,23 @@ def octave_records(folder: Path, name: str, n_state: int) -> tuple[list[dict], l
     return out, rows[:, 4].astype(int).tolist()
 
 
-def test_octave_batch_is_bit_identical_to_python(mex_dir, tmp_path):
+def test_octave_batch_is_bit_identical_to_python(mex_dir, small_batch_runner, tmp_path):
     """epEvaluateBatch, split into batches of two by the runner's size, gives the results and
     the logs of episodic.tools.batch.evaluate bit for bit, with and without the options."""
     episode_id = 7000
     files, first, second = octave_population(episode_id)
     for name, value in files.items():
         np.ascontiguousarray(value, dtype="<f8").tofile(tmp_path / f"{name}.bin")
-    with Served(channel_name(), None, "--max-batch", "2") as s:
-        out = run_octave(f"""
-            batch_episodes('{s.channel}', '{tmp_path}', {episode_id});
-            epConnect('{s.channel}');
-            Q = zeros(10, 7, 2);
-            expect_error('width', @() epEvaluateBatch(Q(:, 1:6, :), []));
-            expect_error('qd', @() epEvaluateBatch(Q, [], 'Qd', Q(:, :, 1)));
-            expect_error('contexts', @() epEvaluateBatch(Q, ones(3, 3)));
-            expect_error('postures', @() epEvaluateBatch(Q, [], 'postures', ones(6, 2)));
-            expect_error('option', @() epEvaluateBatch(Q, [], 'speed', 2));
-            epDisconnect();""", mex_dir)
+    out = run_octave(f"""
+        batch_episodes('{small_batch_runner.channel}', '{tmp_path}', {episode_id});
+        epConnect('{small_batch_runner.channel}');
+        Q = zeros(10, 7, 2);
+        expect_error('width', @() epEvaluateBatch(Q(:, 1:6, :), []));
+        expect_error('qd', @() epEvaluateBatch(Q, [], 'Qd', Q(:, :, 1)));
+        expect_error('contexts', @() epEvaluateBatch(Q, ones(3, 3)));
+        expect_error('postures', @() epEvaluateBatch(Q, [], 'postures', ones(6, 2)));
+        expect_error('option', @() epEvaluateBatch(Q, [], 'speed', 2));
+        epDisconnect();""", mex_dir)
     found = cases(out.stdout)
     assert found["width"] == ("episodic:size", "epEvaluateBatch: Q must be samples x 7 x N (one row per time step, "
                               "one column per joint, one page per episode), got 10 x 6 x 2")
