@@ -20,10 +20,12 @@ from episodic.interface.columns import step_widths
 from episodic.interface.commands import Kind, StartCommand, TrajectoryCommand
 from episodic.interface.vocabulary import Flag
 from episodic.logs import read_episodes
-from tests.helpers import ROOT, Served, channel_name, shm_leftovers, wave
+from tests.helpers import ROOT, Served, channel_name, shared_runner, shm_leftovers, wave
 
-# served runners and client processes; paced or timed, so alone on the machine
-pytestmark = [pytest.mark.slow, pytest.mark.serial]
+pytestmark = pytest.mark.slow  # served runners and client processes
+# a realtime runner paces its segments to the wall clock and the learner's timeouts are set against
+# them: those tests run alone on the machine
+realtime = pytest.mark.serial
 
 HOME = np.array([0, 0.5876, 0, 1.36, 0, -0.321, -1.57])
 
@@ -45,22 +47,29 @@ def learner_process(channel: str, code: str) -> subprocess.Popen:
     return proc
 
 
-def test_a_second_client_is_refused_naming_the_holder_and_a_dead_holders_hold_is_released():
-    with Served(channel_name()) as s:
-        holder = learner_process(s.channel, "import time\ntime.sleep(60)")
-        try:
-            with pytest.raises(ChannelInUse, match=rf"channel '{s.channel}' is in use by another client "
-                                                   rf"\(pid {holder.pid}\)"):
-                Client(s.channel)
-        finally:
-            holder.kill()
-            holder.wait()
-        with Client(s.channel, timeout=10) as client:  # the kernel dropped the dead holder's lock
-            assert client.start_episode(max_commands=1).flag == Flag.OK
-        with Client(s.channel, timeout=10) as client:  # and a closed client's
-            assert client.reset().flag == Flag.ABORTED_BY_LEARNER
+@pytest.fixture(scope="module")
+def served():
+    """A blocking runner shared by the tests below that leave it serving."""
+    with shared_runner() as runner:
+        yield runner
 
 
+def test_a_second_client_is_refused_naming_the_holder_and_a_dead_holders_hold_is_released(served):
+    holder = learner_process(served.channel, "import time\ntime.sleep(60)")
+    try:
+        with pytest.raises(ChannelInUse, match=rf"channel '{served.channel}' is in use by another client "
+                                               rf"\(pid {holder.pid}\)"):
+            Client(served.channel)
+    finally:
+        holder.kill()
+        holder.wait()
+    with Client(served.channel, timeout=10) as client:  # the kernel dropped the dead holder's lock
+        assert client.start_episode(max_commands=1).flag == Flag.OK
+    with Client(served.channel, timeout=10) as client:  # and a closed client's
+        assert client.reset().flag == Flag.ABORTED_BY_LEARNER
+
+
+@realtime
 def test_a_new_client_never_takes_a_dead_learners_reply(tmp_path):
     """The learner dies while its 3 s segment runs (real time); the next client's start is run and
     answered as its own, not with the dead learner's reply."""
@@ -81,6 +90,7 @@ def test_a_new_client_never_takes_a_dead_learners_reply(tmp_path):
     assert list(episodes[2].segments["index"]) == [1]
 
 
+@realtime
 def test_realtime_commands_sent_faster_than_segments_all_run_once(tmp_path):
     """Each 1 s segment times out after 0.2 s and the learner sends the next at once: a command
     written while the runner has not taken the previous one is not sent (the learner says so and
@@ -109,11 +119,11 @@ def test_realtime_commands_sent_faster_than_segments_all_run_once(tmp_path):
     assert list(segments["index"]) == [1, 2, 3, 4] and list(segments["flag"]) == [Flag.OK] * 4
 
 
-def test_a_reply_must_echo_the_command_it_answers():
+def test_a_reply_must_echo_the_command_it_answers(served):
     """A reply block whose seq matches but whose kind differs (a reply the runner wrote for another
     command) is refused, not accepted."""
-    with Served(channel_name()) as s, Client(s.channel, timeout=10) as client:
-        os.kill(s.proc.pid, signal.SIGSTOP)
+    with Client(served.channel, timeout=10) as client:
+        os.kill(served.proc.pid, signal.SIGSTOP)
         try:
             client.timeout = 0.3
             with pytest.raises(TimeoutError):
@@ -125,7 +135,7 @@ def test_a_reply_must_echo_the_command_it_answers():
             with pytest.raises(ProtocolError, match="is for kind 1, index 0, episode 8; expected kind 0"):
                 client._wait_reply(StartCommand(8, 1), time.monotonic() + 1)
         finally:
-            os.kill(s.proc.pid, signal.SIGCONT)
+            os.kill(served.proc.pid, signal.SIGCONT)
 
 
 @pytest.mark.parametrize("name", ["ab\ncd", "ab\n", "", "x" * 65, "a b", "a/b", "ä"])
