@@ -5,19 +5,23 @@ EXIT_BOUND s, leaves no shared-memory object behind and logs the unfinished epis
 Flag.INTERRUPTED."""
 from __future__ import annotations
 
+import itertools
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from episodic.bridge import Client, RunnerGone
+from episodic.bridge.channel import object_paths
 from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.interface.vocabulary import Flag
 from episodic.logs import read_episodes
 from episodic.tools.served import ServedRunner
-from tests.helpers import Served, channel_name, shm_leftovers, wave
+from tests.helpers import channel_name, shm_leftovers, wave
 
 pytestmark = pytest.mark.slow  # runner processes
 
@@ -35,7 +39,50 @@ IN_SEGMENT = 0.5     # s the segment runs before the signal
 def no_leftovers():
     before = shm_leftovers()
     yield
+    assert set(shm_leftovers()) <= set(before)  # a test may end a spare runner (below), never leave one of its own
+
+
+class Spares:
+    """Blocking runners, each logging to its own file, for the tests below that signal one: they
+    start side by side ahead of those tests (their start-up is not what those tests time, and it
+    would be spent alone on the machine). ``take()`` gives one ready, or starts one when none is
+    left (a test run on its own)."""
+
+    def __init__(self, folder: Path, n: int):
+        self.folder, self._numbers = folder, itertools.count()
+        self.waiting = [self._start() for _ in range(n)]
+        for runner, _ in self.waiting:
+            runner.wait_ready()
+
+    def _start(self) -> tuple[ServedRunner, Path]:
+        log = self.folder / f"{next(self._numbers)}.h5"
+        return ServedRunner(channel_name(), task="reach", log=log, mode="blocking"), log
+
+    def take(self) -> tuple[ServedRunner, Path]:
+        """A served blocking runner no test has used, and its log."""
+        return self.waiting.pop(0) if self.waiting else self._start()
+
+
+@pytest.fixture(scope="module")
+def spares(tmp_path_factory) -> Iterator[Spares]:
+    before = shm_leftovers()
+    out = Spares(tmp_path_factory.mktemp("spares"), len(SIGNALS) + 2)  # the blocking cases of the two tests
+    yield out
+    for runner, _ in out.waiting:
+        runner.close()
     assert shm_leftovers() == before
+
+
+def test_spare_runners_start_side_by_side_and_serve(spares):
+    """Run first, beside other tests: the runners the serial tests below signal are started."""
+    channels = {runner.channel for runner, _ in spares.waiting}
+    assert len(channels) == len(spares.waiting) and all(runner.ready for runner, _ in spares.waiting)
+
+
+def own_objects(channel: str) -> set[str]:
+    """The shared-memory objects and semaphores (as shm_leftovers names them) named after ``channel``."""
+    base = Path(object_paths(channel)["shm"]).name
+    return {n for n in shm_leftovers() if (name := n.removeprefix("sem.")) == base or name.startswith(base + ".")}
 
 
 def signal_and_time(runner: ServedRunner, sig: int) -> float:
@@ -49,10 +96,14 @@ def signal_and_time(runner: ServedRunner, sig: int) -> float:
 @pytest.mark.serial  # wall-clock paced in realtime mode, and the exit timed: alone on the machine
 @pytest.mark.parametrize("mode", ["blocking", "realtime"])
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: signal.Signals(s).name)
-def test_a_signal_during_an_episode_stops_cleanly_and_logs_it(tmp_path, sig, mode):
-    log = tmp_path / "run.h5"
-    before = shm_leftovers()
-    with Served(channel_name(), log, "--mode", mode) as s, Client(s.channel, timeout=30) as client:
+def test_a_signal_during_an_episode_stops_cleanly_and_logs_it(spares, tmp_path, sig, mode):
+    if mode == "blocking":
+        runner, log = spares.take()
+    else:  # a realtime runner ticks while it waits: started here
+        log = tmp_path / "run.h5"
+        runner = ServedRunner(channel_name(), task="reach", log=log, mode=mode)
+    with runner as s, Client(s.channel, timeout=30) as client:
+        before = set(shm_leftovers()) - own_objects(s.channel)
         assert client.start_episode(max_commands=2, episode_id=5).flag == Flag.OK
         replies = []
         if mode == "blocking":  # the episode waits for its second segment
@@ -68,7 +119,7 @@ def test_a_signal_during_an_episode_stops_cleanly_and_logs_it(tmp_path, sig, mod
         print(f"{signal.Signals(sig).name} in {mode} mode: exit {took * 1e3:.0f} ms after the signal")
         assert s.proc.returncode == 0, s.stderr_text()
         assert took < EXIT_BOUND
-        assert shm_leftovers() == before  # removed by the runner itself
+        assert set(shm_leftovers()) == before  # its own removed by the runner itself
         if mode == "realtime":
             sender.join(10)
             (reply,) = replies
@@ -104,13 +155,13 @@ def test_a_signal_at_start_up_leaves_no_objects(tmp_path, mode):
 
 @pytest.mark.serial  # the exit timed: alone on the machine
 @pytest.mark.parametrize("work", ["segment", "batch"])
-def test_a_signal_ends_a_long_compiled_run_within_a_control_step(tmp_path, work):
+def test_a_signal_ends_a_long_compiled_run_within_a_control_step(spares, work):
     """A blocking runner in the compiled loop (one 20 000-sample segment held 60 s: 50 000
     control steps, about 2 s of computing; or a batch of eight of them, 15 s) gets SIGTERM
     0.3 s in: it stops before the loop's next control step and exits within EXIT_BOUND, its own
     unfinished episode logged INTERRUPTED (the runner used to finish the command first)."""
-    log = tmp_path / "run.h5"
-    with Served(channel_name(), log) as s, Client(s.channel, timeout=120) as client:
+    runner, log = spares.take()
+    with runner as s, Client(s.channel, timeout=120) as client:
         start = client.start_episode(max_commands=1, episode_id=7)
         q = wave(start.posture, n=20_000, amplitude=0.05)
         if work == "segment":
