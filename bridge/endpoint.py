@@ -78,6 +78,8 @@ class Endpoint:
                       *(batch_sizes or ()))
         self.channel = Channel.create(channel, Layout(sizes))
         self.blocks = Blocks(self.channel.mm, self.channel.layout)
+        # each log-block column as the per-step blocks hold it: (max_log_steps,) or (max_log_steps, width)
+        self._log_columns = {name: view[:, 0] if view.shape[1] == 1 else view for name, view in self.blocks.log.items()}
         self._cursor = StepCursor()
         self._log_rows = 0
         self._truncated = False  # the episode in the log block outgrew it
@@ -251,8 +253,8 @@ class Endpoint:
         steps = self._batch_logs[position]  # {} for an episode that never started: no rows
         n = len(steps["time"]) if steps else 0
         take = min(n, self.channel.layout.sizes.max_log_steps)
-        for name, view in self.blocks.log.items() if take else ():
-            view[:take] = np.reshape(steps[name][:take], (take, view.shape[1]))
+        for name, column in self._log_columns.items() if take else ():
+            column[:take] = steps[name][:take]
         self._cursor, self._log_rows, self._truncated = StepCursor(), take, False
         return reply, take < n
 
@@ -278,26 +280,22 @@ class Endpoint:
     # -- the log block ---------------------------------------------------------
     def _update_log(self) -> bool:
         """Copy the steps the current (or last) episode added since the previous call into the log
-        block, each column in one go however many per-step blocks hold them; True when the
-        episode has outgrown the log block."""
+        block, each piece of each column straight into its rows (no joined copy in between); True
+        when the episode has outgrown the log block."""
         cursor, blocks = self.runner.steps_since(self._cursor)
         if cursor.episode != self._cursor.episode:
             self._log_rows, self._truncated = 0, False
         self._cursor = cursor
-        pieces, room = [], self.channel.layout.sizes.max_log_steps - self._log_rows
+        at, end, columns = self._log_rows, self.channel.layout.sizes.max_log_steps, self._log_columns
         for block in blocks:
             n = len(block["time"])
-            take = min(n, room)
+            take = min(n, end - at)
             self._truncated |= take < n
             if take > 0:
-                pieces.append((block, take))
-                room -= take
-        if pieces:
-            rows = slice(self._log_rows, self._log_rows + sum(take for _, take in pieces))
-            for name, view in self.blocks.log.items():
-                parts = [block[name][:take] for block, take in pieces]
-                np.concatenate(parts, out=view[rows] if parts[0].ndim == 2 else view[rows, 0])
-            self._log_rows = rows.stop
+                for name, column in columns.items():
+                    column[at:at + take] = block[name][:take]
+                at += take
+        self._log_rows = at
         return self._truncated
 
     def close(self) -> None:
@@ -307,5 +305,6 @@ class Endpoint:
             self._watcher.join()
         if self.blocks.header is not None:
             self.blocks.header["status"] = 2
+        self._log_columns = {}
         self.blocks.release()
         self.channel.close()
