@@ -301,6 +301,7 @@ def info(log: str) -> None:
     in one read (a log written before /summary is read episode by episode). A damaged or
     foreign file is refused with the reason."""
     import h5py
+    import numpy as np
 
     from episodic.interface.files import member
     from episodic.interface.vocabulary import Flag
@@ -346,13 +347,19 @@ def info(log: str) -> None:
         if timed:
             head += f" {TIMING_HEAD}"
         lines = ["", head, "-" * len(head)]
-        for row in (dict(zip(rows.dtype.names or (), values)) for values in rows.tolist()):
-            flag = row["flag"]
-            name = Flag(flag).name if flag in Flag._value2member_map_ else str(flag)
-            mark = "*" if f"{row['number']:06d}" in partial else ""
-            lines.append(f"{row['number']:>7} {row['episode_id']:>8} {row['return']:>12.5g} {name + mark:<18} "
-                         f"{'yes' if row['success'] else 'no':>7} {row['n_steps']:>7} {row['wall_time'] * 1e3:>9.1f}"
-                         + (f" {_batch_place(row):>9}" if batched else "") + (f" {_timing(row)}" if timed else ""))
+        flags = {flag: Flag(flag).name if flag in Flag._value2member_map_ else str(flag)
+                 for flag in np.unique(rows["flag"]).tolist()}
+        marked = {int(name) for name in partial}
+        columns = {name: rows[name].tolist() for name in rows.dtype.names or ()}
+        for i, (number, flag) in enumerate(zip(columns["number"], columns["flag"])):
+            name = flags[flag] + ("*" if number in marked else "")
+            line = (f"{number:>7} {columns['episode_id'][i]:>8} {columns['return'][i]:>12.5g} {name:<18} "
+                    f"{'yes' if columns['success'][i] else 'no':>7} {columns['n_steps'][i]:>7} "
+                    f"{columns['wall_time'][i] * 1e3:>9.1f}")
+            if batched or timed:
+                row = {key: values[i] for key, values in columns.items()}
+                line += (f" {_batch_place(row):>9}" if batched else "") + (f" {_timing(row)}" if timed else "")
+            lines.append(line)
         lines.append(f"{int(rows['success'].astype(bool).sum())} of {len(rows)} episodes successful")
         click.echo("\n".join(lines))  # one write: a line each costs more than the rest of a long table
     if partial:

@@ -179,18 +179,39 @@ def _table_rows(f: h5py.File) -> dict[str, int]:
             for name in ("initial_states", "steps", "segments", "commands")}
 
 
+def _last_rows(episodes: h5py.Dataset) -> np.ndarray:
+    """The rows of a table of episodes in number order, one per number (the last written,
+    should one be written twice): as _index, in one array."""
+    table = read_array(episodes)
+    _, last = np.unique(table["number"][::-1], return_index=True)
+    return table[len(table) - 1 - last]
+
+
+# the run-wide table each row of /episodes names rows of: (table, first row's field, rows' field or "" for one)
+SPANS = (("initial_states", "initial_state", ""), ("steps", "steps_start", "n_steps"),
+         ("segments", "segments_start", "n_segments"), ("commands", "commands_start", "n_commands"))
+
+
+def _rows_problems(f: h5py.File, table: np.ndarray) -> dict[str, str]:
+    """_row_problem of every row of ``table`` (rows of /episodes) that has one, by number as
+    group name: the rows' spans checked at once, only the rows outside a table looked at one by one."""
+    lengths = _table_rows(f)
+    bad = np.zeros(len(table), bool)
+    for name, first, count in SPANS:
+        start = table[first]
+        n = table[count] if count else np.ones_like(start)
+        bad |= (n != 0) & ~((start >= 0) & (n >= 0) & (start <= lengths[name] - n))
+    return {f"{int(row['number']):06d}": _row_problem(f, row, lengths) for row in table[bad]}
+
+
 def _row_problem(f: h5py.File, row: np.void, rows: dict[str, int] | None = None) -> str:
     """Why the episode of a row of /episodes cannot be read, '' when it can: the rows it names
     must lie inside the tables (the writer appends them before the row, a damaged file may not
     hold them); ``rows``: _table_rows(f), when known."""
     rows = _table_rows(f) if rows is None else rows
-    spans = (("initial_states", row["initial_state"], 1), ("steps", row["steps_start"], row["n_steps"]),
-             ("segments", row["segments_start"], row["n_segments"]),
-             ("commands", row["commands_start"], row["n_commands"]))
-    for name, start, n in spans:
-        if not n:
-            continue
-        if not 0 <= start <= start + n <= rows[name]:
+    for name, first, count in SPANS:
+        start, n = int(row[first]), int(row[count]) if count else 1
+        if n and not 0 <= start <= start + n <= rows[name]:
             return f"its rows {start}..{start + n - 1} of /{name} are not in the file"
     return ""
 
@@ -272,10 +293,8 @@ def partial_episodes(path: str | Path) -> dict[str, str]:
     with _open_read(path) as f:
         episodes = _episodes(f)
         if isinstance(episodes, h5py.Dataset):
-            rows = _table_rows(f)
-            found = ((f"{number:06d}", _row_problem(f, row, rows)) for number, row in _index(episodes).items())
-        else:
-            found = ((name, episode_problem(_episode_group(episodes, name))) for name in episodes)
+            return _rows_problems(f, _last_rows(episodes))
+        found = ((name, episode_problem(_episode_group(episodes, name))) for name in episodes)
         return {name: problem for name, problem in found if problem}
 
 
@@ -290,11 +309,10 @@ def read_summary(path: str | Path) -> tuple[np.ndarray, dict[str, str]]:
         episodes = _episodes(f)
         partial: dict[str, str] = {}
         if isinstance(episodes, h5py.Dataset):  # the table: rows its /summary lacks from their attributes
-            index = _index(episodes)
-            lengths = _table_rows(f)
-            partial = {f"{n:06d}": problem for n, row in index.items() if (problem := _row_problem(f, row, lengths))}
-            known = set(rows["number"].tolist())
-            missing = [summary_row(n, _attrs_of(row)) for n, row in index.items() if n not in known]
+            table = _last_rows(episodes)
+            partial = _rows_problems(f, table)
+            missing = [summary_row(int(row["number"]), _attrs_of(row))
+                       for row in table[~np.isin(table["number"], rows["number"])]]
             if missing:
                 rows = np.sort(np.concatenate([rows, np.array(missing, dtype=SUMMARY_DTYPE)]), order="number")
             return rows, partial
