@@ -79,6 +79,25 @@ def test_spare_runners_start_side_by_side_and_serve(spares):
     assert len(channels) == len(spares.waiting) and all(runner.ready for runner, _ in spares.waiting)
 
 
+@pytest.mark.parametrize("mode", ["blocking", "realtime"])
+def test_a_signal_at_start_up_leaves_no_objects(tmp_path, mode):
+    """Signals sent from just before to just after the channel is created (timed from one
+    start-up just before; a busier machine moves the moments, not what must hold) leave nothing."""
+    before = shm_leftovers()
+    first = ServedRunner(channel_name(), task="reach", mode=mode)
+    start = time.perf_counter()
+    first.wait_ready()
+    start_up = time.perf_counter() - start  # s until the channel exists and the banner is out
+    first.close()
+    for i, sig in enumerate(SIGNALS):  # around the moment the channel is created
+        runner = ServedRunner(channel_name(), task="reach", mode=mode, log=tmp_path / f"{i}.h5")
+        time.sleep(start_up * (0.88 + 0.08 * i))
+        runner.proc.send_signal(sig)
+        runner.proc.wait(timeout=30)
+        assert shm_leftovers() == before, (signal.Signals(sig).name, runner.stderr_text())
+        runner.close()
+
+
 def own_objects(channel: str) -> set[str]:
     """The shared-memory objects and semaphores (as shm_leftovers names them) named after ``channel``."""
     base = Path(object_paths(channel)["shm"]).name
@@ -132,25 +151,6 @@ def test_a_signal_during_an_episode_stops_cleanly_and_logs_it(spares, tmp_path, 
         logged = np.count_nonzero(ep.steps["index"] == 1)
         assert ep.segments["flag"][-1] == Flag.INTERRUPTED and logged == reply.n_steps
         assert 0.5 * IN_SEGMENT / DT < logged < (signalled - sent + 0.2) / DT
-
-
-@pytest.mark.parametrize("mode", ["blocking", "realtime"])
-def test_a_signal_at_start_up_leaves_no_objects(tmp_path, mode):
-    """Signals sent from just before to just after the channel is created (timed from one
-    start-up just before; a busier machine moves the moments, not what must hold) leave nothing."""
-    before = shm_leftovers()
-    first = ServedRunner(channel_name(), task="reach", mode=mode)
-    start = time.perf_counter()
-    first.wait_ready()
-    start_up = time.perf_counter() - start  # s until the channel exists and the banner is out
-    first.close()
-    for i, sig in enumerate(SIGNALS):  # around the moment the channel is created
-        runner = ServedRunner(channel_name(), task="reach", mode=mode, log=tmp_path / f"{i}.h5")
-        time.sleep(start_up * (0.88 + 0.08 * i))
-        runner.proc.send_signal(sig)
-        runner.proc.wait(timeout=30)
-        assert shm_leftovers() == before, (signal.Signals(sig).name, runner.stderr_text())
-        runner.close()
 
 
 @pytest.mark.serial  # the exit timed: alone on the machine
