@@ -71,13 +71,13 @@ def test_a_second_client_is_refused_naming_the_holder_and_a_dead_holders_hold_is
 
 @realtime
 def test_a_new_client_never_takes_a_dead_learners_reply(tmp_path):
-    """The learner dies while its 3 s segment runs (real time); the next client's start is run and
+    """The learner dies while its 1.5 s segment runs (real time); the next client's start is run and
     answered as its own, not with the dead learner's reply."""
     with Served(channel_name(), tmp_path / "rt.h5", "--mode", "realtime") as s:
         dead = learner_process(s.channel, (
             "r = c.start_episode(max_commands=1000, episode_id=1)\n"
             "c.timeout = 0.2\n"
-            "try:\n    c.send_trajectory(wave(r.posture, n=1500, amplitude=0.05))\n"
+            "try:\n    c.send_trajectory(wave(r.posture, n=750, amplitude=0.05))\n"
             "except TimeoutError:\n    import os; os.kill(os.getpid(), 9)\n"))
         assert dead.wait(30) == -signal.SIGKILL, dead.stderr.read()
         with Client(s.channel, timeout=20) as client:
