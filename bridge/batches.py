@@ -12,10 +12,10 @@ from operator import itemgetter
 import numpy as np
 
 from episodic.bridge.blocks import Blocks
-from episodic.bridge.codec import command_from, command_parts
+from episodic.bridge.codec import command_from, command_parts, flag_of
 from episodic.bridge.layout import BATCH_COMMAND, BATCH_RESULT, COMMAND_ARRAYS, MESSAGE_BYTES, BatchCommandFields, Sizes
 from episodic.interface.commands import Command, Kind, MalformedCommand
-from episodic.interface.vocabulary import EpisodeResult, Flag
+from episodic.interface.vocabulary import EpisodeResult
 
 # a command's arrays in the value pool: the command block's (each present only when the command has it)
 ARRAYS = {array.name: array for array in COMMAND_ARRAYS}
@@ -117,7 +117,9 @@ def _pooled_command(s: Sizes, c: BatchCommandFields, pool: np.ndarray,
         sizes = {"context": context, "kp": s.n_dofs, "kd": s.n_dofs, "ki": s.n_dofs * c.has_ki}
     at, arrays = c.values, {}
     for name, tail in tails.items():
-        size = sizes.get(name, 0)
+        if name not in sizes:
+            continue  # the command has no such array (and command_from reads none)
+        size = sizes[name]
         if at + size > pool.size:
             return MalformedCommand(c.episode_id, c.index, c.max_commands,
                                     reason=f"the command's arrays run past the batch's n_values {pool.size}")
@@ -144,17 +146,22 @@ def encode_results(blocks: Blocks, results: Sequence[EpisodeResult], batch_numbe
 
 
 def decode_results(blocks: Blocks, n_episodes: int) -> list[EpisodeResult]:
-    """The results of the batch's ``n_episodes`` episodes (the inverse of encode_results)."""
+    """The results of the batch's ``n_episodes`` episodes (the inverse of encode_results), each
+    table read column by column (a row's fields one by one cost a numpy scalar each)."""
     names = blocks.layout.sizes.state_names
-    results = blocks.batch_tables["results"][:n_episodes].copy()
-    replies, states = blocks.batch_tables["replies"], blocks.batch_tables["states"]
+    results = blocks.batch_tables["results"][:n_episodes]
+    r = {name: results[name].tolist() for name in BATCH_RESULT.names or ()}
+    replies = blocks.batch_tables["replies"][:max(map(sum, zip(r["first_reply"], r["n_replies"])), default=0)]
+    rewards, steps = replies["reward"], replies["n_steps"]
+    flags = [flag_of(f) for f in replies["flag"].tolist()]
+    states = blocks.batch_tables["states"]
     out = []
-    for r in results:
-        rows = slice(int(r["first_reply"]), int(r["first_reply"]) + int(r["n_replies"]))
+    for i in range(n_episodes):
+        first = r["first_reply"][i]
+        rows = slice(first, first + r["n_replies"][i])
         out.append(EpisodeResult(
-            episode_return=float(r["episode_return"]), rewards=replies["reward"][rows].copy(),
-            flags=tuple(Flag(int(f)) for f in replies["flag"][rows]), task_states=states[rows].copy(),
-            command_steps=replies["n_steps"][rows].astype(int), flag=Flag(int(r["flag"])),
-            message=bytes(r["message"]).rstrip(b"\0").decode(errors="replace"), success=bool(r["success"]),
-            n_steps=int(r["n_steps"]), state_names=names))
+            episode_return=r["episode_return"][i], rewards=rewards[rows].copy(), flags=tuple(flags[rows]),
+            task_states=states[rows].copy(), command_steps=steps[rows].astype(int), flag=flag_of(r["flag"][i]),
+            message=r["message"][i].rstrip(b"\0").decode(errors="replace"), success=bool(r["success"][i]),
+            n_steps=r["n_steps"][i], state_names=names))
     return out

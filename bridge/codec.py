@@ -238,12 +238,17 @@ def decode_reply(blocks: Blocks) -> ReplyBlock:
     """Read the reply block (the inverse of encode_reply)."""
     r = ReplyFields._make(REPLY_STRUCT.unpack_from(blocks.buf, blocks.layout.reply_offset))
     message = r.message.partition(b"\0")[0]  # NUL-padded (a C string): cheaper than stripping 256 bytes
-    reply = Reply(r.episode_id, r.index, _member(_FLAGS, Flag, r.flag), r.reward,
+    reply = Reply(r.episode_id, r.index, flag_of(r.flag), r.reward,
                   blocks.reply_arrays["state"].copy(), r.n_steps, bool(r.episode_done),
                   message.decode(errors="replace"),
                   _member(_STATES, MachineState, r.machine_state), blocks.reply_arrays["posture"].copy(),
                   bool(r.success), r.episode_return)
     return ReplyBlock(r.seq, r.kind, reply, r.log_rows, bool(r.log_truncated))
+
+
+def flag_of(value: int) -> Flag:
+    """The Flag with ``value`` (ValueError when there is none), by a dict lookup."""
+    return _member(_FLAGS, Flag, value)
 
 
 def _member(members: dict, enum: type, value: int):
