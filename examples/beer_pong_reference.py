@@ -70,6 +70,8 @@ from episodic.interface.robot import Robot, load_robot
 from episodic.interface.trajectory import min_jerk, min_jerk_duration
 from episodic.interface.vocabulary import Feedforward
 from episodic.runtime.scene import build_scene
+from episodic.task import TaskError
+from episodic.task.frame import RobotFrame, least_share_rates, reference_frame, tool_ik
 from episodic.tasks import make_task
 
 RELEASE_POINT = (0.55, 1.80)       # m, the ball's centre at the release: from the base axis, height
@@ -226,6 +228,8 @@ def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, cup=None
     blended along its profile) perturb it (the noise table)."""
     robot = load_robot(robot) if isinstance(robot, str) else robot
     task = make_task("beer_pong", params)
+    if not RobotFrame.of(robot).is_reference():
+        return arm_commands(robot, task, episode_id, cup)
     cup = np.array([task.cup_x, task.cup_y] if cup is None else cup, float)
     point = RELEASE_POINT if point is None else point
     if velocity is None:
@@ -249,6 +253,130 @@ def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, cup=None
         GainsCommand(episode_id, 1, 3, robot.kp, robot.kd, feedforward=Feedforward.FEEDFORWARD),
         TrajectoryCommand(episode_id, 2, 3, windup.q, windup.qd, windup.qdd),
         TrajectoryCommand(episode_id, 3, 3, q_stroke, q_stroke_d, q_stroke_dd, wait_time=FLIGHT_WAIT),
+    ]
+
+
+ARM_UPWARD = (RELEASE_VELOCITY[1], 0.0)  # m/s, the upward release speeds an arm other than the WAM tries
+ARM_SEEDS = 64                    # seeded postures (and the home) its release posture is searched from
+ARM_STROKE_TIME = 0.6             # s, the stroke's duration on an arm other than the WAM
+ARM_LIFT = 0.12                   # m, the least height of the release point over the table (an arm short of the WAM's)
+
+
+def _free_throw(scene, task, q, cup, position, velocity) -> float:
+    """m, where a ball let go at ``position`` (3,) m with ``velocity`` (3,) m/s comes down through
+    the rim plane of the cup at ``cup`` (x, y) m after one table bounce, along the horizontal
+    direction from the ball's start toward the cup, from the cup's axis (negative: short); nan
+    when it never does. The cup taken away (a throw that would strike it is scored where it
+    would pass), the arm held at ``q`` (n_dofs,) rad (throw_miss)."""
+    model, data, robot = scene.model, mujoco.MjData(scene.model), task._robot
+    toward = np.array([*(np.asarray(cup) - position[:2]), 0.0])
+    toward /= np.linalg.norm(toward)
+    data.qpos[scene.qpos_adr] = q
+    data.ctrl[scene.actuator] = robot.kp * q
+    try:
+        task.reset(model, data, np.array([0.0, *cup]), np.random.default_rng(0))
+    except TaskError:  # the ball held against the arm: it is placed below, its start is all that counts here
+        pass
+    data.act[:] = 0.0
+    foot = data.mocap_pos[0].copy()
+    data.mocap_pos[0, 2] -= 10.0
+    ball = model.joint("ball")
+    qa, va = int(ball.qposadr[0]), int(ball.dofadr[0])
+    data.qpos[qa : qa + 3] = position
+    data.qvel[va : va + 6] = [*velocity, 0.0, 0.0, 0.0]
+    mujoco.mj_forward(model, data)
+    touch = scene.sensors["bp_on_table"]
+    bounces, touching, height = 0, False, np.inf
+    for _ in range(int(FLIGHT_WAIT / model.opt.timestep)):
+        mujoco.mj_step(model, data)
+        now = data.sensordata[touch][0] > 0
+        bounces += now and not touching
+        touching = now
+        local = task.cup_coordinates(data.qpos[qa : qa + 3][None], foot[None])[0]
+        before, height = height, local[2] - task.cup_height
+        if bounces > 1 or data.qpos[qa + 2] < task.table_height - 0.1:
+            return float("nan")
+        if bounces == 1 and before > 0 >= height:
+            return float((data.qpos[qa : qa + 3] - foot) @ toward)
+    return float("nan")
+
+
+def arm_release(robot: Robot, task, cup) -> tuple:
+    """The release of a throw by an arm other than the WAM toward the cup at ``cup`` (x, y) m
+    (the task's scene built for ``robot``): the ball's centre ``RELEASE_POINT`` placed (its
+    distance from the base axis scaled by the reaches, RobotFrame; its height the WAM's above the
+    first joint scaled alike, but at least ``ARM_LIFT`` over the table); for each upward speed of
+    ``ARM_UPWARD`` the speed toward the cup that brings the ball down on the cup's axis after one
+    bounce (a bisection on free throws, :func:`_free_throw`), then the posture that gives it:
+    the holder's site at the point, the flange's axis along the velocity, the joint rates of the
+    least largest share of the velocity limits (least_share_rates) from ``ARM_SEEDS`` seeded
+    inverse kinematics starts. Returns (release posture (n_dofs,) rad, joint rates (n_dofs,)
+    rad/s, velocity (3,) m/s, share) of the least share; ValueError when no throw lands."""
+    frame, wam = RobotFrame.of(robot), reference_frame()
+    scale = frame.reach / wam.reach
+    toward = np.array([*(np.asarray(cup) - frame.anchor[:2]), 0.0])
+    toward /= np.linalg.norm(toward)
+    height = max(frame.anchor[2] + scale * (RELEASE_POINT[1] - wam.anchor[2]), task.table_height + ARM_LIFT)
+    point = np.array([*(frame.anchor[:2] + scale * RELEASE_POINT[0] * toward[:2]), height])
+    scene = build_scene(robot, task)
+    ik = tool_ik(robot, task.add_tool, "hold")
+    starts = np.vstack([robot.home, np.random.default_rng(0).uniform(robot.range_lower, robot.range_upper,
+                                                                     (ARM_SEEDS, robot.n_dofs))])
+    candidates: list[tuple] = []
+    for up in ARM_UPWARD:
+        low, high, speed = 0.3, 4.0, None
+        for _ in range(16):
+            middle = (low + high) / 2
+            miss = _free_throw(scene, task, robot.home, cup, point, middle * toward + [0.0, 0.0, up])
+            if abs(miss) < 0.003:
+                speed = middle
+                break
+            low, high = (middle, high) if miss < 0 else (low, middle)
+        if speed is None:
+            continue
+        velocity = speed * toward + [0.0, 0.0, up]
+        for start in starts:
+            q, error = ik.solve(start, point, iterations=200)
+            if error > 1e-6 or np.any(q < robot.range_lower + 0.3) or np.any(q > robot.range_upper - 0.3):
+                continue
+            try:
+                rates = least_share_rates(ik.jacobian(q)[:3], velocity, robot.velocity_limit)
+            except ValueError:
+                continue
+            ends = q + np.outer([-1.0, 1.0], rates) * ARM_STROKE_TIME / 3.75  # the stroke's start and end
+            if np.any(ends < robot.range_lower) or np.any(ends > robot.range_upper):
+                continue
+            share = float(np.max(np.abs(rates) / robot.velocity_limit))
+            candidates.append((share, len(candidates), q, rates, velocity))
+    data = mujoco.MjData(scene.model)
+    for share, _, q, rates, velocity in sorted(candidates, key=lambda c: c[:2]):
+        try:  # the held ball clear of everything at the stroke's start (the task refuses a start where it touches)
+            data.qpos[scene.qpos_adr] = q - rates * ARM_STROKE_TIME / 3.75
+            task.reset(scene.model, data, np.array([0.0, *cup]), np.random.default_rng(0))
+        except TaskError:
+            continue
+        return q, rates, velocity, share
+    raise ValueError(f"no throw from {np.round(point, 3).tolist()} m lands in the cup at "
+                     f"{np.round(cup, 3).tolist()} m for {robot.name}")
+
+
+def arm_commands(robot: Robot, task, episode_id: int = 1, cup=None) -> list:
+    """The reference episode on an arm other than the WAM (:func:`arm_release`), as
+    reference_commands: the gain set with the motion's inverse dynamics, a minimum-jerk wind-up
+    from the start posture to the back of the stroke, and the stroke: a straight line in joint
+    space through the release posture along the release's joint rates, on a minimum-jerk profile
+    of ``STROKE_TIME`` s peaking at them at its middle, where the ball is let go."""
+    build_scene(robot, task)  # the scene placed for the robot
+    cup = task.default_context()[1:] if cup is None else np.asarray(cup, float)
+    release, rates, _, _ = arm_release(robot, task, cup)
+    half = ARM_STROKE_TIME / 3.75
+    s = min_jerk(np.array([-half]), np.array([half]), ARM_STROKE_TIME, robot.control_dt)
+    q_stroke, q_stroke_d, q_stroke_dd = release + s.q * rates, s.qd * rates, s.qdd * rates
+    release_step = len(s.q) // 2
+    return [
+        StartCommand(episode_id, 2, posture=q_stroke[0], context=np.array([release_step * robot.control_dt, *cup])),
+        GainsCommand(episode_id, 1, 2, robot.kp, robot.kd, feedforward=Feedforward.FEEDFORWARD),
+        TrajectoryCommand(episode_id, 2, 2, q_stroke, q_stroke_d, q_stroke_dd, wait_time=FLIGHT_WAIT),
     ]
 
 

@@ -105,13 +105,14 @@ aborts and the like end the episode unsolved (as in every task).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import mujoco
 import numpy as np
 
 from episodic.interface.robot import Robot
+from episodic.runtime.scene import build_scene
 from episodic.task import (
     Camera,
     Episode,
@@ -138,6 +139,7 @@ from episodic.task.contact import (
     solref_for_restitution,
 )
 from episodic.task.contract import BALL_COLUMNS
+from episodic.task.frame import RobotFrame, reference_frame
 from episodic.task.sl import SLMap
 
 HOLD_OFFSET = 0.07     # m, the held ball's centre out from the flange along its axis
@@ -151,6 +153,9 @@ CUP_WALLS = 16         # boxes that make the cup's wall
 CUP_WALL = 0.004       # m, the wall boxes' (collision) thickness, outward from the inner cone
 CUP_BOTTOM = 0.004     # m, the bottom's thickness
 MISS_DISTANCE = 1.0    # m, the score of a throw that is never scored, and the largest one counted
+START_TRIES = 64        # postures about the home an arm other than the WAM tries for its start
+START_SPREAD = 0.5      # rad, their spread about the home
+_STARTS: dict[tuple, np.ndarray] = {}  # BeerPong.start_posture's on arms other than the WAM
 HOLD_ACTUATORS = ("hold_x", "hold_y", "hold_z")
 # columns of the reward's memory (BeerPongEpisode.rows)
 _TIME, _TOUCH, _BOUNCES, _HEIGHT, _X, _Y, _SCORED, _RESTING = range(8)
@@ -183,8 +188,10 @@ class BeerPong(Task[BeerPongEpisode]):
     )
     summary: ClassVar[str] = "throw a ball so that it bounces once on a table and lands in a cup."
     needs: ClassVar[Needs] = Needs(robots=("wam",), why=(
-            "the table, the cup and the throw are placed for the WAM's reach at WAM joint angles; not "
-            "yet placed in another robot's frame"))
+        "on another arm the scene is placed in its frame and examples/beer_pong_reference.py plans a throw, but "
+        "none succeeds yet: the Panda's plan needs 0.79 of its velocity limits and panda_joint7 overshoots its "
+        "limit while tracking it; the UR5's needs 4.0 m/s from 0.12 m over the table, 1.31 times its wrist "
+        "joints' limits; the Puma's throw lands 0.28 m from the cup's axis"))
     camera: ClassVar[Camera] = {"lookat": (1.1, 0.0, 1.05), "distance": 2.2, "azimuth": 115, "elevation": -12}
     sl: ClassVar[SLMap] = SLMap(("cup x m", "cup y m", "action cost weight", "bounce noise"), ("release_time", 0, 1),
                                 states=tuple(BALL_COLUMNS) + ("cup_x", "cup_y", None))
@@ -257,6 +264,28 @@ class BeerPong(Task[BeerPongEpisode]):
                                 f"pad_spacing, pad_radius or pads smaller")
 
     # -- the playing surface ----------------------------------------------------
+    def _placed(self, xy) -> np.ndarray:
+        """(2,) m, a horizontal point ``xy`` (x, y) m of the scene's numbers (given for the WAM)
+        placed for the robot the scene is built for: itself on the WAM (and before any scene is
+        built); on another arm its offset from the WAM's base axis, scaled by the ratio of the
+        reaches (RobotFrame), from that arm's base axis, along the world's axes (each arm's first
+        joint turns about the vertical: it throws toward the table wherever it faces at home)."""
+        xy = np.asarray(xy, float)
+        frame = None if self._robot is None else RobotFrame.of(self._robot)
+        if frame is None or frame.is_reference():
+            return np.array([xy[0], xy[1]])
+        wam = reference_frame()
+        return frame.anchor[:2] + frame.reach / wam.reach * (xy - wam.anchor[:2])
+
+    @property
+    def table_centre(self) -> np.ndarray:
+        """(2,) m, the table's centre (x, y), placed: (table_x, table_y) on the WAM; on another arm
+        its near end's middle placed (:meth:`_placed`), the table its own size beyond it."""
+        half = np.array([self.table_length / 2, 0.0])
+        if self._robot is None or RobotFrame.of(self._robot).is_reference():
+            return np.array([self.table_x, self.table_y])
+        return self._placed(np.array([self.table_x, self.table_y]) - half) + half
+
     @property
     def table_rotation(self) -> np.ndarray:
         """(3, 3) the table's frame (and the cup's) in the world: x along its length, z its
@@ -272,12 +301,13 @@ class BeerPong(Task[BeerPongEpisode]):
     def surface_point(self, xy) -> np.ndarray:
         """(3,) m, the point of the (tilted) playing surface above the world point ``xy`` (x, y) m."""
         x, y = float(xy[0]), float(xy[1])
-        return np.array([x, y, self.table_height + (x - self.table_x) * np.tan(self.table_tilt)])
+        return np.array([x, y, self.table_height + (x - self.table_centre[0]) * np.tan(self.table_tilt)])
 
     def _local(self, xy) -> np.ndarray:
         """(2,) m, the surface's coordinates (along its length and width, from its centre) of the
         point of it above the world point ``xy``."""
-        return np.array([(xy[0] - self.table_x) / np.cos(self.table_tilt), xy[1] - self.table_y])
+        centre = self.table_centre
+        return np.array([(xy[0] - centre[0]) / np.cos(self.table_tilt), xy[1] - centre[1]])
 
     def _on_table(self, xy, radius: float) -> bool:
         """Whether a disc of ``radius`` m on the surface centred above ``xy`` lies within its outline."""
@@ -286,7 +316,8 @@ class BeerPong(Task[BeerPongEpisode]):
 
     def pad_centres(self) -> np.ndarray:
         """(pads, 2) m, the world x, y of the pads' centres (none with the whole top)."""
-        return np.array([[self.pad_x + k * self.pad_spacing, self.pad_y] for k in range(self.pads)]).reshape(-1, 2)
+        pad_x, pad_y = self._placed([self.pad_x, self.pad_y])
+        return np.array([[pad_x + k * self.pad_spacing, pad_y] for k in range(self.pads)]).reshape(-1, 2)
 
     def cup_coordinates(self, ball: np.ndarray, cup: np.ndarray) -> np.ndarray:
         """(n, 3) m, the ball's centres ``ball`` (n, 3) m in the cup's frame at ``cup`` (n, 3) m (the
@@ -298,8 +329,9 @@ class BeerPong(Task[BeerPongEpisode]):
         foot = self.cup_bottom_radius + CUP_WALL
         if not self._on_table(cup, foot):
             margin = np.array([self.table_length * np.cos(self.table_tilt), self.table_width]) / 2 - foot
+            x, y = self.table_centre
             raise TaskError(f"the cup at {np.round(cup, 4).tolist()} m stands off the table: its axis must lie "
-                            f"within x {self.table_x} +- {margin[0]:.4g} m and y {self.table_y} +- "
+                            f"within x {x:.4g} +- {margin[0]:.4g} m and y {y:.4g} +- "
                             f"{margin[1]:.4g} m (the context's cup_x, cup_y, or the parameters without one)")
 
     # -- scene ---------------------------------------------------------------
@@ -318,7 +350,7 @@ class BeerPong(Task[BeerPongEpisode]):
         timestep = spec.option.timestep
         self._add_table(spec)
         cup = self._add_cup(spec)
-        ball = add_free_ball(spec, "ball", [self.table_x, self.table_y, 0.5], self.ball_radius, self.ball_mass,
+        ball = add_free_ball(spec, "ball", [*self.table_centre, 0.5], self.ball_radius, self.ball_mass,
                              rgba=[1.0, 0.55, 0.1, 1], contype=1, conaffinity=1)
         ball.inertia = [2.0 / 3.0 * self.ball_mass * self.ball_radius**2] * 3  # a thin shell
         ball.add_site(name="ball", pos=[0, 0, 0])
@@ -347,7 +379,7 @@ class BeerPong(Task[BeerPongEpisode]):
         turned by ``table_tilt`` about the y axis through the surface's centre, on four legs."""
         L, W, h, t = self.table_length, self.table_width, self.table_height, TABLE_TOP
         tilt, rotation, look = self.table_tilt, self.table_rotation, dict(rgba=[0.1, 0.25, 0.45, 1])
-        table = spec.worldbody.add_body(name="table", pos=[self.table_x, self.table_y, 0.0])
+        table = spec.worldbody.add_body(name="table", pos=[*self.table_centre, 0.0])
 
         def on_surface(u: float, v: float) -> list[float]:  # the centre of a slab of the top, table's body frame
             return (np.array([0.0, 0.0, h]) + rotation @ [u, v, -t / 2]).tolist()
@@ -371,7 +403,7 @@ class BeerPong(Task[BeerPongEpisode]):
         """The cup: a mocap body whose frame lies on the table at the cup's axis; returns its
         geoms' names (they touch only the ball, through its pairs)."""
         rb, rr, H, w, tb = self.cup_bottom_radius, self.cup_rim_radius, self.cup_height, CUP_WALL, CUP_BOTTOM
-        cup = spec.worldbody.add_body(name="cup", mocap=True, pos=self.surface_point([self.cup_x, self.cup_y]),
+        cup = spec.worldbody.add_body(name="cup", mocap=True, pos=self.surface_point(self.default_context()[1:]),
                                       quat=self.table_quat)
         if self.pads:  # on a broken surface the cup stands on a piece of the table top of its foot's size
             cup.add_geom(name="cup_stand", type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[rb + w, TABLE_TOP / 2, 0],
@@ -419,9 +451,35 @@ class BeerPong(Task[BeerPongEpisode]):
             act.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE  # its control stays 0: no one sets it
 
     # -- episode start ---------------------------------------------------------
+    def start_posture(self, robot: Robot) -> np.ndarray:
+        """The robot's home on the WAM. On another arm the home if the held ball is clear of
+        everything there, else the first of ``START_TRIES`` postures drawn about the home (a normal
+        spread of ``START_SPREAD`` rad per joint, within the range, a generator seeded with 0)
+        where it is; TaskError when none is."""
+        if RobotFrame.of(robot).is_reference():
+            return robot.home.copy()
+        key = (robot.name, robot.sha256, robot.home.tobytes(), tuple(self.default_context()[1:]))
+        if key not in _STARTS:
+            task = replace(self)
+            scene = build_scene(robot, task)
+            data = mujoco.MjData(scene.model)
+            draws = np.random.default_rng(0).normal(robot.home, START_SPREAD, (START_TRIES, robot.n_dofs))
+            for q in np.vstack([robot.home, np.clip(draws, robot.range_lower, robot.range_upper)]):
+                data.qpos[scene.qpos_adr] = q
+                try:
+                    task.reset(scene.model, data, task.default_context(), np.random.default_rng(0))
+                except TaskError:
+                    continue
+                _STARTS[key] = q
+                break
+            else:
+                raise TaskError(f"beer_pong finds no start posture of {robot.name} near its home where the held "
+                                f"ball touches nothing; give one in the start command")
+        return _STARTS[key].copy()
+
     def default_context(self) -> np.ndarray:
         """[release_time, cup_x, cup_y] (s, m, m)."""
-        return np.array([self.release_time, self.cup_x, self.cup_y])
+        return np.array([self.release_time, *self._placed([self.cup_x, self.cup_y])])
 
     def initialize_episode(self, model, data, context, rng) -> None:
         release, cup = float(context[0]), np.asarray(context[1:3], float)
