@@ -9,9 +9,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -37,12 +35,9 @@ from episodic.tools.link_lab import (
     with_links,
 )
 from episodic.tools.relay import Faults
-from episodic.tools.served import ServedRunner
 
-pytestmark = pytest.mark.slow  # robot, relay and runner processes
-# the episodes are paced in real time and their tracking and round trips measured: the tests that
-# read them run alone on the machine (the processes start beside other tests: nothing is timed then)
-serial = pytest.mark.serial
+# processes paced in real time: alone on the machine
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 FAULTS = {
     "warm-up": Faults(),  # the first episode through a fresh relay may lose states while the processes settle
@@ -61,21 +56,6 @@ SLACK = 1.1  # the in-process error's share that varies from episode to episode 
 
 
 @dataclass
-class Processes:
-    """The module's processes, serving: robot A behind ``relay`` with the networked runner ``net``
-    through it, robot B with the runner ``doomed`` straight on it; ``reference``: the in-process
-    realtime mode's episode; ``tmp``: the runners' log folder."""
-
-    a: RobotProcess
-    b: RobotProcess
-    relay: RelayProcess
-    net: ServedRunner
-    doomed: ServedRunner
-    reference: Trial
-    tmp: Path
-
-
-@dataclass
 class Runs:
     """What the module's processes did (``runs``)."""
 
@@ -89,10 +69,11 @@ class Runs:
 
 
 @pytest.fixture(scope="module")
-def processes(tmp_path_factory) -> Iterator[Processes]:
-    """Robot A behind a relay with no faults yet, a networked runner through it, robot B with a
-    networked runner straight on it, started side by side (each takes seconds to import) and
-    serving; meanwhile the in-process realtime mode's episode (a Runner in this process)."""
+def runs(tmp_path_factory):
+    """Robot A behind a relay whose faults change between episodes, a networked runner through
+    it, robot B with a networked runner straight on it (killed during a move), and the in-process
+    realtime mode's episode (a Runner in this process); the processes start side by side (each
+    takes seconds to import). Last, robot A is killed during a move of its runner."""
     tmp = tmp_path_factory.mktemp("network")
     with contextlib.ExitStack() as stack:
         robots = [stack.enter_context(contextlib.closing(RobotProcess())) for _ in range(2)]
@@ -100,53 +81,35 @@ def processes(tmp_path_factory) -> Iterator[Processes]:
         relay = stack.enter_context(RelayProcess(a.address, Faults()))
         net = stack.enter_context(contextlib.closing(start_runner(tmp / "net.h5", relay.address)))
         doomed = stack.enter_context(contextlib.closing(start_runner(tmp / "doomed.h5", b.address)))
-        reference = inprocess_trials(1)[0]  # while they start
+        out = Runs(inprocess_trials(1)[0], {})  # while they start
         doomed.wait_ready()
+        with Client(doomed.channel) as client:  # its runner killed 0.1 s into a move: B must brake on its own
+            start = client.start_episode(1)
+            assert start.flag == Flag.OK and start.posture is not None
+            signal_later(doomed, signal.SIGKILL)()
+            with pytest.raises(RunnerGone):
+                client.send_trajectory(min_jerk(start.posture, start.posture + OFFSET, MOVE_SECONDS, DT).q)
+        out.braked = probe(b.address, 0.8)
+        b.stop()  # done with: its 500 Hz loop would take a share of a core from the timed episodes below
         net.wait_ready()
-        yield Processes(a, b, relay, net, doomed, reference, tmp)
-
-
-def test_the_processes_start_and_serve(processes):
-    """Run first, beside other tests: the processes start and serve before the timed part begins."""
-    assert processes.a.address != processes.b.address and processes.relay.address
-    assert processes.net.ready and processes.doomed.ready
-    assert processes.reference.flags == (Flag.OK, Flag.OK) and processes.reference.tracking > 0
-
-
-@pytest.fixture(scope="module")
-def runs(processes):
-    """Robot B's runner killed during a move; then robot A's runner through the relay, whose faults
-    change between episodes, runs an episode per fault; last, robot A is killed during a move of
-    its runner."""
-    p = processes
-    a, b, relay, net, doomed, tmp = p.a, p.b, p.relay, p.net, p.doomed, p.tmp
-    out = Runs(processes.reference, {})
-    with Client(doomed.channel) as client:  # its runner killed 0.1 s into a move: B must brake on its own
-        start = client.start_episode(1)
-        assert start.flag == Flag.OK and start.posture is not None
-        signal_later(doomed, signal.SIGKILL)()
-        with pytest.raises(RunnerGone):
-            client.send_trajectory(min_jerk(start.posture, start.posture + OFFSET, MOVE_SECONDS, DT).q)
-    out.braked = probe(b.address, 0.8)
-    with Client(net.channel) as client:
-        for name, faults in FAULTS.items():
-            relay.set(faults)
-            drop = name == "link drop 200 ms"
-            out.faults[name] = reach_episode(client, signal_later(relay, signal.SIGUSR1) if drop else None)
-            if drop:
-                time.sleep(faults.drop_for)  # an episode started while the link is down is aborted at once
-        relay.set(Faults())
-        t0 = time.monotonic()
-        out.robot_killed = reach_episode(client, signal_later(a, signal.SIGKILL))
-        out.after_robot = client.start_episode(1).flag
-        out.robot_killed_took = time.monotonic() - t0
-    net.stop()
+        with Client(net.channel) as client:
+            for name, faults in FAULTS.items():
+                relay.set(faults)
+                drop = name == "link drop 200 ms"
+                out.faults[name] = reach_episode(client, signal_later(relay, signal.SIGUSR1) if drop else None)
+                if drop:
+                    time.sleep(faults.drop_for)  # an episode started while the link is down is aborted at once
+            relay.set(Faults())
+            t0 = time.monotonic()
+            out.robot_killed = reach_episode(client, signal_later(a, signal.SIGKILL))
+            out.after_robot = client.start_episode(1).flag
+            out.robot_killed_took = time.monotonic() - t0
+        net.stop()
     out.faults = dict(zip(FAULTS, with_links(list(out.faults.values()), tmp / "net.h5"), strict=True))
     out.logged = len(read_episodes(tmp / "net.h5"))
     return out
 
 
-@serial
 def test_every_episode_is_logged_with_its_link_statistics(runs):
     assert runs.logged == len(FAULTS) + 2  # the robot killed in the last but one, the last with none
     for name, trial in runs.faults.items():
@@ -154,7 +117,6 @@ def test_every_episode_is_logged_with_its_link_statistics(runs):
         assert trial.link.states > 0, name
 
 
-@serial
 @pytest.mark.parametrize("name", ["none", "delay 1 ms", "delay 5 ms", "delay 20 ms", "jitter", "loss 1 %",
                                   "loss 10 %", "reordering", "after the drop"])
 def test_a_slow_or_lossy_link_tracks_as_the_in_process_mode_within_what_its_delay_explains(runs, name):
@@ -167,7 +129,6 @@ def test_a_slow_or_lossy_link_tracks_as_the_in_process_mode_within_what_its_dela
     assert 0 < trial.tracking <= bound, (name, trial.tracking, bound, trial.link)
 
 
-@serial
 @pytest.mark.parametrize("name, delay", [("delay 1 ms", 0.001), ("delay 5 ms", 0.005), ("delay 20 ms", 0.020)])
 def test_the_round_trip_measured_is_the_relays_delay_both_ways(runs, name, delay):
     link = runs.faults[name].link
@@ -176,7 +137,6 @@ def test_the_round_trip_measured_is_the_relays_delay_both_ways(runs, name, delay
     assert 2 * delay <= link.rtt_p50 <= 2 * delay + 2 * DT + 0.004, link
 
 
-@serial
 def test_lost_and_reordered_states_are_counted_and_the_reply_says_so(runs):
     results = runs.faults
     for name in ("loss 1 %", "loss 10 %"):
@@ -190,7 +150,6 @@ def test_lost_and_reordered_states_are_counted_and_the_reply_says_so(runs):
     assert results["none"].message == ""
 
 
-@serial
 def test_a_link_drop_aborts_the_segment_and_the_next_episode_runs(runs):
     results = runs.faults
     drop = results["link drop 200 ms"]
@@ -200,7 +159,6 @@ def test_a_link_drop_aborts_the_segment_and_the_next_episode_runs(runs):
     assert results["after the drop"].flags == (Flag.OK, Flag.OK)
 
 
-@serial
 def test_the_robot_process_killed_aborts_the_segment_and_nothing_hangs(runs):
     killed = runs.robot_killed
     assert killed is not None and killed.flags == (Flag.OK, Flag.SAFETY_ABORT) and "ms old" in killed.message
@@ -208,7 +166,6 @@ def test_the_robot_process_killed_aborts_the_segment_and_nothing_hangs(runs):
     assert runs.robot_killed_took < MOVE_SECONDS + 3  # replies within the state bound, not at some timeout
 
 
-@serial
 def test_the_runner_killed_leaves_the_robot_braked_and_still(runs):
     states = runs.braked
     assert len(states) > 100
