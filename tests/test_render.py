@@ -322,3 +322,17 @@ def test_shadows_can_be_left_out(gl, rec):
     darker, lighter = (pictures[True] < pictures[False] - 30).mean(), (pictures[True] > pictures[False] + 30).mean()
     assert darker > 0.002, "the arm's shadow darkens the floor"
     assert lighter < darker / 10, "shadows only darken"
+
+
+@pytest.mark.slow  # headless OpenGL, probed in a subprocess (the gl fixture)
+def test_reflections_and_smoothed_edges_can_be_left_out(gl, rec):
+    def picture(**look) -> np.ndarray:
+        with EpisodeRenderer(rec, *SIZE, shadows=False, **look) as renderer:
+            return renderer.at(0.0).astype(int)
+
+    full = picture()
+    assert np.array_equal(picture(reflections=False), full), "the WAM's floor reflects too little to show"
+    jagged = picture(antialiasing=False)
+    changed = np.abs(jagged - full).sum(axis=2) > 0
+    assert 0 < changed.mean() < 0.05, "only the edges change"
+    assert rec.model.vis.quality.offsamples > 0, "the model's multisampling is left as it was"
