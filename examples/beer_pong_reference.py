@@ -259,6 +259,7 @@ def reference_commands(robot: Robot | str = "wam", episode_id: int = 1, cup=None
 ARM_UPWARD = (RELEASE_VELOCITY[1], 0.0)  # m/s, the upward release speeds an arm other than the WAM tries
 ARM_SEEDS = 64                    # seeded postures (and the home) its release posture is searched from
 ARM_STROKE_TIME = 0.6             # s, the stroke's duration on an arm other than the WAM
+ARM_AHEAD = 0.5                   # the least cosine of the flange's axis to the release velocity (the ball ahead)
 ARM_LIFT = 0.12                   # m, the least height of the release point over the table (an arm short of the WAM's)
 
 
@@ -308,7 +309,8 @@ def arm_release(robot: Robot, task, cup) -> tuple:
     first joint scaled alike, but at least ``ARM_LIFT`` over the table); for each upward speed of
     ``ARM_UPWARD`` the speed toward the cup that brings the ball down on the cup's axis after one
     bounce (a bisection on free throws, :func:`_free_throw`), then the posture that gives it:
-    the holder's site at the point, the flange's axis along the velocity, the joint rates of the
+    the holder's site at the point, the flange's axis within 60 degrees of the velocity
+    (``ARM_AHEAD``: the ball ahead of the hand, which slows down behind it), the joint rates of the
     least largest share of the velocity limits (least_share_rates) from ``ARM_SEEDS`` seeded
     inverse kinematics starts. Returns (release posture (n_dofs,) rad, joint rates (n_dofs,)
     rad/s, velocity (3,) m/s, share) of the least share; ValueError when no throw lands."""
@@ -337,7 +339,8 @@ def arm_release(robot: Robot, task, cup) -> tuple:
         velocity = speed * toward + [0.0, 0.0, up]
         for start in starts:
             q, error = ik.solve(start, point, iterations=200)
-            if error > 1e-6 or np.any(q < robot.range_lower + 0.3) or np.any(q > robot.range_upper - 0.3):
+            if (error > 1e-6 or np.any(q < robot.range_lower + 0.3) or np.any(q > robot.range_upper - 0.3)
+                    or ik.pose(q, np.array([0.0, 0.0, 1.0]))[1] @ velocity < ARM_AHEAD * np.linalg.norm(velocity)):
                 continue
             try:
                 rates = least_share_rates(ik.jacobian(q)[:3], velocity, robot.velocity_limit)

@@ -71,7 +71,8 @@ def test_another_arm_gets_the_point_relative_to_its_base_facing_and_reach(arms):
 @pytest.mark.parametrize("task,arm", TIED)
 def test_a_task_tied_to_other_robots_says_why(arms, task, arm):
     cls = registry()[task]
-    with pytest.raises(TaskError, match=f"built for the wam robot \\({cls.needs.why[:20]}.*not '{arm}'"):
+    robots = " or ".join(cls.needs.robots)
+    with pytest.raises(TaskError, match=f"built for the {robots} robot \\({cls.needs.why[:20]}.*not '{arm}'"):
         build_scene(arms[arm], cls())
 
 

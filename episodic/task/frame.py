@@ -300,3 +300,34 @@ def least_share_rates(jacobian: np.ndarray, twist: np.ndarray, limits: np.ndarra
     if not result.success:
         raise ValueError(f"no joint rates give the motion {np.round(twist, 3).tolist()}: {result.message}")
     return result.x[:n]
+
+
+def flange_extent(robot: Robot) -> float:
+    """m, how far the robot's own colliding geoms (on the body holding its end-effector site and
+    the bodies it carries: a hand, fingers, a flange plate) reach beyond the site along the site's
+    z axis (the flange's axis, where a tool points), their bounding boxes at every joint angle 0;
+    -inf when it holds none. A tool that must stay clear of them starts that far out."""
+    return _flange_extent(str(robot.mjcf), robot.sha256, robot.end_effector_site)
+
+
+@cache
+def _flange_extent(mjcf: str, sha256: str, site: str) -> float:
+    model = mujoco.MjSpec.from_file(mjcf).compile()
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)
+    holder = int(model.site(site).bodyid[0])
+    axis, origin = data.site(site).xmat.reshape(3, 3)[:, 2], data.site(site).xpos
+    carried = {holder}
+    for body in range(holder + 1, model.nbody):  # bodies come after their parents
+        if int(model.body_parentid[body]) in carried:
+            carried.add(body)
+    extent = -np.inf
+    for geom in range(model.ngeom):
+        colliding = model.geom_contype[geom] or model.geom_conaffinity[geom]
+        if int(model.geom_bodyid[geom]) not in carried or not colliding:
+            continue
+        frame = data.geom_xmat[geom].reshape(3, 3)
+        centre, half = model.geom_aabb[geom, :3], model.geom_aabb[geom, 3:]
+        reach = (data.geom_xpos[geom] + frame @ centre - origin) @ axis + np.abs(frame.T @ axis) @ half
+        extent = max(extent, float(reach))
+    return extent
