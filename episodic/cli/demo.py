@@ -47,9 +47,11 @@ SETTLE = 0.5                   # s the last posture is held after the DMP (whose
                                # demonstration's hold)
 LOG_WAIT = 60.0                # s the video waits at most for the runner to have logged the first catch
 VIDEO_FPS = 30.0               # frames per second of motion in the video of the first catch
-VIDEO_SIZE = (640, 480)        # its pictures, pixels, drawn without shadows: they take a CPU renderer
-                               # more than half of each picture's time (145 vs 60 ms per picture) and
-                               # show nothing of the catch (only the arm's shadow on the floor)
+VIDEO_SIZE = (640, 480)        # its pictures, pixels, drawn without shadows, reflections or smoothed
+                               # edges: 16 instead of 145 ms per picture on a CPU renderer (see
+                               # episodic.tools.render.EpisodeRenderer); the shadows show nothing of the
+                               # catch (only the arm's shadow on the floor), the floor's reflections
+                               # change no pixel
 
 
 class DemoError(RuntimeError):
@@ -102,12 +104,13 @@ def run_demo(out: str | Path = "runs/demo.h5", seed: int = 0, iterations: int = 
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     channel = fresh_channel("demo")
-    clip = _Video(out, echo) if video else None
+    clip: _Video | None = None
     threads = ("--threads", str(batch_threads(samples + 1)))  # a batch: the samples and the policy
     try:
         with contextlib.closing(ServedRunner(channel, task=DEMO_TASK, log=out, seed=seed,
                                              args=("--overwrite", *threads))) as runner:
-            demo_path, learner, episode = _prepare(out, seed, samples, echo)  # while the runner starts
+            clip = _Video(out, echo) if video else None  # probing OpenGL while the runner starts
+            demo_path, learner, episode = _prepare(out, seed, samples, echo)  # likewise
             runner.wait_ready()
             echo(f"runner started (pid {runner.proc.pid}), channel '{channel}', log {out}")
             curve = _learn(runner, learner, episode, iterations, clip, echo)
@@ -209,7 +212,14 @@ class _Video:
     """The video of the first catch, ``<log stem>_first_catch.mp4`` beside the log: rendered on a
     thread of its own (a daemon: an error or Ctrl-C in the demo does not wait for it) once the
     runner has logged the episode, ``VIDEO_FPS`` frames per second of ``VIDEO_SIZE`` pixels, without
-    shadows."""
+    shadows, reflections or smoothed edges.
+
+    The headless OpenGL backend is probed (a subprocess: ``episodic.tools.render.gl_backend``,
+    0.75 CPU s) as soon as the runner is starting, on the core the runner's start-up leaves while
+    the demonstration is recorded, not later beside the learning. The rendering itself runs at the
+    learning's priority: it takes what the learning leaves of the cores (the batches' ends, while
+    the runner writes their episodes to its log) and a share of the rest; at the lowest priority
+    it would wait for the end of the learning on a busy machine and then run on one core."""
 
     def __init__(self, log: Path, echo: Callable[[str], None]):
         self.log, self.echo = log, echo
@@ -218,24 +228,37 @@ class _Video:
         self._thread: threading.Thread | None = None
         self._note = ""  # why there is no video
         self._failure: BaseException | None = None  # what else went wrong, raised by wait
+        from episodic.tools.render import gl_backend  # imported here: a module imported on two threads at once
+                                                      # can be seen half made by one of them
+        self._backend = threading.Thread(target=self._guard, args=(gl_backend,), name="episodic-demo-gl", daemon=True)
+        self._backend.start()
 
     def start(self, number: int) -> None:
         """Render episode ``number`` of the log as soon as it is there."""
         self.number = number
-        self._thread = threading.Thread(target=self._render, args=(number,), name="episodic-demo-video", daemon=True)
+        self._thread = threading.Thread(target=self._guard, args=(self._render, number), name="episodic-demo-video",
+                                        daemon=True)
         self._thread.start()
 
     def _render(self, number: int) -> None:
-        try:
-            from episodic.tools.render import RenderError, render
-        except ImportError:
-            self._note = "a video of the first catch needs the media extra: pip install 'episodic[media]'"
+        from episodic.tools.render import render
+
+        self._backend.join()
+        if self._note or self._failure is not None:
             return
+        _wait_logged(self.log, number, LOG_WAIT)
+        render(self.log, number, self.path, fps=VIDEO_FPS, size=VIDEO_SIZE, shadows=False, reflections=False,
+               antialiasing=False)
+
+    def _guard(self, work: Callable[..., object], *args) -> None:
+        """Run ``work(*args)`` on this thread: why it could not make the video as a note (RenderError
+        says which extra or packages to install), anything else kept for ``wait`` to raise."""
+        from episodic.tools.render import RenderError
+
         try:
-            _wait_logged(self.log, number, LOG_WAIT)
-            render(self.log, number, self.path, fps=VIDEO_FPS, size=VIDEO_SIZE, shadows=False)
+            work(*args)
         except (RenderError, ImportError, TimeoutError) as exc:
-            self._note = f"no video of the first catch: {exc}"
+            self._note = self._note or f"no video of the first catch: {exc}"
         except BaseException as exc:  # noqa: BLE001 - handed to the demo's thread by wait
             self._failure = exc
 
