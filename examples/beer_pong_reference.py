@@ -260,6 +260,7 @@ ARM_UPWARD = (RELEASE_VELOCITY[1], 0.0)  # m/s, the upward release speeds an arm
 ARM_SEEDS = 64                    # seeded postures (and the home) its release posture is searched from
 ARM_STROKE_TIME = 0.6             # s, the stroke's duration on an arm other than the WAM
 ARM_AHEAD = 0.5                   # the least cosine of the flange's axis to the release velocity (the ball ahead)
+ARM_END_MARGIN = 0.15            # rad, the least room the stroke's ends leave to the joint range
 ARM_LIFT = 0.12                   # m, the least height of the release point over the table (an arm short of the WAM's)
 
 
@@ -300,6 +301,20 @@ def _free_throw(scene, task, q, cup, position, velocity) -> float:
         if bounces == 1 and before > 0 >= height:
             return float((data.qpos[qa : qa + 3] - foot) @ toward)
     return float("nan")
+
+
+def _stroke_clear(scene, data, q, rates, samples: int = 13) -> bool:
+    """Whether the arm touches nothing (the table, the floor, the cup: every contact but the
+    ball's) at ``samples`` postures along the stroke through ``q`` (n_dofs,) rad along ``rates``
+    (n_dofs,) rad/s (``ARM_STROKE_TIME`` s of a minimum-jerk profile peaking at them): after the
+    release the hand follows the ball down toward the table."""
+    ball = scene.model.geom("ball").id
+    for t in np.linspace(-1.0, 1.0, samples) * ARM_STROKE_TIME / 3.75:
+        data.qpos[scene.qpos_adr] = q + t * rates
+        mujoco.mj_forward(scene.model, data)
+        if any(ball not in (c.geom1, c.geom2) for c in data.contact[: data.ncon]):
+            return False
+    return True
 
 
 def arm_release(robot: Robot, task, cup) -> tuple:
@@ -347,7 +362,7 @@ def arm_release(robot: Robot, task, cup) -> tuple:
             except ValueError:
                 continue
             ends = q + np.outer([-1.0, 1.0], rates) * ARM_STROKE_TIME / 3.75  # the stroke's start and end
-            if np.any(ends < robot.range_lower) or np.any(ends > robot.range_upper):
+            if np.any(ends < robot.range_lower + ARM_END_MARGIN) or np.any(ends > robot.range_upper - ARM_END_MARGIN):
                 continue
             share = float(np.max(np.abs(rates) / robot.velocity_limit))
             candidates.append((share, len(candidates), q, rates, velocity))
@@ -358,7 +373,8 @@ def arm_release(robot: Robot, task, cup) -> tuple:
             task.reset(scene.model, data, np.array([0.0, *cup]), np.random.default_rng(0))
         except TaskError:
             continue
-        return q, rates, velocity, share
+        if _stroke_clear(scene, data, q, rates):
+            return q, rates, velocity, share
     raise ValueError(f"no throw from {np.round(point, 3).tolist()} m lands in the cup at "
                      f"{np.round(cup, 3).tolist()} m for {robot.name}")
 

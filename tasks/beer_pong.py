@@ -190,10 +190,10 @@ class BeerPong(Task[BeerPongEpisode]):
     # the arms whose reference throw is shown to land (tests/test_task_robots.py); measured on the others
     needs: ClassVar[Needs] = Needs(dofs=6, robots=("wam", "puma560"), why=(
         "the reference's throw, planned for an arm in its frame (examples/beer_pong_reference.py), lands only "
-        "there: the Panda's (2.67 m/s toward the cup, 1.0 m/s down, from 1.02 m up) needs 1.22 times its joints' "
-        "velocity limits (3.17 rad/s against 2.61), and the throws a wider search found at 0.73-0.82 of them "
-        "overshoot panda_joint6's limit tracking the stroke; the UR5 reaches 0.12 m over the table, from where the "
-        "throw needs 4.0 m/s toward the cup, 1.26 times its wrist joints' limits (4.02 rad/s against 3.2)"))
+        "there: the Panda's throws that keep its arm off the table need 1.7 times its joints' velocity limits "
+        "(panda_joint6, 7 at 4.44 rad/s, limit 2.61); the UR5's release, 0.12 m over the table (0.88 m up), "
+        "needs 4.0 m/s toward the cup, 1.26 times its wrist joints' limits (4.02 rad/s, limit 3.2), and none of "
+        "its postures there keeps the stroke off the table"))
     camera: ClassVar[Camera] = {"lookat": (1.1, 0.0, 1.05), "distance": 2.2, "azimuth": 115, "elevation": -12}
     sl: ClassVar[SLMap] = SLMap(("cup x m", "cup y m", "action cost weight", "bounce noise"), ("release_time", 0, 1),
                                 states=tuple(BALL_COLUMNS) + ("cup_x", "cup_y", None))
