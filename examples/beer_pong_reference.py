@@ -30,6 +30,22 @@ down 18 cm short of it in air.
    first step of the motion), and the arm holds the stroke's end while the ball flies and settles
    (the segment ends once the ball has lain in the cup at rest for the task's rest_time).
 
+Other arms (the task places its table, cup and pads in the arm's frame: tasks/beer_pong.py).
+``arm_commands``: the release point is the WAM's placed (its distance from the base axis scaled
+by the reaches; its height the WAM's above the first joint scaled alike, at least ``ARM_LIFT``
+over the table); for each upward speed of ``ARM_UPWARD`` the speed toward the cup is found by a
+bisection on free throws in the task's scene, then the release posture by inverse kinematics of
+the holder's site from seeded starts (the flange's axis within 60 degrees of the velocity, so the
+ball leaves ahead of the hand), the joint rates of the least largest share of the velocity
+limits, the stroke's ends inside the joint range and the arm off the table along it (after the
+release the hand follows the ball down). The start command goes straight to the stroke's back,
+the stroke is ``ARM_STROKE_TIME`` s. On the Puma 560 (release 0.44 m out, 2.06 m up, 1.04 m/s
+toward the cup; 0.96 of its joints' velocity limits) it lands 2 mm from the cup's axis and the ball comes
+to rest in it. The Panda's throws that keep its arm off the table need 1.7 times its velocity
+limits (a release 0.13 m higher: about 2 times; those that hit the table saturate panda_joint6's
+torque); the UR5, on the floor, releases 0.12 m over the table and needs 4.0 m/s toward the cup
+there, 1.26 times its wrist joints' limits (the task's ``needs`` says so).
+
 Only what a remote learner could know is used: the robot and task models and the context. A cup
 elsewhere on the table at the default cup's distance from the base axis is aimed at by turning
 j1; other distances are not reached.
@@ -381,10 +397,12 @@ def arm_release(robot: Robot, task, cup) -> tuple:
 
 def arm_commands(robot: Robot, task, episode_id: int = 1, cup=None) -> list:
     """The reference episode on an arm other than the WAM (:func:`arm_release`), as
-    reference_commands: the gain set with the motion's inverse dynamics, a minimum-jerk wind-up
-    from the start posture to the back of the stroke, and the stroke: a straight line in joint
-    space through the release posture along the release's joint rates, on a minimum-jerk profile
-    of ``STROKE_TIME`` s peaking at them at its middle, where the ball is let go."""
+    reference_commands: the start command goes to the back of the stroke (a posture the task's
+    start check accepts: the held ball clear), the gain set with the motion's inverse dynamics,
+    and the stroke: a straight line in joint space through the release posture along the
+    release's joint rates, on a minimum-jerk profile of ``ARM_STROKE_TIME`` s peaking at them at
+    its middle, where the ball is let go. ``cup``: (x, y) m, world frame (None: the task's default
+    cup placed for the arm)."""
     build_scene(robot, task)  # the scene placed for the robot
     cup = task.default_context()[1:] if cup is None else np.asarray(cup, float)
     release, rates, _, _ = arm_release(robot, task, cup)

@@ -22,6 +22,18 @@ from the table to the rim, inner radius ``cup_bottom_radius`` m at the bottom an
 ``cup_rim_radius`` m at the rim: a bottom disc (``CUP_BOTTOM`` m thick), ``CUP_WALLS`` thin
 boxes around the cone (MuJoCo has no hollow cone) and a rim of as many capsules on top.
 
+On other arms (issue 29). The scene's numbers are given for the WAM. On another arm the table
+keeps its size and height (it stands on the floor) and the world's axes; its near end's middle,
+the default cup and the first pad are placed from the arm's base axis, their horizontal offsets
+from the WAM's scaled by the ratio of the reaches (episodic.task.frame.RobotFrame; the context's
+cup stays in world coordinates). The holder starts where the arm's own geoms end beyond the
+end-effector site (episodic.task.frame.flange_extent: 5 cm on the Puma 560, 4.4 cm on the UR5,
+the WAM's holder as it always was), and the start posture is the home if the held
+ball touches nothing there, else the first of 64 seeded postures about it where it does not.
+``needs`` names the arms whose reference throw is shown to land (the WAM and the Puma 560) and
+why the Panda and the UR5 cannot (their joints' velocity limits, measured by the reference's
+planner: examples/beer_pong_reference.py).
+
 The seed's harder surfaces ("a broken surface with only very limited areas where contact is
 possible", "a slanted surface"). ``table_tilt`` rad turns the playing surface about the y axis
 through its centre (positive raises the far, +x, end; within +-0.2 rad, 11.5 deg): the table's
