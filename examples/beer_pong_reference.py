@@ -175,34 +175,10 @@ def throw_miss(robot: Robot, task, cup, velocity, point=RELEASE_POINT, scene=Non
     speed), the arm held at the release posture, run for at most ``FLIGHT_WAIT`` s. ``scene``: the
     task's (None: built here)."""
     scene = build_scene(robot, task) if scene is None else scene
-    model, data = scene.model, mujoco.MjData(scene.model)
-    psi, toward = throw_plane(cup)
+    toward = throw_plane(cup)[1]
     q = stroke(robot, task, cup, velocity, point)[0]
-    data.qpos[scene.qpos_adr] = q
-    data.ctrl[scene.actuator] = robot.kp * q  # the controller's hold: ctrl - kp q - kd qd, gravity compensated
-    task.reset(model, data, np.array([0.0, *cup]), np.random.default_rng(0))
-    data.act[:] = 0.0  # let go (the hold's activations are the model's only ones)
-    foot = data.mocap_pos[0].copy()  # the cup (the scene's only mocap body), then taken 10 m down
-    data.mocap_pos[0, 2] -= 10.0
-    ball = model.joint("ball")
-    qa, va = int(ball.qposadr[0]), int(ball.dofadr[0])
-    data.qpos[qa : qa + 3] = point[0] * toward + [0.0, 0.0, point[1]]
-    data.qvel[va : va + 6] = [*(velocity[0] * toward + [0.0, 0.0, velocity[1]]), 0.0, 0.0, 0.0]
-    mujoco.mj_forward(model, data)
-    touch = scene.sensors["bp_on_table"]
-    bounces, touching, height = 0, False, np.inf
-    for _ in range(int(FLIGHT_WAIT / model.opt.timestep)):
-        mujoco.mj_step(model, data)
-        now = data.sensordata[touch][0] > 0
-        bounces += now and not touching
-        touching = now
-        local = task.cup_coordinates(data.qpos[qa : qa + 3][None], foot[None])[0]
-        before, height = height, local[2] - task.cup_height
-        if bounces > 1:
-            return float("nan")
-        if bounces == 1 and before > 0 >= height:
-            return float((data.qpos[qa : qa + 3] - foot) @ toward)
-    return float("nan")
+    return _free_throw(scene, robot, task, q, cup, point[0] * toward + [0.0, 0.0, point[1]],
+                       velocity[0] * toward + [0.0, 0.0, velocity[1]], toward)
 
 
 def plan_release_speed(robot: Robot, task, cup, point=RELEASE_POINT, tolerance: float = 0.002,
@@ -280,23 +256,21 @@ ARM_END_MARGIN = 0.15            # rad, the least room the stroke's ends leave t
 ARM_LIFT = 0.12                   # m, the least height of the release point over the table (an arm short of the WAM's)
 
 
-def _free_throw(scene, task, q, cup, position, velocity) -> float:
+def _free_throw(scene, robot: Robot, task, q, cup, position, velocity, toward) -> float:
     """m, where a ball let go at ``position`` (3,) m with ``velocity`` (3,) m/s comes down through
-    the rim plane of the cup at ``cup`` (x, y) m after one table bounce, along the horizontal
-    direction from the ball's start toward the cup, from the cup's axis (negative: short); nan
-    when it never does. The cup taken away (a throw that would strike it is scored where it
-    would pass), the arm held at ``q`` (n_dofs,) rad (throw_miss)."""
-    model, data, robot = scene.model, mujoco.MjData(scene.model), task._robot
-    toward = np.array([*(np.asarray(cup) - position[:2]), 0.0])
-    toward /= np.linalg.norm(toward)
+    the rim plane of the cup at ``cup`` (x, y) m after one table bounce, along ``toward`` (3,: a
+    horizontal unit vector) from the cup's axis (negative: short); nan when it never does (a ball
+    below the table never does). The cup taken away (a throw that would strike it is scored where
+    it would pass), the arm held at ``q`` (n_dofs,) rad, at most ``FLIGHT_WAIT`` s."""
+    model, data = scene.model, mujoco.MjData(scene.model)
     data.qpos[scene.qpos_adr] = q
-    data.ctrl[scene.actuator] = robot.kp * q
+    data.ctrl[scene.actuator] = robot.kp * q  # the controller's hold: ctrl - kp q - kd qd, gravity compensated
     try:
         task.reset(model, data, np.array([0.0, *cup]), np.random.default_rng(0))
     except TaskError:  # the ball held against the arm: it is placed below, its start is all that counts here
         pass
-    data.act[:] = 0.0
-    foot = data.mocap_pos[0].copy()
+    data.act[:] = 0.0  # let go (the hold's activations are the model's only ones)
+    foot = data.mocap_pos[0].copy()  # the cup (the scene's only mocap body), then taken 10 m down
     data.mocap_pos[0, 2] -= 10.0
     ball = model.joint("ball")
     qa, va = int(ball.qposadr[0]), int(ball.dofadr[0])
@@ -360,7 +334,7 @@ def arm_release(robot: Robot, task, cup) -> tuple:
         low, high, speed = 0.3, 4.0, None
         for _ in range(16):
             middle = (low + high) / 2
-            miss = _free_throw(scene, task, robot.home, cup, point, middle * toward + [0.0, 0.0, up])
+            miss = _free_throw(scene, robot, task, robot.home, cup, point, middle * toward + [0.0, 0.0, up], toward)
             if abs(miss) < 0.003:
                 speed = middle
                 break
