@@ -168,9 +168,8 @@ def _episodes(f: h5py.File) -> h5py.Group | h5py.Dataset:
 
 
 def _index(episodes: h5py.Dataset) -> dict[int, np.void]:
-    """The rows of a table of episodes by episode number (the last row of a number, should one
-    be written twice)."""
-    return {int(row["number"]): row for row in read_array(episodes)}
+    """The rows of a table of episodes by episode number (_last_rows)."""
+    return {int(row["number"]): row for row in _last_rows(episodes)}
 
 
 def _table_rows(f: h5py.File) -> dict[str, int]:
@@ -181,7 +180,7 @@ def _table_rows(f: h5py.File) -> dict[str, int]:
 
 def _last_rows(episodes: h5py.Dataset) -> np.ndarray:
     """The rows of a table of episodes in number order, one per number (the last written,
-    should one be written twice): as _index, in one array."""
+    should one be written twice)."""
     table = read_array(episodes)
     _, last = np.unique(table["number"][::-1], return_index=True)
     return table[len(table) - 1 - last]
