@@ -153,6 +153,7 @@ class RunLog:
         self._tables: dict[str, h5py.h5d.DatasetID] = {}  # the run-wide tables opened since it was
         self._opened = 0.0  # time.monotonic() of its last opening
         self._reopen = 0.0  # time.monotonic() before which it is not opened again (GAP_SECONDS)
+        self._closing = False  # a "ticks" writer closing the file a piece a call after HOLD_SECONDS open
         self._busy_since: float | None = None  # when the writer first found a reader holding it
         self._warned = False  # whether the writer said so (BUSY_WARN)
         self._fd = _create(self.path, overwrite)
@@ -202,6 +203,16 @@ class RunLog:
                 continue
             fix_metadata_cache(self._file, WRITE_CACHE)
             self._opened, self._busy_since = now, None
+        return True
+
+    def _close_piece(self) -> bool:
+        """Between ticks, close the file a piece at a time: one of its open tables per call
+        (closing a dataset writes its metadata, 0.1-0.3 ms each), then the file itself (about 0.3
+        ms; all at once they took 1-2 ms, most of a 2 ms tick); True once it is closed."""
+        if self._tables:
+            self._tables.pop(next(iter(self._tables)))
+            return False
+        self._close_file()
         return True
 
     def _close_file(self) -> None:
@@ -257,14 +268,20 @@ class RunLog:
     def work(self, budget: float = float("inf")) -> bool:
         """Write pending pieces for up to ``budget`` s: one, then more while another as long as
         the last one would still end within the budget; True while some remain. For the "ticks"
-        writer opening the file and closing it are pieces of their own (each takes about half a
-        millisecond, a quarter of a 2 ms tick): a call that opens it writes only if the budget
-        still has room for a piece as long as the opening, and the call after the queue ran empty
-        closes it and does nothing else."""
-        end = time.perf_counter() + budget
-        if self.writer == "ticks" and not self._pending:
+        writer opening the file is a piece of its own (about half a millisecond, a quarter of a 2
+        ms tick): a call that opens it writes only if the budget still has room for a piece as
+        long as the opening; once the queue ran empty, or the file was held open HOLD_SECONDS,
+        the calls close it a piece each (:meth:`_close_piece`) and do nothing else (with no
+        budget, the file is closed at once and the writes go on)."""
+        end, finite = time.perf_counter() + budget, budget != float("inf")
+        if self.writer == "ticks" and (self._closing or not self._pending):
+            if self._file is not None and finite and not self._close_piece():
+                return bool(self._pending)
             self._close_file()
-            return False
+            if self._closing:  # the file was held HOLD_SECONDS: readers get in before the next write
+                self._closing, self._reopen = False, time.monotonic() + GAP_SECONDS
+            if finite or not self._pending:
+                return bool(self._pending)
         while self._pending:
             job = self._pending[0]
             started = time.perf_counter()
@@ -292,6 +309,9 @@ class RunLog:
                 if not self._pending and self.writer == "inline":  # the thread (_drain) and the next tick close it
                     self._close_file()
                 elif time.monotonic() - self._opened > HOLD_SECONDS:
+                    if self.writer == "ticks" and finite:  # closed a piece at a time by the next calls
+                        self._closing = True
+                        break
                     self._close_file()
                     self._reopen = time.monotonic() + GAP_SECONDS
             now = time.perf_counter()
@@ -391,9 +411,10 @@ class RunLog:
             start, count = self._streams.get(number) or (steps.shape[0], 0)
             if steps.shape[0] != start + count:
                 raise OSError("other steps were logged between its streamed ones")
-            rows = _step_rows(steps.dtype, blocks)
-            yield from self._append(steps, rows, [])
-            self._streams[number] = (start, count + len(rows))
+            if self.writer == "ticks":
+                yield  # opening /steps is a piece of its own between ticks
+            yield from self._append_steps(steps, blocks, [])
+            self._streams[number] = (start, count + sum(len(b["time"]) for b in blocks))
         except BaseException:
             self._streams[number] = None
             raise
@@ -423,7 +444,7 @@ class RunLog:
         steps (after those one streamed), segments and commands appended to the run-wide tables,
         then their rows of /episodes, which name them (a failure before that takes the rows back
         off the tables, so no episode is half-written); then their /summary rows, and the file
-        flushed."""
+        flushed (between ticks, the next tick's closing of the file flushes it)."""
         heads = [{"episode_id": ep.episode_id, "flag": ep.flag, "flag_name": ep.flag_name, "message": ep.message,
                   "return": ep.episode_return, "early_end": ep.early_end, "success": ep.success,
                   "n_steps": ep.n_steps, "wall_time": ep.wall_time, "rng_seed": list(ep.rng_seed), "batch": ep.batch,
@@ -451,7 +472,9 @@ class RunLog:
                 steps = self._steps_table(with_steps.blocks[0], with_steps.state_columns)
                 if stream and steps.shape[0] != sum(stream):
                     raise OSError("other steps were logged between its streamed ones")
-                yield from self._append(steps, _step_rows(steps.dtype, blocks), grown)
+                if self.writer == "ticks":
+                    yield  # opening /steps is a piece of its own between ticks
+                yield from self._append_steps(steps, blocks, grown)
             segments = self._table("segments", segment_dtype(len(first.state_columns)))
             n_segments = [len(ep.segments) for ep in eps]
             rows["n_segments"] = n_segments
@@ -479,7 +502,8 @@ class RunLog:
         _append_rows(self._table("summary", SUMMARY_DTYPE),
                      np.stack([summary_row(ep.number, head) for ep, head in zip(eps, heads, strict=True)]))
         yield
-        f.flush()
+        if self.writer != "ticks":  # between ticks the next tick closes the file, which flushes it (a flush
+            f.flush()               # and a close would each take 1-2 ms, most of a tick)
 
     def _table(self, name: str, dtype: np.dtype, row: tuple[int, ...] = ()) -> h5py.h5d.DatasetID:
         """The run-wide table ``name`` at the file's root: made when it is not there yet, empty,
@@ -517,6 +541,19 @@ class RunLog:
             for _ in _attrs(steps, {"columns": list(state_columns)}):
                 pass
         return steps
+
+    def _append_steps(self, table: h5py.h5d.DatasetID, blocks: list[dict[str, np.ndarray]],
+                      grown: list[tuple[h5py.h5d.DatasetID, int]]) -> Iterator[None]:
+        """Append the per-step ``blocks`` (column -> (n, ...) values) to /steps as its rows, as
+        :meth:`_append` does; when written between ticks, each piece's rows are gathered from the
+        blocks as it is written (gathering all of an episode's at once takes about a millisecond)."""
+        n = sum(len(b["time"]) for b in blocks)
+        if self.writer != "ticks":
+            yield from self._append(table, _step_rows(table.dtype, blocks, 0, n), grown)
+            return
+        per_piece = max(PIECE_BYTES // max(table.dtype.itemsize, 1), 1)
+        for start in range(0, n, per_piece):
+            yield from self._append(table, _step_rows(table.dtype, blocks, start, min(start + per_piece, n)), grown)
 
     def _append(self, table: h5py.h5d.DatasetID, rows: np.ndarray,
                 grown: list[tuple[h5py.h5d.DatasetID, int]]) -> Iterator[None]:
@@ -669,15 +706,20 @@ def _dtype(column: str) -> np.dtype:
     return np.dtype(STEP_DTYPES[column])
 
 
-def _step_rows(dtype: np.dtype, blocks: list[dict[str, np.ndarray]]) -> np.ndarray:
-    """The rows of /steps (``dtype``) of per-step ``blocks`` (column -> (n, ...) values), one after the other."""
-    rows = np.empty(sum(len(b["time"]) for b in blocks), dtype)
-    at = 0
+def _step_rows(dtype: np.dtype, blocks: list[dict[str, np.ndarray]], start: int, stop: int) -> np.ndarray:
+    """Rows ``start`` to ``stop`` (exclusive) of /steps (``dtype``) of the per-step ``blocks``
+    (column -> (n, ...) values) taken one after the other."""
+    rows = np.empty(stop - start, dtype)
+    at = 0  # the first row of the block, among all the blocks' rows
     for block in blocks:
         n = len(block["time"])
-        for name in dtype.names or ():
-            rows[name][at : at + n] = block[name]
+        lo, hi = max(start, at), min(stop, at + n)
+        if lo < hi:
+            for name in dtype.names or ():
+                rows[name][lo - start : hi - start] = block[name][lo - at : hi - at]
         at += n
+        if at >= stop:
+            break
     return rows
 
 
