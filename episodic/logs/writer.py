@@ -513,8 +513,9 @@ class RunLog:
         found = self._tables.get(name)
         if found is None:
             key = name.encode()
+            access = _TICK_ACCESS if self.writer == "ticks" else None
             if key in self._file.id:
-                found = h5py.h5d.open(self._file.id, key)
+                found = h5py.h5d.open(self._file.id, key, dapl=access)
             else:
                 row_bytes = (dtype.itemsize if dtype.kind != "O" else 16) * int(np.prod(row, dtype=np.int64))
                 chunk = (max(TABLE_CHUNK_BYTES // max(row_bytes, 1), 1), *row)
@@ -522,7 +523,7 @@ class RunLog:
                 space = h5py.h5s.create_simple((0, *row), (h5py.h5s.UNLIMITED, *row))
                 found = h5py.h5d.create(self._file.id, key, _types(dtype)[0], space,
                                         dcpl=compression.resizable(chunk, _DATASET_CREATION, use),
-                                        lcpl=_LINK_CREATION)
+                                        lcpl=_LINK_CREATION, dapl=access)
             self._tables[name] = found
         return found
 
@@ -772,6 +773,12 @@ _LINK_CREATION.set_char_encoding(h5py.h5t.CSET_UTF8)
 
 _DATASET_CREATION = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
 _DATASET_CREATION.set_obj_track_times(False)
+
+# A table written between ticks keeps one chunk in its cache, so that each chunk is written to the
+# file once full, in the piece that filled it, instead of all of them when the table is closed
+# (HDF5's default cache of 1 MiB held an episode's /steps: its closing took 1.3-1.6 ms of a 2 ms tick)
+_TICK_ACCESS = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+_TICK_ACCESS.set_chunk_cache(521, TABLE_CHUNK_BYTES, 1.0)  # hash slots (a prime), bytes, evict full chunks first
 
 
 _TYPES: dict[np.dtype, tuple[h5py.h5t.TypeID, h5py.h5t.TypeID]] = {}
