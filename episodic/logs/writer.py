@@ -413,8 +413,8 @@ class RunLog:
                 raise OSError("other steps were logged between its streamed ones")
             if self.writer == "ticks":
                 yield  # opening /steps is a piece of its own between ticks
-            yield from self._append_steps(steps, blocks, [])
-            self._streams[number] = (start, count + sum(len(b["time"]) for b in blocks))
+            appended = yield from self._append_steps(steps, blocks, [])
+            self._streams[number] = (start, count + appended)
         except BaseException:
             self._streams[number] = None
             raise
@@ -544,17 +544,16 @@ class RunLog:
         return steps
 
     def _append_steps(self, table: h5py.h5d.DatasetID, blocks: list[dict[str, np.ndarray]],
-                      grown: list[tuple[h5py.h5d.DatasetID, int]]) -> Iterator[None]:
+                      grown: list[tuple[h5py.h5d.DatasetID, int]]) -> Generator[None, None, int]:
         """Append the per-step ``blocks`` (column -> (n, ...) values) to /steps as its rows, as
         :meth:`_append` does; when written between ticks, each piece's rows are gathered from the
-        blocks as it is written (gathering all of an episode's at once takes about a millisecond)."""
+        blocks as it is written (gathering all of an episode's at once takes about a millisecond).
+        Returns the rows appended."""
         n = sum(len(b["time"]) for b in blocks)
-        if self.writer != "ticks":
-            yield from self._append(table, _step_rows(table.dtype, blocks, 0, n), grown)
-            return
-        per_piece = max(PIECE_BYTES // max(table.dtype.itemsize, 1), 1)
-        for start in range(0, n, per_piece):
+        per_piece = n if self.writer != "ticks" else _piece_rows(table.dtype.itemsize)
+        for start in range(0, n, max(per_piece, 1)):
             yield from self._append(table, _step_rows(table.dtype, blocks, start, min(start + per_piece, n)), grown)
+        return n
 
     def _append(self, table: h5py.h5d.DatasetID, rows: np.ndarray,
                 grown: list[tuple[h5py.h5d.DatasetID, int]]) -> Iterator[None]:
@@ -562,7 +561,7 @@ class RunLog:
         piece, or when written between ticks a piece per PIECE_BYTES of rows."""
         if not any(table is t for t, _ in grown):
             grown.append((table, table.shape[0]))
-        per_piece = len(rows) if self.writer != "ticks" else max(PIECE_BYTES // max(rows[:1].nbytes, 1), 1)
+        per_piece = len(rows) if self.writer != "ticks" else _piece_rows(rows[:1].nbytes)
         for start in range(0, len(rows), max(per_piece, 1)):
             _append_rows(table, np.ascontiguousarray(rows[start : start + per_piece]))
             yield
@@ -705,6 +704,11 @@ def _data_bytes(ep: EpisodeBuffer) -> int:
 def _dtype(column: str) -> np.dtype:
     """A step column's log dtype."""
     return np.dtype(STEP_DTYPES[column])
+
+
+def _piece_rows(row_bytes: int) -> int:
+    """Rows of ``row_bytes`` bytes each that one piece written between ticks holds (PIECE_BYTES, at least one)."""
+    return max(PIECE_BYTES // max(row_bytes, 1), 1)
 
 
 def _step_rows(dtype: np.dtype, blocks: list[dict[str, np.ndarray]], start: int, stop: int) -> np.ndarray:
