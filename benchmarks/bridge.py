@@ -16,7 +16,11 @@ Measured side by side in one run (medians of repeats); each line prints its rati
    log's values back, two semaphores, the peer's caches as 2 s of physics leave them (32 MB
    touched before each) and the learner idle as long as that repeat's physics took, as it is
    between its commands. Goal: overhead <= 1.3x the floor (the ratio of the medians; its range
-   over five blocks of repeats beside it), PASS or FAIL.
+   over five blocks of repeats beside it), PASS or FAIL. A third row, "bare exchange", sends the
+   same segment through the same channel and served runner with none of the client's Python: its
+   fixed fields packed and q written under the lock, the two semaphores, the reply's fields
+   unpacked (no checks, no command or Reply objects, no deadlines); the runner's side is
+   unchanged. It shows how much of the overhead is the client's code (no goal).
 2. The round trip of an empty command (a reset with no episode running) against a raw
    posix_ipc two-semaphore ping-pong between two processes, with the two processes on
    different cores and on one core. Goal: within 3x of the raw ping-pong on one core (the
@@ -42,7 +46,10 @@ import numpy as np
 import posix_ipc
 
 from episodic.bridge import Client
+from episodic.bridge.channel import locked
+from episodic.bridge.layout import COMMAND, COMMAND_STRUCT, MAGIC, REPLY_STRUCT, VERSION
 from episodic.interface.commands import StartCommand, TrajectoryCommand
+from episodic.interface.vocabulary import Kind
 from episodic.runtime.runner import Runner
 from episodic.tasks import make_task
 from episodic.tools.served import fresh_channel
@@ -144,17 +151,48 @@ class TimedRunner:
         os.unlink(self._file.name)
 
 
+# how a segment goes over the bridge, in the order each repeat sends them: the client with the log
+# copied (get_episode()), the client with the log as views (get_episode(copy=False)), the bare exchange
+VARIANTS = ("log copied", "log as views", "bare exchange")
+
+
+def bare_segment(client: Client, q: np.ndarray) -> None:
+    """Send the segment ``q`` (the next index of the client's episode) through ``client``'s channel
+    with as little of Python as the protocol allows: the command block's fixed fields packed and q
+    written under the lock, 'command ready' posted, 'reply ready' waited for, the reply's fixed
+    fields unpacked under the lock (what a compiled client would do). The client's own
+    bookkeeping (its last seq) is kept, so that it goes on as if it had sent the segment."""
+    blocks, channel = client._blocks, client._channel
+    seq = (client._seq + 1) % 2**64
+    fields = dict.fromkeys(COMMAND.names or (), 0) | dict(
+        magic=MAGIC, version=VERSION, seq=seq, client_pid=os.getpid(), kind=int(Kind.TRAJECTORY),
+        episode_id=client.episode_id, index=1, max_commands=1, n_samples=len(q))
+    values, q_block = tuple(fields.values()), blocks.command_arrays["q"]
+    with locked(channel.lock):
+        COMMAND_STRUCT.pack_into(blocks.buf, blocks.layout.command_offset, *values)
+        q_block[:len(q)] = q
+    channel.cmd_ready.release()
+    channel.reply_ready.acquire()
+    with locked(channel.lock):
+        reply_seq = REPLY_STRUCT.unpack_from(blocks.buf, blocks.layout.reply_offset)[0]
+    client._seq, client._unanswered = seq, False
+    if reply_seq != seq:
+        raise RuntimeError(f"the bare exchange got the reply to command {reply_seq}, not to {seq}")
+
+
 class Segments:
     """Per repeat, interleaved: the segment in-process (on the runner's core), then over the
-    bridge (learner core) with the log copied and as views, then one bare transfer of the same
-    bytes (the floor). s per segment: ``local_send`` and ``local_log`` (the in-process runner's
-    send and get_episode), ``bridge_send[copy]`` and ``bridge_log[copy]`` (the client's),
-    ``floor``; ``rows`` of the log. An unmeasured segment over the bridge comes first (the
-    served runner's first episode, and the log's size for the floor)."""
+    bridge (learner core) as each of VARIANTS, then one bare transfer of the same bytes (the
+    floor). s per segment: ``local_send`` and ``local_log`` (the in-process runner's send and
+    get_episode), ``bridge_send[variant]`` and ``bridge_log[variant]`` (the client's send and
+    get_episode; none for the bare exchange), ``floor``; ``rows`` of the log. An unmeasured segment
+    over the bridge comes first (the served runner's first episode, and the log's size for the
+    floor)."""
 
     def __init__(self, channel: str, repeats: int):
         self.local_send, self.local_log, self.floor = [], [], []
-        self.bridge_send, self.bridge_log = {True: [], False: []}, {True: [], False: []}
+        self.bridge_send = {variant: [] for variant in VARIANTS}
+        self.bridge_log = {variant: [] for variant in VARIANTS}
         with contextlib.ExitStack() as stack:
             runner = stack.enter_context(Runner(make_task("reach")))
             client = stack.enter_context(Client(channel, timeout=30))
@@ -176,30 +214,35 @@ class Segments:
                 self.local_log.append(time.perf_counter() - t1)
                 runner.episodes.clear()
                 pin(LEARNER_CORE)
-                for copy in (True, False):
+                for variant in VARIANTS:
                     client.start_episode(max_commands=1)
                     t0 = time.perf_counter()
-                    client.send_trajectory(q)
+                    if variant == "bare exchange":
+                        bare_segment(client, q)
+                    else:
+                        client.send_trajectory(q)
                     t1 = time.perf_counter()
-                    client.get_episode(copy=copy)
-                    self.bridge_send[copy].append(t1 - t0)
-                    self.bridge_log[copy].append(time.perf_counter() - t1)
+                    if variant != "bare exchange":
+                        client.get_episode(copy=variant == "log copied")
+                    self.bridge_send[variant].append(t1 - t0)
+                    self.bridge_log[variant].append(time.perf_counter() - t1)
                 self.floor.append(transfer(self.local_send[-1]))
 
-    def segment_rows(self, copy: bool) -> slice:
-        """Where the segments with the log ``copy``-ed (else as views) are among the served runner's
-        commands, which came in the order: the unmeasured start and segment, then start, segment
-        copied, start, segment as views, ..."""
-        return slice(3 if copy else 5, 2 + 4 * len(self.local_send), 4)
+    def segment_rows(self, variant: str) -> slice:
+        """Where the segments sent as ``variant`` are among the served runner's commands, which came
+        in the order: the unmeasured start and segment, then for each repeat a start and a segment
+        for each of VARIANTS."""
+        k, n = VARIANTS.index(variant), len(VARIANTS)
+        return slice(3 + 2 * k, 2 + 2 * n * len(self.local_send), 2 * n)
 
-    def overhead(self, copy: bool, served: TimedRunner) -> tuple[np.ndarray, np.ndarray]:
+    def overhead(self, variant: str, served: TimedRunner) -> tuple[np.ndarray, np.ndarray]:
         """s per segment that the bridge adds, and the runner's share of it. The overhead: the
         client's send and get_episode minus the served runner's own time for that segment minus
         the in-process get_episode's median; the runner's share: its endpoint's handling of the
         segment minus its own time."""
-        rows = self.segment_rows(copy)
+        rows = self.segment_rows(variant)
         own = served.send[rows]
-        overhead = (np.array(self.bridge_send[copy]) + np.array(self.bridge_log[copy]) - own
+        overhead = (np.array(self.bridge_send[variant]) + np.array(self.bridge_log[variant]) - own
                     - np.median(self.local_log))
         return overhead, served.serve_one[rows] - own
 
@@ -294,27 +337,28 @@ def main() -> None:
     print(f"2 s segment ({runs.rows} logged steps) + full log, median of {args.repeats} interleaved repeats;")
     print(f"the runner's own time for each segment taken out "
           f"(in-process send {np.median(runs.local_send) * ms:.3f} ms, "
-          f"served {np.median(np.r_[tuple(served.send[runs.segment_rows(c)] for c in (True, False))]) * ms:.3f} ms; "
+          f"served {np.median(np.r_[tuple(served.send[runs.segment_rows(v)] for v in VARIANTS)]) * ms:.3f} ms; "
           f"in-process get_episode {np.median(runs.local_log) * ms:.3f} ms)")
     print(f"the machine's floor: the same bytes (q in, {runs.log_values} log values out) moved between two processes")
     print(f"  by bare copies and semaphores, the peer's caches as its physics leaves them, one after each repeat: "
           f"{floor * ms:.3f} ms")
     print(f"  {'':16s}{'in-process':>12s}{'bridge':>10s}{'difference':>12s}{'overhead':>10s}{'runner':>9s}"
           f"{'learner':>9s}{'/ floor':>9s}{'range':>13s}   goal <= {FLOOR_GOAL}x the floor")
-    for copy, label in ((True, "log copied"), (False, "log as views")):
-        bridge = np.median(runs.bridge_send[copy]) + np.median(runs.bridge_log[copy])
-        overheads, runner_sides = runs.overhead(copy, served)
+    for label in VARIANTS:
+        bridge = np.median(runs.bridge_send[label]) + np.median(runs.bridge_log[label])
+        overheads, runner_sides = runs.overhead(label, served)
         overhead, runner_side = np.median(overheads), np.median(runner_sides)
         blocks = [np.median(o) / np.median(f) for o, f in zip(np.array_split(overheads, BLOCKS),
                                                                np.array_split(np.array(runs.floor), BLOCKS))]
         ratio = overhead / floor
+        verdict = "(no goal)" if label == "bare exchange" else "PASS" if ratio <= FLOOR_GOAL else "FAIL"
         print(f"  {label:16s}{local * ms:9.3f} ms{bridge * ms:7.3f} ms{(bridge - local) * ms:9.3f} ms"
               f"{overhead * ms:7.3f} ms{runner_side * ms:6.3f} ms{(overhead - runner_side) * ms:6.3f} ms"
-              f"{ratio:8.2f}x{min(blocks):6.2f}-{max(blocks):.2f}x   {'PASS' if ratio <= FLOOR_GOAL else 'FAIL'}")
+              f"{ratio:8.2f}x{min(blocks):6.2f}-{max(blocks):.2f}x   {verdict}")
     print("  (overhead: the learner's send and get_episode minus the served runner's own time for the segment;")
     print("   runner: the served runner's bridge work, its endpoint's handling of the segment minus its own time;")
     print("   learner: the rest, the client's work and the two wake-ups across processes; range: the ratio over")
-    print(f"   {BLOCKS} blocks of consecutive repeats)")
+    print(f"   {BLOCKS} blocks of consecutive repeats; bare exchange: the segment with none of the client's Python)")
     print(f"empty command round trip, median of {n_empty}")
     print(f"  {'learner and runner on':24s}{'raw ping-pong':>14s}{'bridge':>10s}{'ratio':>8s}"
           f"   goal {ROUND_TRIP_GOAL:.0f}x on one core")
