@@ -266,6 +266,46 @@ def test_killed_run_leaves_a_readable_file(tmp_path):
     assert replay(path).identical
 
 
+def tear_last_row(path: Path) -> None:
+    """Leave the last row of /episodes of the log at ``path`` as a kill while the writer flushed
+    can: on disk, but the text it names (its attributes, in HDF5's global heap) not. Its heap
+    reference is pointed at an object its collection lacks, through HDF5's own chunk access."""
+    with h5py.File(path, "r+") as f:
+        table = f["episodes"]
+        last, per_chunk = table.shape[0] - 1, table.chunks[0]
+        first = last // per_chunk * per_chunk  # the first row of the last row's chunk
+        mask, raw = table.id.read_direct_chunk((first,))
+        row = 8 + 16 + 7 * 8  # bytes of a row on disk: number, attrs (length, collection, index), 7 int64
+        numbers = np.frombuffer(raw, "<i8")[:: row // 8][: last - first + 1]
+        assert mask == 0 and numbers.tolist() == table.fields("number")[first : last + 1].tolist()  # rows as assumed
+        torn = bytearray(raw)
+        index = (last - first) * row + 8 + 4 + 8
+        torn[index : index + 4] = (0x7FFF).to_bytes(4, "little")
+        table.id.write_direct_chunk((first,), bytes(torn), mask)
+
+
+def test_a_row_a_kill_left_without_its_text_leaves_the_others_readable(reach_log, tmp_path, caplog):
+    tear_last_row(reach_log)
+    with h5py.File(reach_log, "r") as f, pytest.raises(OSError, match="bad heap index"):
+        f["episodes"][()]  # HDF5 itself cannot read the table whole
+    assert [e.name for e in read_episodes(reach_log)] == ["000000"]
+    assert "1 row of /episodes cannot be read" in caplog.text
+    rows, partial = read_summary(reach_log)
+    assert rows["number"].tolist() == [0] and partial == {}
+    with pytest.raises(ValueError, match="no episode 000001"):
+        read_episodes(reach_log, [1])
+    from click.testing import CliRunner
+
+    from episodic.cli.main import main
+
+    replayed = CliRunner().invoke(main, ["replay", str(reach_log)])
+    assert replayed.exit_code == 0 and "1 episode replayed bit-identically" in replayed.output, replayed.output
+    compacted = CliRunner().invoke(main, ["compact", str(reach_log), str(tmp_path / "clean.h5")])
+    assert compacted.exit_code == 0 and "the last 1 of /episodes" in compacted.output, compacted.output
+    with h5py.File(tmp_path / "clean.h5", "r") as f:
+        assert f["episodes"].fields("number")[()].tolist() == [0]  # whole again, without the row
+
+
 @pytest.fixture
 def small_disk(tmp_path):
     """A function mounting a tmpfs of the given size (e.g. "2m") and returning its directory

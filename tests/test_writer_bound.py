@@ -108,13 +108,17 @@ def drive_and_kill(log: Path, batches: bool) -> tuple[list[float], float]:
 @pytest.mark.parametrize("batches", [False, True], ids=["single", "batches"])
 def test_a_sigkill_loses_no_episode_finished_more_than_the_bound_before(tmp_path, batches):
     ends, kill = drive_and_kill(tmp_path / "killed.h5", batches)
+    # a kill while the writer flushed may leave the rows of the write it cut short without their
+    # text (tests/test_log.py::test_a_row_a_kill_left_without_its_text_leaves_the_others_readable):
+    # those episodes had not been written, and the reader leaves them out
+    written = {int(e.name) for e in read_episodes(tmp_path / "killed.h5")}
     with h5py.File(tmp_path / "killed.h5", "r") as f:
-        written = set(f["episodes"].fields("number")[()].tolist())
+        rows = f["episodes"].shape[0]
     lost = set(range(len(ends))) - written
     assert len(ends) > 2 * QUEUE_WRITES  # the learner outran the writer long enough to fill its queue
     assert not {k for k in lost if kill - ends[k] > QUEUE_SECONDS}
     assert len(lost) <= QUEUE_WRITES + 1  # what was queued, and the one being written
-    assert [e.name for e in read_episodes(tmp_path / "killed.h5")] == [f"{k:06d}" for k in sorted(written)]
+    assert len(written) <= rows <= len(written) + QUEUE_WRITES  # at most one write's rows cut short
 
 
 def episode_contents(path: Path) -> dict[str, object]:

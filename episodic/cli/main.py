@@ -581,6 +581,9 @@ def compact(log: str, out: str | None, filter_name: str, overwrite: bool) -> Non
     click.echo(f"wrote {done.out} ({done.filter}): {done.bytes_before / 1e6:.2f} MB -> {done.bytes_after / 1e6:.2f} "
                f"MB ({done.ratio:.2f}x smaller; {done.bytes_after / n / 1e6:.3f} MB per episode of "
                f"{done.episodes}) in {done.seconds:.1f} s")
+    if done.left_out:
+        click.echo("left out, the rows of a write cut short (their text never reached the file): "
+                   + ", ".join(f"the last {n} of {table}" for table, n in done.left_out.items()))
 
 
 def _channel_name(ctx, param, value: str) -> str:

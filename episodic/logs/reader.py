@@ -13,6 +13,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import logging
 import os
 import struct
 import time
@@ -50,6 +51,10 @@ from episodic.logs.layout import (
     summary_row,
     written_in_process,
 )
+
+_log = logging.getLogger("episodic.logs")
+TORN_BLOCK = 1024  # rows of /episodes read at a time when some cannot be read (_readable_rows)
+_TORN_SAID: set[tuple[str, int]] = set()  # (log, rows) whose unreadable rows were said, once a process
 
 
 def _summary_rows(stored: np.ndarray) -> np.ndarray:
@@ -180,10 +185,40 @@ def _table_rows(f: h5py.File) -> dict[str, int]:
 
 def _last_rows(episodes: h5py.Dataset) -> np.ndarray:
     """The rows of a table of episodes in number order, one per number (the last written,
-    should one be written twice)."""
-    table = read_array(episodes)
+    should one be written twice); rows that cannot be read are left out (_readable_rows)."""
+    table = _readable_rows(episodes)
     _, last = np.unique(table["number"][::-1], return_index=True)
     return table[len(table) - 1 - last]
+
+
+def _readable_rows(episodes: h5py.Dataset) -> np.ndarray:
+    """The rows of a table of episodes, read at once or, when HDF5 cannot read some of them,
+    TORN_BLOCK rows at a time and the failing blocks row by row, those rows left out with a
+    warning on the episodic.logs logger. A row names its episode's attributes as text in
+    HDF5's global heap, and a flush writes the table's rows and its length before the heap
+    (HDF5 writes its metadata in address order): a run killed while the writer flushed a write
+    can leave that write's rows on disk without their text ("bad heap index"). Those episodes
+    had not finished being written; the others read as they were."""
+    try:
+        return read_array(episodes)
+    except OSError:
+        pass
+    parts, lost = [], 0
+    for start in range(0, episodes.shape[0], TORN_BLOCK):
+        try:
+            parts.append(episodes[start : start + TORN_BLOCK])
+        except OSError:
+            for k in range(start, min(start + TORN_BLOCK, episodes.shape[0])):
+                try:
+                    parts.append(episodes[k : k + 1])
+                except OSError:
+                    lost += 1
+    if lost and (episodes.file.filename, lost) not in _TORN_SAID:
+        _TORN_SAID.add((episodes.file.filename, lost))
+        _log.warning("%s: %d row%s of /episodes cannot be read (a write cut short, e.g. by a kill while the "
+                     "file was flushed); %s left out", episodes.file.filename, lost, "s" if lost > 1 else "",
+                     "they are" if lost > 1 else "it is")
+    return np.concatenate(parts) if parts else np.zeros(0, episodes.dtype)
 
 
 # the run-wide table each row of /episodes names rows of: (table, first row's field, rows' field or "" for one)
@@ -309,6 +344,7 @@ def read_summary(path: str | Path) -> tuple[np.ndarray, dict[str, str]]:
         partial: dict[str, str] = {}
         if isinstance(episodes, h5py.Dataset):  # the table: rows its /summary lacks from their attributes
             table = _last_rows(episodes)
+            rows = rows[np.isin(rows["number"], table["number"])]  # none of a row that cannot be read
             partial = _rows_problems(f, table)
             missing = [summary_row(int(row["number"]), _attrs_of(row))
                        for row in table[~np.isin(table["number"], rows["number"])]]
@@ -361,7 +397,7 @@ def iter_episodes(path: str | Path, numbers: list[int] | None = None) -> Iterato
     if isinstance(episodes, h5py.Dataset):
         for n in wanted:
             with _open_read(path) as f:
-                episode = _read_row(f, index[n]) if not _row_problem(f, index[n]) else None
+                episode = _read_row_or_none(f, index[n]) if numbers is None else _read_row(f, index[n])
             if episode is not None:
                 yield episode
         return
@@ -446,6 +482,21 @@ def _read_row(f: h5py.File, row: np.void) -> StoredEpisode:
     except (OSError, KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise ValueError(f"episode {name} of {f.filename} is damaged ({str(exc).splitlines()[0]}); "
                          f"it cannot be read") from None
+
+
+def _read_row_or_none(f: h5py.File, row: np.void) -> StoredEpisode | None:
+    """_read_row of an episode read among all of a log's: None, with a warning on the logger,
+    when it is not whole or a part of it cannot be read (as the commands of a write that a kill
+    cut short while the file was flushed, _readable_rows)."""
+    if _row_problem(f, row):
+        return None
+    try:
+        return _read_row(f, row)
+    except ValueError as exc:
+        if isinstance(exc, HostileFileError):
+            raise
+        _log.warning("%s; it is left out", exc)
+        return None
 
 
 def _slice(f: h5py.File, name: str, start: int, n: int) -> np.ndarray:

@@ -72,7 +72,9 @@ BUSY_POLL = 0.002     # s between the writer's tries to open a file a reader hol
 BUSY_WARN = 2.0       # s a reader may hold the file before the writer says so on the logger
 # bytes of HDF5's metadata cache while the file is open: a write's changes to the file's existing
 # metadata then stay in memory until it is flushed and closed (a SIGKILL mid-write leaves the
-# file as it was after the last write), and the cache is emptied at every close
+# file as it was after the last write, but for a kill inside the flush itself, which may leave
+# the write's rows of /episodes without their text: episodic.logs.reader._readable_rows), and the
+# cache is emptied at every close
 WRITE_CACHE = 1 << 21
 
 

@@ -8,8 +8,9 @@ every dataset of both before the rename.
 """
 from __future__ import annotations
 
+import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import h5py
@@ -35,6 +36,7 @@ class Compacted:
     bytes_before: int
     bytes_after: int
     seconds: float
+    left_out: dict[str, int] = field(default_factory=dict)  # table -> its last rows that could not be read (values_of)
 
     @property
     def ratio(self) -> float:
@@ -54,11 +56,45 @@ def copy_attrs(source, target) -> None:
         target.attrs.create(name, source.attrs[name], dtype=attr.dtype)
 
 
-def copy_dataset(source: h5py.Dataset, parent: h5py.Group, name: str, use: Filter) -> None:
-    """``source`` as dataset ``name`` of ``parent``: same type, shape, maximum shape and values,
-    stored with ``use`` when big enough (episodic.logs.compression.creation); a resizable dataset
-    keeps its own chunks."""
+def values_of(source: h5py.Dataset) -> np.ndarray:
+    """Every value of ``source``; of a table of text whose last rows HDF5 cannot read, the rows
+    before them. A flush writes a table's rows and its length before the text they name (HDF5
+    writes its metadata in address order), so a run killed while its writer flushed can leave
+    the rows of the write it cut short without their text ("bad heap index"; readers leave
+    those episodes out, episodic.logs.reader); the compacted log is the log without them. A row
+    that cannot be read before one that can is damage, not a cut-short write: CompactError."""
+    try:
+        return source[()]
+    except OSError as exc:
+        if source.ndim != 1 or not source.dtype.hasobject:
+            raise
+        cause = str(exc)
+    good, bad = 0, source.shape[0]  # source[:good] reads, source[:bad] does not
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        try:
+            source[:middle]
+            good = middle
+        except OSError:
+            bad = middle
+    for k in range(bad, source.shape[0]):
+        with contextlib.suppress(OSError):
+            source[k : k + 1]
+            raise CompactError(f"{source.file.filename}: row {good} of {source.name} cannot be read ({cause}) but "
+                               f"row {k} after it can: the file is damaged, not a write cut short; it is not compacted")
+    return source[:good]
+
+
+def copy_dataset(source: h5py.Dataset, parent: h5py.Group, name: str, use: Filter) -> int:
+    """``source`` as dataset ``name`` of ``parent``: same type, maximum shape and values (of a
+    table whose last rows cannot be read, those before them: values_of), stored with ``use``
+    when big enough (episodic.logs.compression.creation); a resizable dataset keeps its own
+    chunks. Returns the rows left out."""
+    values = values_of(source) if source.size else None
+    left_out = source.shape[0] - len(values) if isinstance(values, np.ndarray) and source.ndim else 0
     space = source.id.get_space()  # its shape and maximum shape
+    if isinstance(values, np.ndarray) and left_out:
+        space = h5py.h5s.create_simple(values.shape, space.get_simple_extent_dims(maxdims=True))
     plain = source.id.get_create_plist().copy()
     resizable = source.chunks is not None and source.maxshape != source.shape
     if resizable:
@@ -73,25 +109,26 @@ def copy_dataset(source: h5py.Dataset, parent: h5py.Group, name: str, use: Filte
         dcpl = creation(source.shape, source.dtype.itemsize, contiguous, use)
     h5py.h5d.create(parent.id, name.encode(), source.id.get_type(), space, dcpl=dcpl)
     target = parent[name]
-    if source.size:
-        target[()] = source[()]
+    if values is not None:
+        target[()] = values
     copy_attrs(source, target)
+    return left_out
 
 
-def copy_group(source: h5py.Group, target: h5py.Group, use: Filter) -> int:
-    """Everything below ``source`` into ``target``; the number of datasets copied."""
+def copy_group(source: h5py.Group, target: h5py.Group, use: Filter) -> dict[str, int]:
+    """Everything below ``source`` into ``target``; the rows left out of each table whose last
+    rows could not be read (values_of), by its path."""
     copy_attrs(source, target)
-    copied = 0
+    left_out: dict[str, int] = {}
     for name, link in source.items():
         kind = source.get(name, getlink=True)
         if not isinstance(kind, h5py.HardLink):
             raise CompactError(f"{source.name}/{name} is a {type(kind).__name__}; a log has none")
         if isinstance(link, h5py.Group):
-            copied += copy_group(link, target.create_group(name, track_order=None), use)
-        else:
-            copy_dataset(link, target, name, use)
-            copied += 1
-    return copied
+            left_out |= copy_group(link, target.create_group(name, track_order=None), use)
+        elif rows := copy_dataset(link, target, name, use):
+            left_out[link.name] = rows
+    return left_out
 
 
 def same_contents(a: h5py.Group, b: h5py.Group) -> str:
@@ -108,8 +145,8 @@ def same_contents(a: h5py.Group, b: h5py.Group) -> str:
             found = same_contents(item, other)
             if found:
                 return found
-        elif item.dtype != other.dtype or item.shape != other.shape or not _same(item[()], other[()]) or \
-                sorted(item.attrs.keys()) != sorted(other.attrs.keys()):
+        elif item.dtype != other.dtype or np.shape(values := values_of(item)) != other.shape or \
+                not _same(values, other[()]) or sorted(item.attrs.keys()) != sorted(other.attrs.keys()):
             return f"{item.name}: values differ"
     return ""
 
@@ -148,14 +185,14 @@ def compact(path: str | Path, out: str | Path | None = None, filter_name: str = 
             raise CompactError(f"{path} is not an episodic log (no /episodes or format); nothing was written")
         with replacing(out, overwrite=overwrite or in_place) as tmp:
             with h5py.File(tmp, "w", track_order=None) as target:
-                copy_group(source, target, use)
+                left_out = copy_group(source, target, use)
             with h5py.File(tmp, "r") as target:
                 differs = same_contents(source, target)
+                episodes = len(target["episodes"])
             if differs:
                 raise CompactError(f"the compacted copy of {path} does not read the same ({differs}); "
                                    f"{out} was not written")
-        episodes = len(source["episodes"])
-    return Compacted(out, use.name, episodes, before, out.stat().st_size, time.perf_counter() - start)
+    return Compacted(out, use.name, episodes, before, out.stat().st_size, time.perf_counter() - start, left_out)
 
 
 def describe_storage(f: h5py.File) -> str:
