@@ -195,9 +195,9 @@ def _readable_rows(episodes: h5py.Dataset) -> np.ndarray:
     """The rows of a table of episodes, read at once or, when HDF5 cannot read some of them,
     TORN_BLOCK rows at a time and the failing blocks row by row, those rows left out with a
     warning on the episodic.logs logger. A row names its episode's attributes as text in
-    HDF5's global heap, and a flush writes the table's rows and its length before the heap
-    (HDF5 writes its metadata in address order): a run killed while the writer flushed a write
-    can leave that write's rows on disk without their text ("bad heap index"). Those episodes
+    HDF5's global heap, and a flush writes the table's rows first and its metadata in address
+    order, which can put the table's length on disk before the heap: a run killed while the
+    writer flushed a write can leave that write's rows on disk without their text ("bad heap index"). Those episodes
     had not finished being written; the others read as they were."""
     try:
         return read_array(episodes)

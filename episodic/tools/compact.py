@@ -58,8 +58,8 @@ def copy_attrs(source, target) -> None:
 
 def values_of(source: h5py.Dataset) -> np.ndarray:
     """Every value of ``source``; of a table of text whose last rows HDF5 cannot read, the rows
-    before them. A flush writes a table's rows and its length before the text they name (HDF5
-    writes its metadata in address order), so a run killed while its writer flushed can leave
+    before them. A flush writes a table's rows first and its metadata in address order, which can
+    put the table's length on disk before the text the rows name, so a run killed while its writer flushed can leave
     the rows of the write it cut short without their text ("bad heap index"; readers leave
     those episodes out, episodic.logs.reader); the compacted log is the log without them. A row
     that cannot be read before one that can is damage, not a cut-short write: CompactError."""
