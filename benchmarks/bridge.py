@@ -47,7 +47,8 @@ import posix_ipc
 
 from episodic.bridge import Client
 from episodic.bridge.channel import locked
-from episodic.bridge.layout import COMMAND, COMMAND_STRUCT, MAGIC, REPLY_STRUCT, VERSION
+from episodic.bridge.codec import _pack_command
+from episodic.bridge.layout import REPLY_STRUCT
 from episodic.interface.commands import StartCommand, TrajectoryCommand
 from episodic.interface.vocabulary import Kind
 from episodic.runtime.runner import Runner
@@ -164,12 +165,10 @@ def bare_segment(client: Client, q: np.ndarray) -> None:
     bookkeeping (its last seq) is kept, so that it goes on as if it had sent the segment."""
     blocks, channel = client._blocks, client._channel
     seq = (client._seq + 1) % 2**64
-    fields = dict.fromkeys(COMMAND.names or (), 0) | dict(
-        magic=MAGIC, version=VERSION, seq=seq, client_pid=os.getpid(), kind=int(Kind.TRAJECTORY),
-        episode_id=client.episode_id, index=1, max_commands=1, n_samples=len(q))
-    values, q_block = tuple(fields.values()), blocks.command_arrays["q"]
+    fields = dict(kind=int(Kind.TRAJECTORY), episode_id=client.episode_id, index=1, max_commands=1, n_samples=len(q))
+    q_block = blocks.command_arrays["q"]
     with locked(channel.lock):
-        COMMAND_STRUCT.pack_into(blocks.buf, blocks.layout.command_offset, *values)
+        _pack_command(blocks, fields, seq, os.getpid())  # the codec's packing of the fixed fields
         q_block[:len(q)] = q
     channel.cmd_ready.release()
     channel.reply_ready.acquire()

@@ -102,6 +102,25 @@ def read_array(dset: h5py.Dataset) -> np.ndarray:
     return dset[()]
 
 
+def readable_rows(table: h5py.Dataset, block: int = 1024) -> tuple[np.ndarray, list[int]]:
+    """The rows of the 1-D ``table`` that HDF5 can read, in order, and the positions of those it
+    cannot: ``block`` rows at a time, a block that fails row by row. A table of text can hold
+    rows whose text never reached the file (a run killed while its log was flushed: HDF5 writes a
+    table's rows first and its metadata in address order, which can put the table's length on
+    disk before the text the rows name, "bad heap index"); a whole read fails on them."""
+    parts, lost = [], []
+    for start in range(0, table.shape[0], block):
+        try:
+            parts.append(table[start : start + block])
+        except OSError:
+            for k in range(start, min(start + block, table.shape[0])):
+                try:
+                    parts.append(table[k : k + 1])
+                except OSError:
+                    lost.append(k)
+    return (np.concatenate(parts) if parts else np.zeros(0, table.dtype)), lost
+
+
 # -- writing -----------------------------------------------------------------------------
 def create_exclusive(path: str | Path, mode: int = OWNER_ONLY) -> int:
     """A file descriptor of a new file at ``path``, opened for writing, created here (O_EXCL)

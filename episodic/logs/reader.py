@@ -34,6 +34,7 @@ from episodic.interface.files import (
     member,
     open_hdf5,
     read_array,
+    readable_rows,
 )
 from episodic.logs.episode import SEGMENT_FIELDS
 from episodic.logs.layout import (
@@ -53,7 +54,6 @@ from episodic.logs.layout import (
 )
 
 _log = logging.getLogger("episodic.logs")
-TORN_BLOCK = 1024  # rows of /episodes read at a time when some cannot be read (_readable_rows)
 _TORN_SAID: set[tuple[str, int]] = set()  # (log, rows) whose unreadable rows were said, once a process
 
 
@@ -192,33 +192,21 @@ def _last_rows(episodes: h5py.Dataset) -> np.ndarray:
 
 
 def _readable_rows(episodes: h5py.Dataset) -> np.ndarray:
-    """The rows of a table of episodes, read at once or, when HDF5 cannot read some of them,
-    TORN_BLOCK rows at a time and the failing blocks row by row, those rows left out with a
-    warning on the episodic.logs logger. A row names its episode's attributes as text in
-    HDF5's global heap, and a flush writes the table's rows first and its metadata in address
-    order, which can put the table's length on disk before the heap: a run killed while the
-    writer flushed a write can leave that write's rows on disk without their text ("bad heap index"). Those episodes
-    had not finished being written; the others read as they were."""
+    """The rows of a table of episodes, read at once or, when HDF5 cannot read some of them (rows
+    whose text a kill during a flush kept from the file: episodic.interface.files.readable_rows),
+    those it can, the others left out with a warning on the episodic.logs logger, once a process.
+    Those episodes had not finished being written; the others read as they were."""
     try:
         return read_array(episodes)
     except OSError:
-        pass
-    parts, lost = [], 0
-    for start in range(0, episodes.shape[0], TORN_BLOCK):
-        try:
-            parts.append(episodes[start : start + TORN_BLOCK])
-        except OSError:
-            for k in range(start, min(start + TORN_BLOCK, episodes.shape[0])):
-                try:
-                    parts.append(episodes[k : k + 1])
-                except OSError:
-                    lost += 1
-    if lost and (episodes.file.filename, lost) not in _TORN_SAID:
-        _TORN_SAID.add((episodes.file.filename, lost))
+        rows, lost = readable_rows(episodes)
+    said = (episodes.file.filename, len(lost))
+    if lost and said not in _TORN_SAID:
+        _TORN_SAID.add(said)
         _log.warning("%s: %d row%s of /episodes cannot be read (a write cut short, e.g. by a kill while the "
-                     "file was flushed); %s left out", episodes.file.filename, lost, "s" if lost > 1 else "",
-                     "they are" if lost > 1 else "it is")
-    return np.concatenate(parts) if parts else np.zeros(0, episodes.dtype)
+                     "file was flushed); %s left out", episodes.file.filename, len(lost), "s" if len(lost) > 1 else "",
+                     "they are" if len(lost) > 1 else "it is")
+    return rows
 
 
 # the run-wide table each row of /episodes names rows of: (table, first row's field, rows' field or "" for one)

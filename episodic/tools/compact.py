@@ -8,7 +8,6 @@ every dataset of both before the rename.
 """
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from episodic.interface.files import member, open_hdf5, replacing
+from episodic.interface.files import member, open_hdf5, readable_rows, replacing
 from episodic.logs import being_written
 from episodic.logs.compression import DEFAULT, Filter, creation, filters_of, get
 
@@ -56,33 +55,23 @@ def copy_attrs(source, target) -> None:
         target.attrs.create(name, source.attrs[name], dtype=attr.dtype)
 
 
-def values_of(source: h5py.Dataset) -> np.ndarray:
-    """Every value of ``source``; of a table of text whose last rows HDF5 cannot read, the rows
-    before them. A flush writes a table's rows first and its metadata in address order, which can
-    put the table's length on disk before the text the rows name, so a run killed while its writer flushed can leave
-    the rows of the write it cut short without their text ("bad heap index"; readers leave
-    those episodes out, episodic.logs.reader); the compacted log is the log without them. A row
-    that cannot be read before one that can is damage, not a cut-short write: CompactError."""
+def values_of(source: h5py.Dataset) -> tuple[np.ndarray, int]:
+    """Every value of ``source`` and 0; of a table of text whose last rows HDF5 cannot read (the
+    rows of a write a kill cut short while the log was flushed: episodic.interface.files.
+    readable_rows; readers leave those episodes out), the rows before them and how many were
+    left out: the compacted log is the log without them. A row that cannot be read before one
+    that can is damage, not a cut-short write: CompactError."""
     try:
-        return source[()]
+        return source[()], 0
     except OSError as exc:
         if source.ndim != 1 or not source.dtype.hasobject:
             raise
         cause = str(exc)
-    good, bad = 0, source.shape[0]  # source[:good] reads, source[:bad] does not
-    while bad - good > 1:
-        middle = (good + bad) // 2
-        try:
-            source[:middle]
-            good = middle
-        except OSError:
-            bad = middle
-    for k in range(bad, source.shape[0]):
-        with contextlib.suppress(OSError):
-            source[k : k + 1]
-            raise CompactError(f"{source.file.filename}: row {good} of {source.name} cannot be read ({cause}) but "
-                               f"row {k} after it can: the file is damaged, not a write cut short; it is not compacted")
-    return source[:good]
+    rows, lost = readable_rows(source)
+    if lost != list(range(len(rows), source.shape[0])):
+        raise CompactError(f"{source.file.filename}: row {lost[0]} of {source.name} cannot be read ({cause}) but a "
+                           f"row after it can: the file is damaged, not a write cut short; it is not compacted")
+    return rows, len(lost)
 
 
 def copy_dataset(source: h5py.Dataset, parent: h5py.Group, name: str, use: Filter) -> int:
@@ -90,10 +79,9 @@ def copy_dataset(source: h5py.Dataset, parent: h5py.Group, name: str, use: Filte
     table whose last rows cannot be read, those before them: values_of), stored with ``use``
     when big enough (episodic.logs.compression.creation); a resizable dataset keeps its own
     chunks. Returns the rows left out."""
-    values = values_of(source) if source.size else None
-    left_out = source.shape[0] - len(values) if isinstance(values, np.ndarray) and source.ndim else 0
+    values, left_out = values_of(source) if source.size else (None, 0)
     space = source.id.get_space()  # its shape and maximum shape
-    if isinstance(values, np.ndarray) and left_out:
+    if values is not None and left_out:
         space = h5py.h5s.create_simple(values.shape, space.get_simple_extent_dims(maxdims=True))
     plain = source.id.get_create_plist().copy()
     resizable = source.chunks is not None and source.maxshape != source.shape
@@ -145,7 +133,7 @@ def same_contents(a: h5py.Group, b: h5py.Group) -> str:
             found = same_contents(item, other)
             if found:
                 return found
-        elif item.dtype != other.dtype or np.shape(values := values_of(item)) != other.shape or \
+        elif item.dtype != other.dtype or np.shape(values := values_of(item)[0]) != other.shape or \
                 not _same(values, other[()]) or sorted(item.attrs.keys()) != sorted(other.attrs.keys()):
             return f"{item.name}: values differ"
     return ""
